@@ -1,0 +1,47 @@
+// The one table of failures (spec part 7). Every refusal the service sends is an ApiError built from
+// this table, so the HTTP status, the code and the default message can never drift apart.
+
+export const ERRORS = {
+  BAD_REQUEST: { status: 400, code: 4001, message: 'Bad request' },
+  UNSUPPORTED_FORMAT: {
+    status: 400,
+    code: 4002,
+    message: 'Unsupported format: send JPEG, PNG, WebP, BMP, TIFF or GIF',
+  },
+  FILE_TOO_LARGE: { status: 400, code: 4003, message: 'File too large: the limit is 50 MB (52428800 bytes)' },
+  DIMENSIONS_EXCEEDED: { status: 400, code: 4004, message: 'Image dimensions exceed the limits' },
+  UNDECODABLE: { status: 400, code: 4005, message: 'Undecodable image' },
+  INVALID_API_KEY: { status: 401, code: 4011, message: 'Invalid API key' },
+  RATE_LIMITED: { status: 429, code: 4290, message: 'Rate limited: too many requests this minute' },
+  DAILY_QUOTA: { status: 429, code: 4291, message: 'Daily quota used' },
+  UNAVAILABLE: { status: 503, code: 5001, message: 'Service temporarily unavailable; treat as unknown, not safe' },
+  // Not in part 7 (which lists detection failures): routing failures keep the same envelope shape.
+  NOT_FOUND: { status: 404, code: 4040, message: 'Not found' },
+  METHOD_NOT_ALLOWED: { status: 405, code: 4050, message: 'Method not allowed' },
+} as const satisfies Record<string, { status: number; code: number; message: string }>;
+
+export type ErrorName = keyof typeof ERRORS;
+
+export class ApiError extends Error {
+  readonly status: number;
+  readonly code: number;
+  /** Extra response headers, e.g. Retry-After on 429/503. */
+  readonly headers: Record<string, string>;
+
+  constructor(name: ErrorName, message?: string, headers: Record<string, string> = {}) {
+    const entry = ERRORS[name];
+    super(message ?? entry.message);
+    this.name = 'ApiError';
+    this.status = entry.status;
+    this.code = entry.code;
+    this.headers = headers;
+  }
+
+  body(): { code: number; message: string } {
+    return { code: this.code, message: this.message };
+  }
+}
+
+export function isApiError(err: unknown): err is ApiError {
+  return err instanceof ApiError;
+}
