@@ -14,7 +14,11 @@ export const ERRORS = {
   INVALID_API_KEY: { status: 401, code: 4011, message: 'Invalid API key' },
   RATE_LIMITED: { status: 429, code: 4290, message: 'Rate limited: too many requests this minute' },
   DAILY_QUOTA: { status: 429, code: 4291, message: 'Daily quota used' },
-  UNAVAILABLE: { status: 503, code: 5001, message: 'Service temporarily unavailable; treat as unknown, not safe' },
+  UNAVAILABLE: {
+    status: 503,
+    code: 5001,
+    message: 'Service temporarily unavailable; treat as unknown, not safe',
+  },
   // Not in part 7 (which lists detection failures): routing failures keep the same envelope shape.
   NOT_FOUND: { status: 404, code: 4040, message: 'Not found' },
   METHOD_NOT_ALLOWED: { status: 405, code: 4050, message: 'Method not allowed' },
@@ -28,9 +32,9 @@ export class ApiError extends Error {
   /** Extra response headers, e.g. Retry-After on 429/503. */
   readonly headers: Record<string, string>;
 
-  constructor(name: ErrorName, message?: string, headers: Record<string, string> = {}) {
+  constructor(name: ErrorName, message?: string, headers: Record<string, string> = {}, cause?: unknown) {
     const entry = ERRORS[name];
-    super(message ?? entry.message);
+    super(message ?? entry.message, cause === undefined ? undefined : { cause });
     this.name = 'ApiError';
     this.status = entry.status;
     this.code = entry.code;

@@ -1,0 +1,48 @@
+// The benchmark's images: corpus photos re-encoded at about one megapixel, the size the latency target
+// speaks of, plus their decoded RGB for the nsfwjs baseline. Built in memory on every run.
+
+import { readFileSync } from 'node:fs';
+import sharp from 'sharp';
+import { fixture } from '../test/fixtures/corpus.ts';
+
+const SOURCES = ['2569067123_aca715a2ee_o.jpg', 'flowers.jpeg', 'Landscape_1.jpg', 'concert.jpg'];
+export const ONE_MP = { width: 1155, height: 866 };
+
+export interface BenchImage {
+  name: string;
+  jpeg: Buffer;
+  rgb: Uint8Array;
+  width: number;
+  height: number;
+}
+
+export async function benchImages(): Promise<BenchImage[]> {
+  return Promise.all(
+    SOURCES.map(async (name) => {
+      const jpeg = await sharp(readFileSync(fixture(name)))
+        .rotate()
+        .resize(ONE_MP.width, ONE_MP.height, { fit: 'cover' })
+        .jpeg({ quality: 85 })
+        .toBuffer();
+      const { data, info } = await sharp(jpeg).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+      return { name, jpeg, rgb: new Uint8Array(data), width: info.width, height: info.height };
+    }),
+  );
+}
+
+/** A valid ~49 MB PNG of noise (4096×4000 RGB, within the non-JPEG limits): the worst honest upload. */
+export async function largePng(): Promise<Buffer> {
+  const width = 4096;
+  const height = 4000;
+  const pixels = Buffer.allocUnsafe(width * height * 3);
+  let x = 0x12345678;
+  for (let i = 0; i < pixels.length; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    pixels[i] = x & 0xff;
+  }
+  return sharp(pixels, { raw: { width, height, channels: 3 } })
+    .png({ compressionLevel: 1 })
+    .toBuffer();
+}

@@ -1,0 +1,115 @@
+// Benchmark baseline: nsfwjs itself on @tensorflow/tfjs-backend-wasm (XNNPACK, SIMD), classifying
+// decoded RGB images through its own path (tensor3d → /255 → resizeBilinear(alignCorners) → model).
+// The .wasm binaries are read from node_modules; nothing is fetched.
+//
+//   npx tsx bench/nsfwjs-baseline.ts [mobilenet_v2|inception_v3] [seconds]   (smoke run)
+
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as tf from '@tensorflow/tfjs';
+import { setWasmPaths } from '@tensorflow/tfjs-backend-wasm';
+import * as nsfwjs from 'nsfwjs';
+import { quietly } from '../models/nsfwjs-reference.ts';
+import { MODEL_INPUT_SIZE, type ModelName } from '../services/detect/model/classifier.ts';
+
+export interface RgbImage {
+  rgb: Uint8Array;
+  width: number;
+  height: number;
+}
+
+const NSFWJS_MODEL: Record<ModelName, 'MobileNetV2' | 'InceptionV3'> = {
+  mobilenet_v2: 'MobileNetV2',
+  inception_v3: 'InceptionV3',
+};
+
+let backend: Promise<void> | undefined;
+
+/**
+ * Selects the wasm backend. Under Node, tfjs always picks the single-threaded SIMD binary (its
+ * WASM_HAS_MULTITHREAD_SUPPORT flag is false on Node, tensorflow/tfjs#3830), so this baseline uses
+ * one core.
+ */
+function useWasmBackend(): Promise<void> {
+  backend ??= (async () => {
+    const require = createRequire(import.meta.url);
+    const dir = path.dirname(require.resolve('@tensorflow/tfjs-backend-wasm')); // …/dist
+    setWasmPaths(`${dir}${path.sep}`);
+    if (!(await tf.setBackend('wasm'))) throw new Error('tfjs wasm backend failed to initialize');
+    await tf.ready();
+  })();
+  return backend;
+}
+
+const models = new Map<ModelName, Promise<nsfwjs.NSFWJS>>();
+
+async function loadOnWasm(model: ModelName): Promise<nsfwjs.NSFWJS> {
+  let p = models.get(model);
+  if (!p) {
+    p = (async () => {
+      await useWasmBackend();
+      return quietly(() => nsfwjs.load(NSFWJS_MODEL[model])); // also runs a warm-up prediction
+    })();
+    models.set(model, p);
+    p.catch(() => models.delete(model));
+  }
+  return p;
+}
+
+/**
+ * Classifies the images round-robin with nsfwjs on wasm for about `seconds` (after one warm-up pass
+ * over the first image) and reports the throughput. Tensor creation and nsfwjs's own preprocessing
+ * are inside the timed loop; decoding is not.
+ */
+export async function nsfwjsWasmImagesPerSecond(
+  rgbImages: RgbImage[],
+  opts: { model: ModelName; seconds: number },
+): Promise<{ imagesPerSecond: number; count: number }> {
+  if (rgbImages.length === 0) throw new Error('no images to classify');
+  const net = await loadOnWasm(opts.model);
+  if (tf.getBackend() !== 'wasm') await tf.setBackend('wasm');
+
+  const classify = async (img: RgbImage) => {
+    const t = tf.tensor3d(img.rgb, [img.height, img.width, 3], 'int32');
+    try {
+      await net.classify(t, 5);
+    } finally {
+      t.dispose();
+    }
+  };
+
+  await classify(rgbImages[0] as RgbImage);
+  const budget = opts.seconds * 1000;
+  const started = performance.now();
+  let count = 0;
+  let elapsed = 0;
+  do {
+    await classify(rgbImages[count % rgbImages.length] as RgbImage);
+    count++;
+    elapsed = performance.now() - started;
+  } while (elapsed < budget);
+  return { imagesPerSecond: (count * 1000) / elapsed, count };
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const model = (process.argv[2] ?? 'mobilenet_v2') as ModelName;
+  const seconds = Number(process.argv[3] ?? 5);
+  const size = MODEL_INPUT_SIZE[model];
+  // A few synthetic images, at and off the model size, so the resize path runs too.
+  const images = [size, 480, 333].map((edge, k) => {
+    const rgb = new Uint8Array(edge * edge * 3);
+    for (let i = 0; i < rgb.length; i++) rgb[i] = (i * (7 + k) + (i >> 9)) & 255;
+    return { rgb, width: edge, height: edge };
+  });
+  nsfwjsWasmImagesPerSecond(images, { model, seconds }).then(
+    (r) =>
+      console.log(
+        `nsfwjs ${model} on tfjs wasm (${tf.getBackend()}): ${r.imagesPerSecond.toFixed(2)} images/s over ${r.count} images`,
+      ),
+    (err: unknown) => {
+      console.error(err);
+      process.exitCode = 1;
+    },
+  );
+}

@@ -1,0 +1,132 @@
+// `npm run bench`: every figure the detect issue's targets speak of, measured in one run on the same
+// images, with the nsfwjs baseline beside ours. Prints; asserts nothing (targets are judged by reading).
+
+import { readFileSync } from 'node:fs';
+import { loadConfig } from '../services/common/config.ts';
+import { toModelInput } from '../services/detect/image/decode.ts';
+import { probeHeader } from '../services/detect/image/probe.ts';
+import { sniffFormat } from '../services/detect/image/sniff.ts';
+import { createOnnxClassifier } from '../services/detect/model/onnx-classifier.ts';
+import { startServer } from '../test/support/server-process.ts';
+import { postOnce, runLoad } from './http-load.ts';
+import { benchImages, largePng, ONE_MP } from './images.ts';
+import { nsfwjsWasmImagesPerSecond } from './nsfwjs-baseline.ts';
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
+const config = loadConfig();
+const fmt = (x: number, digits = 1) => x.toFixed(digits);
+
+async function loop(seconds: number, concurrency: number, work: (i: number) => Promise<unknown>) {
+  let count = 0;
+  const deadline = performance.now() + seconds * 1000;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < deadline) await work(count++);
+    }),
+  );
+  return count / ((performance.now() - started) / 1000);
+}
+
+function readStatus(pid: number, field: 'VmRSS' | 'VmHWM'): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1]);
+  return kb * 1024;
+}
+
+const MiB = 1024 * 1024;
+
+console.log(
+  `nsfwdetector bench — model ${config.model}, ${SECONDS} s per figure, ${ONE_MP.width}×${ONE_MP.height} JPEGs`,
+);
+const images = await benchImages();
+const bodies = images.map((i) => i.jpeg);
+console.log(`images: ${images.map((i) => `${i.name} (${Math.round(i.jpeg.length / 1024)} KiB)`).join(', ')}`);
+
+// (a) inference only, on tensors prepared beforehand.
+const classifier = await createOnnxClassifier({
+  model: config.model,
+  intraOpThreads: config.inferenceThreads,
+});
+const probed = await Promise.all(
+  bodies.map(async (b) => probeHeader(b, await sniffFormat(b), config.limits)),
+);
+const tensors = await Promise.all(
+  bodies.map(async (b, i) => (await toModelInput(b, probed[i] as never, classifier.inputSize)).tensor),
+);
+const inferenceOnly1 = await loop(SECONDS / 2, 1, (i) =>
+  classifier.classify(tensors[i % tensors.length] as Float32Array),
+);
+const inferenceOnly2 = await loop(SECONDS / 2, config.concurrency.active, (i) =>
+  classifier.classify(tensors[i % tensors.length] as Float32Array),
+);
+
+// (b) decode + inference in process: the bound the HTTP path is compared against.
+const pipeline = async (i: number) => {
+  const bytes = bodies[i % bodies.length] as Buffer;
+  const header = probeHeader(bytes, await sniffFormat(bytes), config.limits);
+  const input = await toModelInput(bytes, header, classifier.inputSize);
+  return classifier.classify(input.tensor);
+};
+const inProcess1 = await loop(SECONDS / 2, 1, pipeline);
+const inProcessN = await loop(SECONDS / 2, config.concurrency.active, pipeline);
+await classifier.close();
+
+// (c) HTTP end to end through the real server process.
+const server = await startServer({ ANON_PER_MINUTE: '1000000', ANON_PER_DAY: '1000000', LOG_LEVEL: 'warn' });
+const url = `${server.url}/api/public/detect`;
+for (const body of bodies) await postOnce(url, body, 'image/jpeg'); // warm-up
+const c1 = await runLoad({ url, bodies, contentType: 'image/jpeg', concurrency: 1, seconds: SECONDS });
+const c8 = await runLoad({ url, bodies, contentType: 'image/jpeg', concurrency: 8, seconds: SECONDS });
+
+// Peak RSS of the server while 8 uploads of ~49 MB are in flight at once.
+const big = await largePng();
+const pid = server.proc.pid as number;
+const rssBefore = readStatus(pid, 'VmRSS');
+let rssPeak = rssBefore;
+const sampler = setInterval(() => {
+  rssPeak = Math.max(rssPeak, readStatus(pid, 'VmRSS'));
+}, 10);
+const uploads = await Promise.all(Array.from({ length: 8 }, () => postOnce(url, big, 'image/png')));
+clearInterval(sampler);
+rssPeak = Math.max(rssPeak, readStatus(pid, 'VmRSS'));
+const uploadStatuses = uploads.map((u) => u.status).join(',');
+await server.stop();
+
+// (d) the baseline: nsfwjs itself on @tensorflow/tfjs-backend-wasm, same images (decoded RGB).
+const baseline = await nsfwjsWasmImagesPerSecond(images, { model: config.model, seconds: SECONDS });
+
+const lines: Array<[string, string]> = [
+  ['(a) inference only, 1 at a time', `${fmt(inferenceOnly1)} images/s`],
+  [`(a) inference only, ${config.concurrency.active} at a time`, `${fmt(inferenceOnly2)} images/s`],
+  ['(b) decode+inference in process, 1 at a time', `${fmt(inProcess1)} images/s`],
+  [`(b) decode+inference in process, ${config.concurrency.active} at a time`, `${fmt(inProcessN)} images/s`],
+  [
+    '(c) HTTP end to end, concurrency 1',
+    `${fmt(c1.perSecond)} req/s, p50 ${fmt(c1.p50)} ms, p99 ${fmt(c1.p99)} ms (${c1.requests} ok, ${c1.failures} failed)`,
+  ],
+  [
+    '(c) HTTP end to end, concurrency 8',
+    `${fmt(c8.perSecond)} req/s, p50 ${fmt(c8.p50)} ms, p99 ${fmt(c8.p99)} ms (${c8.requests} ok, ${c8.failures} failed)`,
+  ],
+  [
+    '(d) nsfwjs on tfjs-backend-wasm (baseline)',
+    `${fmt(baseline.imagesPerSecond, 2)} images/s (${baseline.count} images)`,
+  ],
+  [
+    '(c)/(d) end to end vs baseline, concurrency 8',
+    `${fmt(c8.perSecond / baseline.imagesPerSecond)}×  (target ≥ 10×)`,
+  ],
+  [
+    '(c)/(b) end to end vs in-process bound',
+    `${fmt((100 * c8.perSecond) / inProcessN)} % at c=8 vs ${config.concurrency.active}-way; ${fmt((100 * c1.perSecond) / inProcess1)} % at c=1 vs 1-way  (target ≥ 60 %)`,
+  ],
+  ['p50, 1 MP JPEG, concurrency 1', `${fmt(c1.p50)} ms  (target ≤ 20 ms)`],
+  [
+    'server RSS, 8 concurrent ~49 MB uploads',
+    `peak ${fmt(rssPeak / MiB, 0)} MiB (before ${fmt(rssBefore / MiB, 0)} MiB; upload ${fmt(big.length / MiB, 1)} MiB; statuses ${uploadStatuses})  (target ≤ 1024 MiB)`,
+  ],
+];
+const width = Math.max(...lines.map(([k]) => k.length));
+console.log('');
+for (const [k, v] of lines) console.log(`${k.padEnd(width)}  ${v}`);

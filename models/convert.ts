@@ -1,0 +1,197 @@
+// Converts the NSFW classifiers bundled in the nsfwjs package into ONNX graphs (models/<name>.onnx)
+// and checks each output against the sha256 recorded in models/checksums.json. Downloads nothing.
+//
+//   npx tsx models/convert.ts [--if-missing] [--model mobilenet_v2|inception_v3|all]
+//                             [--out-dir <dir>] [--update-checksums]
+//
+// --if-missing        only convert models whose .onnx is absent or does not match its checksum
+// --update-checksums  record the new hashes instead of checking them (after upgrading nsfwjs)
+//
+// At run time the detect service calls ensureModel(name), which does the same as --if-missing for
+// one model and returns the file's path.
+
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { MODEL_NAMES, type ModelName } from '../services/detect/model/classifier.ts';
+import { kerasToOnnx } from './keras-to-onnx.ts';
+import { loadKerasModel, nsfwjsVersion } from './keras-weights.ts';
+import { serializeModel } from './onnx-graph.ts';
+
+export const MODELS_DIR = path.dirname(fileURLToPath(import.meta.url));
+export const CHECKSUMS_FILE = path.join(MODELS_DIR, 'checksums.json');
+
+export interface Checksums {
+  /** The nsfwjs version the hashes were produced from. */
+  nsfwjs: string;
+  models: Partial<Record<ModelName, { sha256: string; bytes: number }>>;
+}
+
+export const modelFile = (name: ModelName, dir = MODELS_DIR): string => path.join(dir, `${name}.onnx`);
+
+const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
+
+export async function readChecksums(file = CHECKSUMS_FILE): Promise<Checksums> {
+  if (!existsSync(file)) return { nsfwjs: nsfwjsVersion(), models: {} };
+  return JSON.parse(await readFile(file, 'utf8')) as Checksums;
+}
+
+export async function writeChecksums(checksums: Checksums, file = CHECKSUMS_FILE): Promise<void> {
+  const sorted: Checksums = { nsfwjs: checksums.nsfwjs, models: {} };
+  for (const name of MODEL_NAMES) {
+    const entry = checksums.models[name];
+    if (entry) sorted.models[name] = entry;
+  }
+  await writeFile(file, `${JSON.stringify(sorted, null, 2)}\n`);
+}
+
+/** Builds the ONNX bytes in memory. Pure: the same nsfwjs files give the same bytes. */
+export function convertToBytes(name: ModelName): Uint8Array {
+  return serializeModel(kerasToOnnx(loadKerasModel(name)));
+}
+
+export class ChecksumMismatchError extends Error {}
+
+function verify(name: ModelName, digest: string, checksums: Checksums): void {
+  const expected = checksums.models[name]?.sha256;
+  if (expected === digest) return;
+  const installed = nsfwjsVersion();
+  const hint =
+    installed !== checksums.nsfwjs
+      ? `nsfwjs is ${installed} but checksums.json was recorded with ${checksums.nsfwjs}. `
+      : '';
+  throw new ChecksumMismatchError(
+    `${name}.onnx: sha256 ${digest} does not match ${expected ? `the recorded ${expected}` : 'any recorded checksum'}. ` +
+      `${hint}If the change is intended, run: npx tsx models/convert.ts --model ${name} --update-checksums`,
+  );
+}
+
+/** Writes via a temporary file and a rename, so readers never see a partial model. */
+async function writeAtomically(file: string, bytes: Uint8Array): Promise<void> {
+  await mkdir(path.dirname(file), { recursive: true });
+  const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
+  try {
+    await writeFile(tmp, bytes);
+    await rename(tmp, file);
+  } finally {
+    await rm(tmp, { force: true });
+  }
+}
+
+export interface ConvertResult {
+  name: ModelName;
+  file: string;
+  sha256: string;
+  bytes: number;
+  /** Whether the file was (re)written; false when an up-to-date file was kept. */
+  converted: boolean;
+  ms: number;
+}
+
+export interface ConvertOptions {
+  outDir?: string;
+  ifMissing?: boolean;
+  /** Record the produced hash in checksums.json instead of checking it. */
+  updateChecksums?: boolean;
+  checksumsFile?: string;
+}
+
+export async function convertModel(name: ModelName, opts: ConvertOptions = {}): Promise<ConvertResult> {
+  const started = performance.now();
+  const file = modelFile(name, opts.outDir);
+  const checksumsFile = opts.checksumsFile ?? CHECKSUMS_FILE;
+  const checksums = await readChecksums(checksumsFile);
+
+  if (opts.ifMissing && !opts.updateChecksums && existsSync(file)) {
+    const existing = await readFile(file);
+    const digest = sha256(existing);
+    if (digest === checksums.models[name]?.sha256) {
+      return {
+        name,
+        file,
+        sha256: digest,
+        bytes: existing.length,
+        converted: false,
+        ms: performance.now() - started,
+      };
+    }
+  }
+
+  const bytes = convertToBytes(name);
+  const digest = sha256(bytes);
+  if (opts.updateChecksums) {
+    checksums.nsfwjs = nsfwjsVersion();
+    checksums.models[name] = { sha256: digest, bytes: bytes.length };
+    await writeChecksums(checksums, checksumsFile);
+  } else {
+    verify(name, digest, checksums);
+  }
+  await writeAtomically(file, bytes);
+  return {
+    name,
+    file,
+    sha256: digest,
+    bytes: bytes.length,
+    converted: true,
+    ms: performance.now() - started,
+  };
+}
+
+const pending = new Map<string, Promise<string>>();
+
+/**
+ * Path of an up-to-date ONNX model, converting it first when the file is absent or its sha256 does
+ * not match checksums.json. Concurrent calls share one conversion.
+ */
+export function ensureModel(name: ModelName, opts: { dir?: string } = {}): Promise<string> {
+  const file = modelFile(name, opts.dir);
+  let p = pending.get(file);
+  if (!p) {
+    p = convertModel(name, { outDir: opts.dir, ifMissing: true }).then((r) => r.file);
+    pending.set(file, p);
+    p.catch(() => pending.delete(file));
+  }
+  return p;
+}
+
+function parseArgs(argv: string[]): ConvertOptions & { models: ModelName[] } {
+  const opts: ConvertOptions & { models: ModelName[] } = { models: [...MODEL_NAMES] };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const value = (): string => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${arg} needs a value`);
+      return v;
+    };
+    if (arg === '--if-missing') opts.ifMissing = true;
+    else if (arg === '--update-checksums') opts.updateChecksums = true;
+    else if (arg === '--out-dir') opts.outDir = path.resolve(value());
+    else if (arg === '--model') {
+      const m = value();
+      if (m === 'all') opts.models = [...MODEL_NAMES];
+      else if ((MODEL_NAMES as readonly string[]).includes(m)) opts.models = [m as ModelName];
+      else throw new Error(`--model must be one of ${MODEL_NAMES.join(', ')}, all (got ${m})`);
+    } else throw new Error(`unknown argument ${arg}`);
+  }
+  return opts;
+}
+
+async function main(): Promise<void> {
+  const opts = parseArgs(process.argv.slice(2));
+  for (const name of opts.models) {
+    const r = await convertModel(name, opts);
+    const what = r.converted ? `converted in ${(r.ms / 1000).toFixed(2)} s` : 'up to date';
+    console.log(
+      `${name}: ${what} → ${path.relative(process.cwd(), r.file)} (${r.bytes} bytes, sha256 ${r.sha256})`,
+    );
+  }
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main().catch((err: unknown) => {
+    console.error(err instanceof Error ? err.message : err);
+    process.exitCode = 1;
+  });
+}

@@ -1,0 +1,129 @@
+// Configuration is read from the environment once, validated, and frozen. A bad value stops the
+// process at boot with a message naming the variable, instead of failing on some later request.
+
+import { MODEL_NAMES, type ModelName } from '../detect/model/classifier.ts';
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+type Env = Record<string, string | undefined>;
+
+function read(env: Env, name: string): string | undefined {
+  const raw = env[name];
+  return raw === undefined || raw.trim() === '' ? undefined : raw.trim();
+}
+
+export function intVar(
+  env: Env,
+  name: string,
+  fallback: number,
+  min = 0,
+  max = Number.MAX_SAFE_INTEGER,
+): number {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^-?\d+$/.test(raw)) throw new ConfigError(`${name} must be an integer, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max)
+    throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+export function numberVar(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value)) throw new ConfigError(`${name} must be a number, got "${raw}"`);
+  if (value < min || value > max)
+    throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+export function stringVar(env: Env, name: string, fallback: string): string {
+  return read(env, name) ?? fallback;
+}
+
+export function optionalVar(env: Env, name: string): string | undefined {
+  return read(env, name);
+}
+
+export function enumVar<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  if (!(allowed as readonly string[]).includes(raw)) {
+    throw new ConfigError(`${name} must be one of ${allowed.join(', ')}, got "${raw}"`);
+  }
+  return raw as T;
+}
+
+export interface WindowLimits {
+  perMinute: number;
+  perDay: number;
+}
+
+export interface Config {
+  port: number;
+  host: string;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  model: ModelName;
+  thresholds: { allow: number; block: number };
+  maxFileBytes: number;
+  limits: {
+    jpeg: { maxEdge: number; maxPixels: number };
+    other: { maxEdge: number; maxPixels: number };
+  };
+  anonymous: WindowLimits;
+  /** Images in decode + inference at once, and how many more may wait before 503/5001. */
+  concurrency: { active: number; queued: number; retryAfterSeconds: number };
+  /** ONNX Runtime intra-op threads per inference. */
+  inferenceThreads: number;
+  /** How many X-Forwarded-For hops the trusted edge adds (0 = use the socket address). */
+  trustedProxyHops: number;
+  shutdownGraceMs: number;
+  redisUrl: string | undefined;
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const allow = numberVar(env, 'THRESHOLD_ALLOW', 0.1, 0, 1);
+  const block = numberVar(env, 'THRESHOLD_BLOCK', 0.9, 0, 1);
+  if (allow > block)
+    throw new ConfigError(`THRESHOLD_ALLOW (${allow}) must not exceed THRESHOLD_BLOCK (${block})`);
+  const config: Config = {
+    port: intVar(env, 'PORT', 8080, 0, 65535),
+    host: stringVar(env, 'HOST', '0.0.0.0'),
+    logLevel: enumVar(
+      env,
+      'LOG_LEVEL',
+      ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+      'info',
+    ),
+    model: enumVar(env, 'MODEL', MODEL_NAMES, 'mobilenet_v2'),
+    thresholds: { allow, block },
+    maxFileBytes: intVar(env, 'MAX_FILE_BYTES', 52_428_800, 1),
+    limits: {
+      jpeg: {
+        maxEdge: intVar(env, 'JPEG_MAX_EDGE', 30_000, 1),
+        maxPixels: intVar(env, 'JPEG_MAX_PIXELS', 200_000_000, 1),
+      },
+      other: {
+        maxEdge: intVar(env, 'OTHER_MAX_EDGE', 8192, 1),
+        maxPixels: intVar(env, 'OTHER_MAX_PIXELS', 36_000_000, 1),
+      },
+    },
+    anonymous: {
+      perMinute: intVar(env, 'ANON_PER_MINUTE', 10, 0),
+      perDay: intVar(env, 'ANON_PER_DAY', 30, 0),
+    },
+    concurrency: {
+      active: intVar(env, 'MAX_ACTIVE_IMAGES', 2, 1, 256),
+      queued: intVar(env, 'MAX_QUEUED_IMAGES', 16, 0, 10_000),
+      retryAfterSeconds: intVar(env, 'OVERLOAD_RETRY_AFTER_SECONDS', 1, 1, 3600),
+    },
+    inferenceThreads: intVar(env, 'INFERENCE_THREADS', 1, 1, 64),
+    trustedProxyHops: intVar(env, 'TRUSTED_PROXY_HOPS', 0, 0, 10),
+    shutdownGraceMs: intVar(env, 'SHUTDOWN_GRACE_MS', 25_000, 0),
+    redisUrl: optionalVar(env, 'REDIS_URL'),
+  };
+  return Object.freeze(config);
+}

@@ -1,0 +1,71 @@
+// OpenTelemetry, bootstrapped once per process before the HTTP stack is loaded (the server entry
+// imports this module first and everything else dynamically, so the instrumentations can patch).
+// Nothing is exported unless OTEL_EXPORTER_OTLP_ENDPOINT is set; without it and without test
+// processors the SDK is not started at all and the tracer below is the API's no-op.
+
+import { type Attributes, type Span, SpanStatusCode, trace } from '@opentelemetry/api';
+import { getNodeAutoInstrumentations } from '@opentelemetry/auto-instrumentations-node';
+import { NodeSDK } from '@opentelemetry/sdk-node';
+import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { isApiError } from './errors.ts';
+
+let sdk: NodeSDK | undefined;
+
+export interface TelemetryOptions {
+  serviceName: string;
+  /** Extra processors (tests pass an in-memory exporter here). */
+  spanProcessors?: SpanProcessor[];
+  env?: Record<string, string | undefined>;
+}
+
+export function startTelemetry(opts: TelemetryOptions): boolean {
+  if (sdk) return true;
+  const env = opts.env ?? process.env;
+  const exporting = Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
+  if (!exporting && !opts.spanProcessors?.length) return false;
+  process.env.OTEL_SERVICE_NAME ??= opts.serviceName;
+  sdk = new NodeSDK({
+    serviceName: opts.serviceName,
+    // Without our own processors the SDK builds the OTLP exporter from the OTEL_* environment.
+    ...(opts.spanProcessors?.length ? { spanProcessors: opts.spanProcessors } : {}),
+    instrumentations: [
+      getNodeAutoInstrumentations({
+        // File and socket level spans would drown the request tree in noise.
+        '@opentelemetry/instrumentation-fs': { enabled: false },
+        '@opentelemetry/instrumentation-dns': { enabled: false },
+        '@opentelemetry/instrumentation-net': { enabled: false },
+        '@opentelemetry/instrumentation-runtime-node': { enabled: false },
+      }),
+    ],
+  });
+  sdk.start();
+  return true;
+}
+
+export async function stopTelemetry(): Promise<void> {
+  const running = sdk;
+  sdk = undefined;
+  await running?.shutdown();
+}
+
+const tracer = trace.getTracer('nsfwdetector');
+
+/** Runs `fn` inside a child span of the active one; failures mark the span and propagate. */
+export async function inSpan<T>(
+  name: string,
+  attributes: Attributes,
+  fn: (span: Span) => Promise<T> | T,
+): Promise<T> {
+  return tracer.startActiveSpan(name, { attributes }, async (span) => {
+    try {
+      return await fn(span);
+    } catch (err) {
+      if (isApiError(err)) span.setAttribute('nsfwdetector.error_code', err.code);
+      span.recordException(err as Error);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+      throw err;
+    } finally {
+      span.end();
+    }
+  });
+}

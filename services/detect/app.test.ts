@@ -1,0 +1,352 @@
+// The detect endpoint's HTTP contract (spec 2, 4.1, 7, 8) through Fastify inject, with a fake model.
+
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { fixture } from '../../test/fixtures/corpus.ts';
+import { embeddedApp } from '../../test/support/embedded-app.ts';
+import { FakeClassifier } from '../../test/support/fake-classifier.ts';
+import { multipart } from '../../test/support/multipart.ts';
+
+const JPEG = readFileSync(fixture('320x240.jpg'));
+const PNG = readFileSync(fixture('Flag_of_the_Netherlands.png'));
+const SVG = readFileSync(fixture('circle.svg'));
+const DETECT = '/api/public/detect';
+
+type App = Awaited<ReturnType<typeof embeddedApp>>;
+let current: App | undefined;
+
+async function start(env: Record<string, string> = {}, classifier = new FakeClassifier()) {
+  current = await embeddedApp({ env, classifier });
+  return { ...current, classifier };
+}
+
+afterEach(async () => {
+  await current?.app.close();
+  current = undefined;
+});
+
+function raw(app: App['app'], body: Buffer, contentType: string, headers: Record<string, string> = {}) {
+  return app.inject({
+    method: 'POST',
+    url: DETECT,
+    payload: body,
+    headers: { 'content-type': contentType, ...headers },
+  });
+}
+
+function form(app: App['app'], parts: Parameters<typeof multipart>[0], headers: Record<string, string> = {}) {
+  const { body, contentType } = multipart(parts);
+  return app.inject({
+    method: 'POST',
+    url: DETECT,
+    payload: body,
+    headers: { 'content-type': contentType, ...headers },
+  });
+}
+
+function expectError(res: { statusCode: number; json: () => unknown }, status: number, code: number) {
+  expect(res.statusCode).toBe(status);
+  const body = res.json() as Record<string, unknown>;
+  expect(Object.keys(body).sort()).toEqual(['code', 'message']);
+  expect(body.code).toBe(code);
+  expect(typeof body.message).toBe('string');
+  expect((body.message as string).length).toBeGreaterThan(3);
+}
+
+describe('successful detection', () => {
+  it('answers the full result for a multipart upload', async () => {
+    const { app } = await start();
+    const res = await form(app, [
+      { name: 'file', filename: 'x.bin', data: JPEG, contentType: 'application/pdf' },
+    ]);
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(body).toMatchObject({ code: 0, message: 'ok' });
+    expect(body.data).toEqual({
+      decision: 'allow',
+      scores: { nsfw: 0, sfw: 1 },
+      thresholds: { allow: 0.1, block: 0.9 },
+      image: {
+        sha256: createHash('sha256').update(JPEG).digest('hex'),
+        format: 'jpeg',
+        width: 320,
+        height: 240,
+        bytes: JPEG.length,
+        frames: 1,
+      },
+      timing_ms: expect.any(Number),
+    });
+    expect(body.data.timing_ms).toBeGreaterThanOrEqual(0);
+  });
+
+  it('answers the same for a raw image body, and accepts image/jpg', async () => {
+    const { app, classifier } = await start();
+    for (const type of ['image/jpeg', 'image/jpg', 'IMAGE/JPEG; charset=binary']) {
+      const res = await raw(app, JPEG, type);
+      expect(res.statusCode).toBe(200);
+      expect(res.json().data.image).toMatchObject({ format: 'jpeg', bytes: JPEG.length });
+    }
+    expect(classifier.lastInputLength).toBe(224 * 224 * 3);
+  });
+
+  it('accepts a part named file without a filename, and ignores other text fields', async () => {
+    const { app } = await start();
+    const res = await form(app, [
+      { name: 'note', data: 'hello' },
+      { name: 'file', data: PNG },
+    ]);
+    expect(res.statusCode).toBe(200);
+    expect(res.json().data.image.format).toBe('png');
+  });
+
+  it.each([
+    [{ porn: 0.05, hentai: 0.03, sexy: 0.01999 }, 'allow'],
+    [{ porn: 0.1, hentai: 0, sexy: 0 }, 'review'],
+    [{ porn: 0.5, hentai: 0.2, sexy: 0.1 }, 'review'],
+    [{ porn: 0.9, hentai: 0, sexy: 0 }, 'block'],
+    [{ porn: 0.6, hentai: 0.2, sexy: 0.2 }, 'block'],
+  ])('sums porn+hentai+sexy into nsfw and decides %o → %s', async (nsfwParts, decision) => {
+    const classifier = new FakeClassifier();
+    const nsfw = nsfwParts.porn + nsfwParts.hentai + nsfwParts.sexy;
+    classifier.scores = { ...nsfwParts, drawing: 0.25 * (1 - nsfw), neutral: 0.75 * (1 - nsfw) };
+    const { app } = await start({}, classifier);
+    const data = (await raw(app, JPEG, 'image/jpeg')).json().data;
+    expect(data.decision).toBe(decision);
+    expect(data.scores.nsfw).toBeCloseTo(nsfw, 12);
+    expect(data.scores.sfw).toBeCloseTo(1 - nsfw, 12);
+  });
+
+  it('reports the configured thresholds and decides with them', async () => {
+    const classifier = new FakeClassifier();
+    classifier.scores = { drawing: 0, hentai: 0, neutral: 0.7, porn: 0.3, sexy: 0 };
+    const { app } = await start({ THRESHOLD_ALLOW: '0.2', THRESHOLD_BLOCK: '0.3' }, classifier);
+    const data = (await raw(app, JPEG, 'image/jpeg')).json().data;
+    expect(data.thresholds).toEqual({ allow: 0.2, block: 0.3 });
+    expect(data.decision).toBe('block');
+  });
+});
+
+describe('4001 bad request', () => {
+  it.each([
+    ['no Content-Type', undefined],
+    ['text/plain', 'text/plain'],
+    ['application/octet-stream', 'application/octet-stream'],
+    ['application/json', 'application/json'],
+  ])('refuses %s', async (_label, type) => {
+    const { app } = await start();
+    const headers: Record<string, string> = type ? { 'content-type': type } : {};
+    const res = await app.inject({ method: 'POST', url: DETECT, payload: JPEG, headers });
+    expectError(res, 400, 4001);
+  });
+
+  it('refuses a request with no body at all', async () => {
+    const { app } = await start();
+    expectError(await app.inject({ method: 'POST', url: DETECT }), 400, 4001);
+    expectError(await raw(app, Buffer.alloc(0), 'image/png'), 400, 4001);
+  });
+
+  it('refuses a multipart body without a file part', async () => {
+    const { app } = await start();
+    expectError(await form(app, [{ name: 'note', data: 'x' }]), 400, 4001);
+    expectError(await form(app, []), 400, 4001);
+  });
+
+  it('refuses an empty file part', async () => {
+    const { app } = await start();
+    expectError(await form(app, [{ name: 'file', filename: 'a.jpg', data: Buffer.alloc(0) }]), 400, 4001);
+  });
+
+  it('refuses two files, and a file part named otherwise', async () => {
+    const { app } = await start();
+    const two = await form(app, [
+      { name: 'file', filename: 'a.jpg', data: JPEG },
+      { name: 'file', filename: 'b.jpg', data: JPEG },
+    ]);
+    expectError(two, 400, 4001);
+    const named = await form(app, [{ name: 'image', filename: 'a.jpg', data: JPEG }]);
+    expectError(named, 400, 4001);
+    expect(named.json().message).toMatch(/named "file"/);
+  });
+
+  it('refuses malformed multipart', async () => {
+    const { app } = await start();
+    const noBoundary = await raw(app, JPEG, 'multipart/form-data');
+    expectError(noBoundary, 400, 4001);
+    const { body, contentType } = multipart([{ name: 'file', filename: 'a.jpg', data: JPEG }]);
+    const cut = await raw(app, body.subarray(0, body.length - 200), contentType);
+    expectError(cut, 400, 4001);
+    const garbage = await raw(app, Buffer.from('this is not multipart at all'), contentType);
+    expectError(garbage, 400, 4001);
+  });
+
+  it('refuses a raw type naming another format than the bytes', async () => {
+    const { app } = await start();
+    const res = await raw(app, JPEG, 'image/png');
+    expectError(res, 400, 4001);
+    expect(res.json().message).toMatch(/image\/png.*jpeg/);
+    expectError(await raw(app, JPEG, 'image/avif'), 400, 4001);
+  });
+});
+
+describe('format, size and dimension refusals', () => {
+  it('4002 for SVG and other content outside the whitelist, whatever it is called', async () => {
+    const { app, classifier } = await start();
+    expectError(await raw(app, SVG, 'image/svg+xml'), 400, 4002);
+    expectError(await raw(app, SVG, 'image/png'), 400, 4002);
+    expectError(
+      await form(app, [{ name: 'file', filename: 'a.png', data: 'plain text, not an image' }]),
+      400,
+      4002,
+    );
+    expect(classifier.calls).toBe(0);
+  });
+
+  it('4003 for a body over the limit, from Content-Length or while streaming', async () => {
+    const { app } = await start({ MAX_FILE_BYTES: '1000' });
+    expectError(await raw(app, JPEG, 'image/jpeg'), 400, 4003);
+    expectError(await form(app, [{ name: 'file', filename: 'a.jpg', data: JPEG }]), 400, 4003);
+  });
+
+  it('4003 at the real 50 MiB limit: one byte over is refused', async () => {
+    const { app } = await start();
+    const over = Buffer.alloc(52_428_801);
+    JPEG.copy(over);
+    const res = await raw(app, over, 'image/jpeg');
+    expectError(res, 400, 4003);
+    expect(res.headers.connection).toBe('close');
+  });
+
+  it('4004 from the header alone', async () => {
+    const { app, classifier } = await start();
+    expectError(await raw(app, readFileSync(fixture('65536-uint32-limit.png')), 'image/png'), 400, 4004);
+    const small = await start({ OTHER_MAX_EDGE: '10' });
+    expectError(await raw(small.app, PNG, 'image/png'), 400, 4004);
+    expect(classifier.calls).toBe(0);
+  });
+
+  it('4005 for truncated and corrupt images', async () => {
+    const { app } = await start();
+    expectError(await raw(app, readFileSync(fixture('truncated.png')), 'image/png'), 400, 4005);
+    expectError(await raw(app, JPEG.subarray(0, 20), 'image/jpeg'), 400, 4005);
+  });
+});
+
+describe('anonymous limits', () => {
+  it('refuses the 11th request of a minute with 4290 and whole-second Retry-After', async () => {
+    const { app } = await start({ ANON_PER_MINUTE: '10', ANON_PER_DAY: '30' });
+    for (let i = 0; i < 10; i++) {
+      const res = await raw(app, JPEG, 'image/jpeg');
+      expect(res.statusCode).toBe(200);
+      expect(res.headers['x-ratelimit-remaining']).toBe(String(30 - i - 1));
+      expect(res.headers['x-quota-tier']).toBe('anonymous');
+    }
+    const refused = await raw(app, JPEG, 'image/jpeg');
+    expectError(refused, 429, 4290);
+    const retry = Number(refused.headers['retry-after']);
+    expect(Number.isInteger(retry) && retry >= 1 && retry <= 60).toBe(true);
+    expect(refused.headers['x-ratelimit-limit']).toBe('30');
+  });
+
+  it('refuses past the daily quota with 4291, and counts failed requests too', async () => {
+    const { app } = await start({ ANON_PER_MINUTE: '100', ANON_PER_DAY: '3' });
+    expect((await raw(app, JPEG, 'image/jpeg')).statusCode).toBe(200);
+    expect((await raw(app, SVG, 'image/svg+xml')).statusCode).toBe(400);
+    expect((await raw(app, JPEG, 'image/jpeg')).statusCode).toBe(200);
+    const refused = await raw(app, JPEG, 'image/jpeg');
+    expectError(refused, 429, 4291);
+    const retry = Number(refused.headers['retry-after']);
+    const midnight = Math.floor(Date.now() / 86_400_000 + 1) * 86_400;
+    expect(Math.abs(Date.now() / 1000 + retry - midnight)).toBeLessThanOrEqual(2);
+    expect(refused.headers['x-ratelimit-reset']).toBe(String(midnight));
+  });
+
+  it('counts per client IP', async () => {
+    const { app } = await start({ ANON_PER_MINUTE: '1' });
+    const from = (ip: string) =>
+      app.inject({
+        method: 'POST',
+        url: DETECT,
+        payload: JPEG,
+        headers: { 'content-type': 'image/jpeg' },
+        remoteAddress: ip,
+      });
+    expect((await from('10.0.0.1')).statusCode).toBe(200);
+    expect((await from('10.0.0.2')).statusCode).toBe(200);
+    expect((await from('10.0.0.1')).statusCode).toBe(429);
+  });
+
+  it('tracks a valid X-Device-Id per day and ignores an invalid one', async () => {
+    const { app, quotaStore } = await start();
+    const id = '3f1c2a4e-9b7d-4c1e-8a2b-5d6e7f8a9b0c';
+    expect((await raw(app, JPEG, 'image/jpeg', { 'x-device-id': id })).statusCode).toBe(200);
+    expect((await raw(app, JPEG, 'image/jpeg', { 'x-device-id': 'not-a-uuid' })).statusCode).toBe(200);
+    expect((await raw(app, JPEG, 'image/jpeg', { 'x-device-id': id.toUpperCase() })).statusCode).toBe(200);
+    expect(quotaStore.deviceCount(id)).toBe(2);
+    expect(quotaStore.deviceCount('not-a-uuid')).toBe(0);
+  });
+});
+
+describe('availability', () => {
+  it('answers 5001 with Retry-After while the model is not loaded, without counting quota', async () => {
+    current = await embeddedApp({ env: { ANON_PER_DAY: '1' } });
+    const res = await raw(current.app, JPEG, 'image/jpeg');
+    expectError(res, 503, 5001);
+    expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect((await current.app.inject({ url: '/internal/ready' })).statusCode).toBe(503);
+    current.model.fill(new FakeClassifier());
+    expect((await current.app.inject({ url: '/internal/ready' })).statusCode).toBe(200);
+    expect((await raw(current.app, JPEG, 'image/jpeg')).statusCode).toBe(200);
+  });
+
+  it('answers 5001 past the bounded queue instead of queueing more', async () => {
+    const classifier = new FakeClassifier();
+    classifier.delayMs = 300;
+    const { app } = await start(
+      { MAX_ACTIVE_IMAGES: '1', MAX_QUEUED_IMAGES: '1', OVERLOAD_RETRY_AFTER_SECONDS: '2' },
+      classifier,
+    );
+    const results = await Promise.all([0, 1, 2, 3].map(() => raw(app, JPEG, 'image/jpeg')));
+    const codes = results.map((r) => r.statusCode).sort();
+    expect(codes).toEqual([200, 200, 503, 503]);
+    const refused = results.find((r) => r.statusCode === 503);
+    expect(refused?.headers['retry-after']).toBe('2');
+    expect(refused?.json().code).toBe(5001);
+    // The slots come back: the next request is served.
+    expect((await raw(app, JPEG, 'image/jpeg')).statusCode).toBe(200);
+  });
+
+  it('turns a classifier failure into 5001, never a 500', async () => {
+    const classifier = new FakeClassifier();
+    classifier.classify = async () => {
+      throw new Error('onnx exploded');
+    };
+    const { app } = await start({}, classifier);
+    expectError(await raw(app, JPEG, 'image/jpeg'), 503, 5001);
+  });
+});
+
+describe('routing', () => {
+  it('answers unknown routes with 404 and wrong methods with 405, in the envelope', async () => {
+    const { app } = await start();
+    const missing = await app.inject({ method: 'GET', url: '/nope' });
+    expect(missing.statusCode).toBe(404);
+    expect(Object.keys(missing.json()).sort()).toEqual(['code', 'message']);
+    const wrong = await app.inject({ method: 'GET', url: DETECT });
+    expect(wrong.statusCode).toBe(405);
+    expect(wrong.headers.allow).toContain('POST');
+    expect(Object.keys(wrong.json()).sort()).toEqual(['code', 'message']);
+    expect((await app.inject({ method: 'DELETE', url: '/api/public/health' })).statusCode).toBe(405);
+  });
+
+  it('refuses every key on the key endpoint until accounts exist (4011), never the anonymous quota', async () => {
+    const { app } = await start();
+    const res = await app.inject({
+      method: 'POST',
+      url: '/api/open/detect',
+      payload: JPEG,
+      headers: { 'content-type': 'image/jpeg', authorization: `Bearer nsk_live_${'a'.repeat(32)}` },
+    });
+    expectError(res, 401, 4011);
+  });
+});

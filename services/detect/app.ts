@@ -1,0 +1,141 @@
+// The detect service as a Fastify plugin: both detect endpoints plus the internal readiness probes.
+// The composition root hands it its capabilities (model slot, authorizer, work gate); it never
+// chooses implementations itself.
+
+import { createHash } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ok } from '../common/envelope.ts';
+import { ApiError } from '../common/errors.ts';
+import { inSpan } from '../common/telemetry.ts';
+import type { Authorizer } from '../quota/authorize.ts';
+import { toModelInput } from './image/decode.ts';
+import { probeHeader } from './image/probe.ts';
+import { sniffFormat } from './image/sniff.ts';
+import type { DimensionLimits } from './image/types.ts';
+import { readImage } from './intake.ts';
+import type { ModelSlot } from './model/model-slot.ts';
+import { buildResult, detectionResponseSchema, type Thresholds } from './result.ts';
+import type { Ticket, WorkGate } from './work-gate.ts';
+
+export interface DetectOptions {
+  model: ModelSlot;
+  authorizer: Authorizer;
+  gate: WorkGate;
+  thresholds: Thresholds;
+  maxFileBytes: number;
+  limits: DimensionLimits;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    workTicket?: Ticket;
+  }
+}
+
+const ENDPOINTS = [
+  { url: '/api/public/detect', endpoint: 'public' },
+  { url: '/api/open/detect', endpoint: 'open' },
+] as const;
+
+export default async function detectApp(app: FastifyInstance, opts: DetectOptions): Promise<void> {
+  // Bodies are read by intake, as streams, under our own size limit; Fastify must not buffer them.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
+
+  for (const { url, endpoint } of ENDPOINTS) {
+    app.post(url, {
+      schema: { response: { 200: detectionResponseSchema } },
+      // Admission and quota run before the body is read, so refusals cost no upload.
+      onRequest: async (request, reply) => {
+        // Unavailable before anything is counted: a request we cannot serve uses no quota.
+        if (!opts.model.current) {
+          throw new ApiError('UNAVAILABLE', 'The model is still loading; try again shortly', {
+            'retry-after': '2',
+          });
+        }
+        const ticket = opts.gate.admit();
+        request.workTicket = ticket;
+        reply.raw.once('close', ticket.release);
+        const decision = await opts.authorizer.authorize({
+          endpoint,
+          clientIp: request.ip,
+          deviceId: headerValue(request.headers['x-device-id']),
+          authorization: headerValue(request.headers.authorization),
+        });
+        if (!decision.allowed) throw decision.error;
+        reply.headers(decision.headers);
+      },
+      handler: (request, reply) => detect(request, reply, opts),
+    });
+  }
+
+  app.get('/internal/live', async () => ok({ status: 'ok' }));
+  app.get('/internal/ready', async (_request, reply) => {
+    const model = opts.model.current;
+    if (!model) return reply.code(503).send({ code: 5001, message: 'Model not loaded' });
+    return ok({ status: 'ready', model: model.name });
+  });
+}
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+async function detect(request: FastifyRequest, _reply: FastifyReply, opts: DetectOptions) {
+  const intake = await inSpan('intake', {}, async (span) => {
+    const result = await readImage(request.body as Readable | undefined, request.headers, opts.maxFileBytes);
+    span.setAttribute('image.bytes', result.bytes.length);
+    return result;
+  });
+  const { bytes } = intake;
+  const started = performance.now();
+
+  const format = await inSpan('sniff', { 'image.bytes': bytes.length }, async (span) => {
+    const sniffed = await sniffFormat(bytes);
+    span.setAttribute('image.format', sniffed);
+    return sniffed;
+  });
+  if (intake.declaredUnsupported || (intake.declaredFormat && intake.declaredFormat !== format)) {
+    const declared = intake.declaredUnsupported ?? `image/${intake.declaredFormat}`;
+    throw new ApiError(
+      'BAD_REQUEST',
+      `Content-Type ${declared} does not match the image, which is ${format}`,
+    );
+  }
+
+  const probed = await inSpan('probe', { 'image.format': format }, (span) => {
+    const header = probeHeader(bytes, format, opts.limits);
+    span.setAttributes({
+      'image.width': header.width,
+      'image.height': header.height,
+      'image.frames': header.frames,
+    });
+    return header;
+  });
+
+  const ticket = request.workTicket;
+  if (!ticket) throw new ApiError('UNAVAILABLE');
+  const model = opts.model.current;
+  if (!model) throw new ApiError('UNAVAILABLE', 'The model is not loaded', { 'retry-after': '2' });
+  const sizeAttributes = {
+    'image.width': probed.width,
+    'image.height': probed.height,
+    'image.bytes': bytes.length,
+  };
+  const scores = await ticket.run(async () => {
+    const input = await inSpan('decode', { ...sizeAttributes, 'image.format': format }, () =>
+      toModelInput(bytes, probed, model.inputSize),
+    );
+    return inSpan(
+      'inference',
+      { ...sizeAttributes, 'model.name': model.name, 'model.input_size': model.inputSize },
+      () => model.classify(input.tensor),
+    );
+  });
+  const timingMs = performance.now() - started;
+  const sha256 = createHash('sha256').update(bytes).digest('hex');
+  return ok(
+    buildResult({ scores, thresholds: opts.thresholds, probed, sha256, bytes: bytes.length, timingMs }),
+  );
+}

@@ -1,0 +1,286 @@
+// Decode → model input. Reproduces what nsfwjs does to an image before its model sees it:
+//
+//   tf.browser.fromPixels(img)               8-bit RGB (alpha: see ALPHA below)
+//     .toFloat().div(255)                    float32 in [0,1]
+//   tf.image.resizeBilinear(x, [s, s], true) align_corners = true, no crop, aspect ratio NOT kept
+//     .reshape([1, s, s, 3])                 NHWC
+//
+// The decode half (`decodeRgb`) turns any whitelisted input into upright 8-bit sRGB RGB with sharp
+// (BMP through our own decoder); the resize half (`resizeToTensor`) is a bit-exact port of the tfjs
+// CPU kernel of resizeBilinear(alignCorners = true), fed the same float32 values (v / 255).
+//
+// Decoding rules:
+// - EXIF / TIFF orientation applied (autoOrient), so the model sees the image upright;
+// - CMYK, CIELAB, 16-bit, grey and palette images converted to 8-bit sRGB (embedded ICC profiles
+//   honoured by sharp's default colour management, as a colour-managed browser would);
+// - first frame / page only (`pages: 1, page: 0`);
+// - ALPHA is flattened onto WHITE by default ('black' is an option). Why white:
+//   * nsfwjs itself defines no flattening. In a browser, tf.browser.fromPixels draws the image on a
+//     canvas, reads getImageData and keeps R, G, B: canvas stores are premultiplied, so fully
+//     transparent pixels come back black and semi-transparent ones keep their un-premultiplied
+//     colour; in Node (tf.node.decodeImage(buf, 3)) alpha is simply dropped and whatever RGB is
+//     stored under it is used. The model was trained on opaque photos, so no background is "what
+//     it was trained on"; the choice is about what the model gets to see.
+//   * On black, dark content on a transparent background vanishes entirely: in the corpus
+//     blackbug.png, image-in-alpha.png, trim-mc.png and 16-bit-grey-alpha.png flatten to an
+//     all-black (blank) frame, i.e. an evasion path. On white none of the corpus images goes blank
+//     (only full-transparent.png, which is blank either way).
+//   * White is what a viewer sees on the default (light) page or app background.
+//   The mirror risk (light content on transparent vanishes on white) remains; scoring on both
+//   backgrounds and keeping the higher nsfw would close it, at twice the inference cost.
+//
+// Safety: sharp only ever receives bytes whose own signature matches the sniffed, whitelisted format
+// (checked again here), only the whitelisted libvips loaders are enabled (see `configureSharp`),
+// `limitInputPixels` repeats the dimension limit as a second guard, `failOn: 'error'` rejects
+// truncated and corrupt data (chosen by the corpus: 'warning' also rejects the valid GeoTIFF
+// bonne.geo.tif because of libtiff warnings about unknown tags, 'error' still rejects truncated.jpg
+// and truncated.png), and a timeout bounds pathological inputs. Every decoder failure is 4005.
+// Nothing is written to disk; sharp's operation cache is disabled so no pixels outlive a request.
+
+import sharp, { type Sharp } from 'sharp';
+import { ApiError, isApiError } from '../../common/errors.ts';
+import { decodeBmp } from './bmp.ts';
+import { signatureFormat } from './sniff.ts';
+import {
+  DEFAULT_DIMENSION_LIMITS,
+  type DimensionLimits,
+  type ImageFormat,
+  type ProbedImage,
+} from './types.ts';
+
+export type AlphaBackground = 'black' | 'white';
+
+export interface DecodeOptions {
+  /**
+   * JPEG only: let libjpeg decode at 1/4 or 1/8 scale (never below `targetSize` on the short
+   * edge). 1/2 is not used: libjpeg-turbo's 4x4 reduced IDCT has no x86 SIMD, measured slower than a
+   * full decode. Much faster on large photos, but the pixels differ from the full-resolution path; keep
+   * false until the score drift has been measured (limit: max |Δ nsfw| ≤ 0.01).
+   */
+  shrinkOnLoad?: boolean;
+  /** Model input size, used to bound shrink-on-load. Default 224. */
+  targetSize?: number;
+  /** Background that alpha is flattened onto. Default 'white' (see the header comment). */
+  background?: AlphaBackground;
+  /** Dimension limits; their pixel limit is repeated as sharp's `limitInputPixels`. */
+  limits?: DimensionLimits;
+  /** Upper bound on sharp's processing time per image, in seconds (0 = none). Default 30. */
+  timeoutSeconds?: number;
+}
+
+export interface DecodedRgb {
+  /** Interleaved RGB, 8 bits per channel, rows top to bottom, upright (orientation applied). */
+  rgb: Uint8Array;
+  width: number;
+  height: number;
+}
+
+export interface ModelInput {
+  /** NHWC float32 [1, size, size, 3], RGB in [0, 1]. */
+  tensor: Float32Array;
+  size: number;
+  /** Size of the decoded (upright, possibly shrunk-on-load) RGB image that was resized. */
+  decodedWidth: number;
+  decodedHeight: number;
+  decodeMs: number;
+  resizeMs: number;
+}
+
+// libvips loader classes sharp may use: one per whitelisted format (BMP never reaches libvips as a
+// file, only as raw pixels). Everything else (SVG, HEIF/AVIF, PDF, JP2, JXL, FITS, Magick, ...) is
+// blocked process-wide as defence in depth behind the sniffer.
+const ALLOWED_LOADERS = [
+  'VipsForeignLoadJpegBuffer',
+  'VipsForeignLoadPngBuffer',
+  'VipsForeignLoadWebpBuffer',
+  'VipsForeignLoadNsgifBuffer',
+  'VipsForeignLoadTiffBuffer',
+];
+
+let configured = false;
+function configureSharp(): void {
+  if (configured) return;
+  configured = true;
+  sharp.cache(false);
+  sharp.block({ operation: ['VipsForeignLoad'] });
+  sharp.unblock({ operation: ALLOWED_LOADERS });
+}
+
+const BACKGROUNDS: Record<AlphaBackground, { r: number; g: number; b: number }> = {
+  black: { r: 0, g: 0, b: 0 },
+  white: { r: 255, g: 255, b: 255 },
+};
+
+const FORMAT_NAMES: Record<ImageFormat, string> = {
+  jpeg: 'JPEG',
+  png: 'PNG',
+  gif: 'GIF',
+  webp: 'WebP',
+  bmp: 'BMP',
+  tiff: 'TIFF',
+};
+
+function undecodable(format: ImageFormat, err: unknown): ApiError {
+  const raw = err instanceof Error ? err.message : String(err);
+  const reason = /timeout/i.test(raw)
+    ? 'decoding took too long'
+    : /premature end|truncat|unexpected end|read error|short read|not enough data/i.test(raw)
+      ? 'the data is truncated'
+      : 'the data is corrupt or uses an unsupported variant';
+  // The decoder's own words travel as `cause`, for logs only (never sent to the client).
+  return new ApiError('UNDECODABLE', `Undecodable ${FORMAT_NAMES[format]} image: ${reason}`, {}, err);
+}
+
+/**
+ * Decodes the first frame of a sniffed and probed image into upright 8-bit sRGB RGB.
+ * Throws ApiError 4005 for anything that fails to decode.
+ */
+export async function decodeRgb(
+  bytes: Buffer,
+  probed: ProbedImage,
+  opts: DecodeOptions = {},
+): Promise<DecodedRgb> {
+  configureSharp();
+  const format = probed.format;
+  const limits = opts.limits ?? DEFAULT_DIMENSION_LIMITS;
+  const maxPixels = (format === 'jpeg' ? limits.jpeg : limits.other).maxPixels;
+  const timeoutSeconds = opts.timeoutSeconds ?? 30;
+
+  // Defence in depth: never hand sharp bytes that do not carry the whitelisted signature we sniffed.
+  if (signatureFormat(bytes) !== format) {
+    throw new ApiError(
+      'UNSUPPORTED_FORMAT',
+      'Unsupported format: content does not match the detected format',
+    );
+  }
+
+  try {
+    let pipeline: Sharp;
+    if (format === 'bmp') {
+      const bmp = decodeBmp(bytes, maxPixels);
+      pipeline = sharp(bmp.data, {
+        raw: { width: bmp.width, height: bmp.height, channels: bmp.channels },
+        limitInputPixels: maxPixels,
+      });
+    } else {
+      pipeline = sharp(bytes, {
+        failOn: 'error',
+        limitInputPixels: maxPixels,
+        sequentialRead: true,
+        pages: 1,
+        page: 0,
+        autoOrient: true,
+      });
+      if (opts.shrinkOnLoad && format === 'jpeg') {
+        const scale = shrinkScale(probed.width, probed.height, opts.targetSize ?? 224);
+        if (scale > 1) {
+          // 'inside' a square box of the long edge / scale: orientation-independent, and the shrink
+          // factor is >= scale, so libjpeg decodes at exactly 1/scale (ceil of each edge); the
+          // residual resize to the floor is at most 1 px per edge, done with the cheapest kernel.
+          const box = Math.floor(Math.max(probed.width, probed.height) / scale);
+          pipeline = pipeline.resize(box, box, { fit: 'inside', fastShrinkOnLoad: true, kernel: 'nearest' });
+        }
+      }
+    }
+    pipeline = pipeline
+      .flatten({ background: BACKGROUNDS[opts.background ?? 'white'] })
+      .toColourspace('srgb')
+      .raw({ depth: 'uchar' });
+    if (timeoutSeconds > 0) pipeline = pipeline.timeout({ seconds: timeoutSeconds });
+    const { data, info } = await pipeline.toBuffer({ resolveWithObject: true });
+    if (info.channels !== 3 || data.length !== info.width * info.height * 3) {
+      throw new Error(`unexpected decoder output: ${info.width}x${info.height}x${info.channels}`);
+    }
+    return { rgb: data, width: info.width, height: info.height };
+  } catch (err) {
+    if (isApiError(err)) throw err;
+    throw undecodable(format, err);
+  }
+}
+
+/** Largest JPEG DCT scale (8, 4) that keeps the short edge at or above `target`; 1 if none. */
+export function shrinkScale(width: number, height: number, target: number): number {
+  for (const s of [8, 4]) if (Math.floor(Math.min(width, height) / s) >= target) return s;
+  return 1;
+}
+
+/** The float32 values tfjs holds after `toFloat().div(255)`: fround(v / 255). */
+const UNIT = (() => {
+  const t = new Float32Array(256);
+  for (let v = 0; v < 256; v++) t[v] = v / 255;
+  return t;
+})();
+
+/**
+ * RGB (8-bit, interleaved) → NHWC float32 [1, size, size, 3] in [0, 1]: a bit-exact port of the tfjs
+ * CPU kernel of `tf.image.resizeBilinear(x / 255, [size, size], alignCorners = true)`.
+ * Output pixel i samples the input at i * (in - 1) / (out - 1).
+ */
+export function resizeToTensor(rgb: Uint8Array, width: number, height: number, size: number): Float32Array {
+  if (!Number.isInteger(size) || size < 1) throw new RangeError(`invalid size ${size}`);
+  if (width < 1 || height < 1 || rgb.length < width * height * 3) throw new RangeError('invalid RGB buffer');
+  const out = new Float32Array(size * size * 3);
+  const rowRatio = size > 1 ? (height - 1) / (size - 1) : height;
+  const colRatio = size > 1 ? (width - 1) / (size - 1) : width;
+
+  const colLeft = new Int32Array(size);
+  const colRight = new Int32Array(size);
+  const colFrac = new Float64Array(size);
+  for (let c = 0; c < size; c++) {
+    const src = colRatio * c;
+    const left = Math.max(0, Math.floor(src));
+    colLeft[c] = left * 3;
+    colRight[c] = Math.min(width - 1, Math.ceil(src)) * 3;
+    colFrac[c] = src - left;
+  }
+
+  let o = 0;
+  for (let r = 0; r < size; r++) {
+    const src = rowRatio * r;
+    const topRow = Math.max(0, Math.floor(src));
+    const rowFrac = src - topRow;
+    const bottomRow = Math.min(height - 1, Math.ceil(src));
+    const topOffset = topRow * width * 3;
+    const bottomOffset = bottomRow * width * 3;
+    for (let c = 0; c < size; c++) {
+      const left = colLeft[c] as number;
+      const right = colRight[c] as number;
+      const cf = colFrac[c] as number;
+      for (let d = 0; d < 3; d++) {
+        const topLeft = UNIT[rgb[topOffset + left + d] as number] as number;
+        const topRight = UNIT[rgb[topOffset + right + d] as number] as number;
+        const bottomLeft = UNIT[rgb[bottomOffset + left + d] as number] as number;
+        const bottomRight = UNIT[rgb[bottomOffset + right + d] as number] as number;
+        const top = topLeft + (topRight - topLeft) * cf;
+        const bottom = bottomLeft + (bottomRight - bottomLeft) * cf;
+        out[o++] = top + (bottom - top) * rowFrac;
+      }
+    }
+  }
+  return out;
+}
+
+/**
+ * The model input for a sniffed and probed image: decode (first frame, upright, sRGB, alpha
+ * flattened) then the nsfwjs resize. Throws ApiError 4005 if the image does not decode.
+ */
+export async function toModelInput(
+  bytes: Buffer,
+  probed: ProbedImage,
+  size: number,
+  opts: DecodeOptions = {},
+): Promise<ModelInput> {
+  const t0 = performance.now();
+  const decoded = await decodeRgb(bytes, probed, { targetSize: size, ...opts });
+  const t1 = performance.now();
+  const tensor = resizeToTensor(decoded.rgb, decoded.width, decoded.height, size);
+  const t2 = performance.now();
+  return {
+    tensor,
+    size,
+    decodedWidth: decoded.width,
+    decodedHeight: decoded.height,
+    decodeMs: t1 - t0,
+    resizeMs: t2 - t1,
+  };
+}

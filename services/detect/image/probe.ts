@@ -1,0 +1,423 @@
+// Header-only probing: width, height and frame count read by small parsers of our own, BEFORE any
+// pixel is decoded, then the dimension limits of spec part 8 (DESIGN.md, "dimension checks").
+// A decompression bomb (e.g. a 100-byte PNG claiming 65535×65535) is refused here in microseconds and
+// never reaches the decoder.
+//
+// Every parser is guarded: all reads are bounds-checked, every loop advances by at least one byte per
+// iteration (or is capped), and nothing but ApiError leaves this module:
+//   4005 (UNDECODABLE)          — header truncated before the size, zero or inconsistent dimensions;
+//   4004 (DIMENSIONS_EXCEEDED)  — a well-formed header whose size exceeds the limits.
+// Width and height are those of the first frame / page as stored, i.e. before EXIF rotation.
+
+import { ApiError, isApiError } from '../../common/errors.ts';
+import {
+  DEFAULT_DIMENSION_LIMITS,
+  type DimensionLimits,
+  type ImageFormat,
+  type ProbedImage,
+} from './types.ts';
+
+/** Cap on the TIFF page walk (loops are also detected explicitly). */
+const MAX_TIFF_PAGES = 65_535;
+
+class HeaderError extends Error {}
+
+/** Bounds-checked little/big-endian reads; any out-of-range read throws HeaderError (→ 4005). */
+class Bytes {
+  constructor(readonly b: Uint8Array) {}
+  get length(): number {
+    return this.b.length;
+  }
+  has(offset: number, n: number): boolean {
+    return offset >= 0 && n >= 0 && offset + n <= this.b.length;
+  }
+  need(offset: number, n: number, what: string): void {
+    if (!this.has(offset, n)) throw new HeaderError(`truncated before the ${what}`);
+  }
+  u8(o: number): number {
+    const v = this.b[o];
+    if (v === undefined || o < 0) throw new HeaderError('truncated header');
+    return v;
+  }
+  u16le(o: number): number {
+    return this.u8(o) | (this.u8(o + 1) << 8);
+  }
+  u16be(o: number): number {
+    return (this.u8(o) << 8) | this.u8(o + 1);
+  }
+  u24le(o: number): number {
+    return this.u8(o) | (this.u8(o + 1) << 8) | (this.u8(o + 2) << 16);
+  }
+  u32le(o: number): number {
+    return (this.u8(o) | (this.u8(o + 1) << 8) | (this.u8(o + 2) << 16) | (this.u8(o + 3) << 24)) >>> 0;
+  }
+  u32be(o: number): number {
+    return ((this.u8(o) << 24) | (this.u8(o + 1) << 16) | (this.u8(o + 2) << 8) | this.u8(o + 3)) >>> 0;
+  }
+  i32le(o: number): number {
+    return this.u32le(o) | 0;
+  }
+  ascii(o: number, n: number): string {
+    let s = '';
+    for (let i = 0; i < n; i++) s += String.fromCharCode(this.u8(o + i));
+    return s;
+  }
+}
+
+type Dims = Omit<ProbedImage, 'format'>;
+
+// ---------------------------------------------------------------------------------------------- JPEG
+
+/** SOF0–SOF15 minus DHT (C4), JPG (C8) and DAC (CC). */
+const JPEG_SOF = new Set([0xc0, 0xc1, 0xc2, 0xc3, 0xc5, 0xc6, 0xc7, 0xc9, 0xca, 0xcb, 0xcd, 0xce, 0xcf]);
+
+function probeJpeg(r: Bytes): Dims {
+  if (r.u8(0) !== 0xff || r.u8(1) !== 0xd8) throw new HeaderError('missing SOI marker');
+  let p = 2;
+  const n = r.length;
+  for (;;) {
+    // Like libjpeg, tolerate garbage before a marker and any number of 0xFF fill bytes.
+    while (p < n && r.b[p] !== 0xff) p++;
+    while (p < n && r.b[p] === 0xff) p++;
+    if (p >= n) throw new HeaderError('no frame header (SOFn) before the end of the data');
+    const marker = r.u8(p);
+    p += 1;
+    if (marker === 0x00 || marker === 0x01 || (marker >= 0xd0 && marker <= 0xd7)) continue; // no length
+    if (marker === 0xd8 || marker === 0xd9 || marker === 0xda) {
+      throw new HeaderError('no frame header (SOFn) before the first scan');
+    }
+    r.need(p, 2, 'segment length');
+    const length = r.u16be(p);
+    if (length < 2) throw new HeaderError('invalid segment length');
+    if (JPEG_SOF.has(marker)) {
+      r.need(p, 8, 'frame size');
+      const height = r.u16be(p + 3);
+      const width = r.u16be(p + 5);
+      // Height 0 would mean "defined later by a DNL marker", which libjpeg does not support either.
+      if (width === 0 || height === 0) throw new HeaderError(`zero dimension (${width}x${height})`);
+      return { width, height, frames: 1 };
+    }
+    p += length;
+  }
+}
+
+// ----------------------------------------------------------------------------------------------- PNG
+
+const PNG_BIT_DEPTHS: Record<number, number[]> = {
+  0: [1, 2, 4, 8, 16], // grey
+  2: [8, 16], // RGB
+  3: [1, 2, 4, 8], // palette
+  4: [8, 16], // grey + alpha
+  6: [8, 16], // RGBA
+};
+
+function probePng(r: Bytes): Dims {
+  r.need(0, 8 + 8 + 13, 'IHDR chunk');
+  if (r.u32be(8) !== 13 || r.ascii(12, 4) !== 'IHDR')
+    throw new HeaderError('first chunk is not a 13-byte IHDR');
+  const width = r.u32be(16);
+  const height = r.u32be(20);
+  if (width === 0 || height === 0) throw new HeaderError(`zero dimension (${width}x${height})`);
+  if (width > 0x7fffffff || height > 0x7fffffff) throw new HeaderError('dimension out of range');
+  const bitDepth = r.u8(24);
+  const colourType = r.u8(25);
+  if (!PNG_BIT_DEPTHS[colourType]?.includes(bitDepth)) {
+    throw new HeaderError(`invalid bit depth ${bitDepth} for colour type ${colourType}`);
+  }
+  // APNG: an acTL chunk before the first IDAT gives the frame count. Walk chunk headers only.
+  let frames = 1;
+  let p = 8 + 8 + 13 + 4;
+  while (r.has(p, 8)) {
+    const length = r.u32be(p);
+    const type = r.ascii(p + 4, 4);
+    if (type === 'IDAT' || type === 'IEND' || length > 0x7fffffff) break;
+    if (type === 'acTL' && length >= 8 && r.has(p + 8, 8)) {
+      const numFrames = r.u32be(p + 8);
+      if (numFrames >= 1) frames = numFrames;
+      break;
+    }
+    p += 12 + length;
+  }
+  return { width, height, frames };
+}
+
+// ----------------------------------------------------------------------------------------------- GIF
+
+/** Skips a chain of GIF data sub-blocks; returns the offset after the terminator, or -1 if truncated. */
+function skipSubBlocks(r: Bytes, start: number): number {
+  let p = start;
+  while (p < r.length) {
+    const size = r.b[p] ?? 0;
+    p += 1 + size;
+    if (size === 0) return p;
+  }
+  return -1;
+}
+
+function probeGif(r: Bytes): Dims {
+  r.need(0, 13, 'logical screen descriptor');
+  const screenWidth = r.u16le(6);
+  const screenHeight = r.u16le(8);
+  const packed = r.u8(10);
+  let p = 13 + (packed & 0x80 ? 3 * (2 << (packed & 7)) : 0);
+  // The decoder (libnsgif) grows its canvas to hold every frame, so the size we check and report
+  // is the logical screen extended by every frame rectangle.
+  let width = screenWidth;
+  let height = screenHeight;
+  let frames = 0;
+  while (p < r.length) {
+    const introducer = r.u8(p);
+    p += 1;
+    if (introducer === 0x3b) break; // trailer
+    if (introducer === 0x21) {
+      // Extension: label byte, then sub-blocks.
+      const end = skipSubBlocks(r, p + 1);
+      if (end < 0) break;
+      p = end;
+      continue;
+    }
+    if (introducer !== 0x2c) break; // unknown block: the decoder stops here as well
+    if (!r.has(p, 9)) {
+      if (frames === 0) throw new HeaderError('truncated before the first image descriptor');
+      break;
+    }
+    const left = r.u16le(p);
+    const top = r.u16le(p + 2);
+    const frameWidth = r.u16le(p + 4);
+    const frameHeight = r.u16le(p + 6);
+    const framePacked = r.u8(p + 8);
+    p += 9;
+    if (framePacked & 0x80) p += 3 * (2 << (framePacked & 7));
+    p += 1; // LZW minimum code size
+    const end = skipSubBlocks(r, p);
+    if (end < 0) {
+      // A cut-off later frame is tolerated (the frames before it are intact); a cut-off first frame is not.
+      if (frames === 0) throw new HeaderError('truncated inside the first frame');
+      break;
+    }
+    p = end;
+    frames += 1;
+    if (frameWidth > 0 && frameHeight > 0) {
+      width = Math.max(width, left + frameWidth);
+      height = Math.max(height, top + frameHeight);
+    }
+  }
+  if (frames === 0) throw new HeaderError('no image data');
+  if (width === 0 || height === 0) throw new HeaderError(`zero dimension (${width}x${height})`);
+  return { width, height, frames };
+}
+
+// ---------------------------------------------------------------------------------------------- WebP
+
+function probeWebp(r: Bytes): Dims {
+  r.need(0, 20, 'first chunk');
+  const riffEnd = Math.min(r.length, 8 + r.u32le(4));
+  const fourcc = r.ascii(12, 4);
+  const d = 20; // first chunk's payload
+  let width: number;
+  let height: number;
+  let frames = 1;
+  if (fourcc === 'VP8 ') {
+    r.need(d, 10, 'VP8 frame header');
+    if (r.u8(d + 3) !== 0x9d || r.u8(d + 4) !== 0x01 || r.u8(d + 5) !== 0x2a) {
+      throw new HeaderError('bad VP8 start code');
+    }
+    width = r.u16le(d + 6) & 0x3fff;
+    height = r.u16le(d + 8) & 0x3fff;
+  } else if (fourcc === 'VP8L') {
+    r.need(d, 5, 'VP8L header');
+    if (r.u8(d) !== 0x2f) throw new HeaderError('bad VP8L signature');
+    const bits = r.u32le(d + 1);
+    width = (bits & 0x3fff) + 1;
+    height = ((bits >>> 14) & 0x3fff) + 1;
+  } else if (fourcc === 'VP8X') {
+    r.need(d, 10, 'VP8X header');
+    const flags = r.u8(d);
+    width = r.u24le(d + 4) + 1;
+    height = r.u24le(d + 7) + 1;
+    if (flags & 0x02) {
+      // Animated: count ANMF chunks at the top level of the RIFF container.
+      frames = 0;
+      let p = 12;
+      while (p + 8 <= riffEnd) {
+        const size = r.u32le(p + 4);
+        if (r.ascii(p, 4) === 'ANMF') frames += 1;
+        p += 8 + size + (size & 1);
+      }
+      if (frames === 0) throw new HeaderError('animated WebP without frames');
+    }
+  } else {
+    throw new HeaderError(`unknown first chunk "${fourcc.replace(/[^\x20-\x7e]/g, '?')}"`);
+  }
+  if (width === 0 || height === 0) throw new HeaderError(`zero dimension (${width}x${height})`);
+  return { width, height, frames };
+}
+
+// ----------------------------------------------------------------------------------------------- BMP
+
+function probeBmp(r: Bytes): Dims {
+  r.need(0, 18, 'DIB header size');
+  if (r.u8(0) !== 0x42 || r.u8(1) !== 0x4d) throw new HeaderError('missing BM signature');
+  const dibSize = r.u32le(14);
+  let width: number;
+  let height: number;
+  if (dibSize === 12) {
+    r.need(14, 12, 'BITMAPCOREHEADER');
+    width = r.u16le(18);
+    height = r.u16le(20);
+  } else if ([16, 40, 52, 56, 64, 108, 124].includes(dibSize)) {
+    r.need(14, 16, 'BITMAPINFOHEADER');
+    width = r.i32le(18);
+    const h = r.i32le(22);
+    if (h === -0x80000000) throw new HeaderError('height out of range');
+    height = Math.abs(h); // negative height = top-down rows
+  } else {
+    throw new HeaderError(`unknown DIB header size ${dibSize}`);
+  }
+  if (width <= 0 || height === 0) throw new HeaderError(`invalid dimensions (${width}x${height})`);
+  return { width, height, frames: 1 };
+}
+
+// ---------------------------------------------------------------------------------------------- TIFF
+
+interface TiffLayout {
+  le: boolean;
+  big: boolean;
+}
+
+function tiffUint(r: Bytes, t: TiffLayout, o: number, size: 2 | 4 | 8): number {
+  if (size === 2) return t.le ? r.u16le(o) : r.u16be(o);
+  if (size === 4) return t.le ? r.u32le(o) : r.u32be(o);
+  const lo = t.le ? r.u32le(o) : r.u32be(o + 4);
+  const hi = t.le ? r.u32le(o + 4) : r.u32be(o);
+  // Offsets beyond 2^53 cannot be inside any buffer we accept: map them to "out of range".
+  return hi >= 0x200000 ? Number.MAX_SAFE_INTEGER : hi * 0x1_0000_0000 + lo;
+}
+
+interface Ifd {
+  entries: number;
+  count: number;
+  next: number;
+}
+
+/** The IFD at `offset` if it lies wholly inside the data, else undefined. */
+function readIfd(r: Bytes, t: TiffLayout, offset: number): Ifd | undefined {
+  const countSize = t.big ? 8 : 2;
+  const entrySize = t.big ? 20 : 12;
+  const nextSize = t.big ? 8 : 4;
+  if (offset < 8 || !r.has(offset, countSize)) return undefined;
+  const count = tiffUint(r, t, offset, countSize);
+  const entries = offset + countSize;
+  if (!r.has(entries, count * entrySize + nextSize)) return undefined;
+  const next = tiffUint(r, t, entries + count * entrySize, nextSize);
+  return { entries, count, next };
+}
+
+function tiffTagValue(r: Bytes, t: TiffLayout, ifd: Ifd, tag: number): number | undefined {
+  const entrySize = t.big ? 20 : 12;
+  for (let i = 0; i < ifd.count; i++) {
+    const e = ifd.entries + i * entrySize;
+    if (tiffUint(r, t, e, 2) !== tag) continue;
+    const type = tiffUint(r, t, e + 2, 2);
+    const valueAt = e + (t.big ? 12 : 8);
+    if (type === 3) return tiffUint(r, t, valueAt, 2); // SHORT
+    if (type === 4) return tiffUint(r, t, valueAt, 4); // LONG
+    if (type === 16 && t.big) return tiffUint(r, t, valueAt, 8); // LONG8
+    throw new HeaderError(`unexpected type ${type} for tag ${tag}`);
+  }
+  return undefined;
+}
+
+function probeTiff(r: Bytes): Dims {
+  r.need(0, 8, 'TIFF header');
+  const order = r.ascii(0, 2);
+  if (order !== 'II' && order !== 'MM') throw new HeaderError('bad byte order mark');
+  const le = order === 'II';
+  const version = le ? r.u16le(2) : r.u16be(2);
+  let t: TiffLayout;
+  let first: number;
+  if (version === 42) {
+    t = { le, big: false };
+    first = tiffUint(r, t, 4, 4);
+  } else if (version === 43) {
+    t = { le, big: true };
+    r.need(0, 16, 'BigTIFF header');
+    if (tiffUint(r, t, 4, 2) !== 8 || tiffUint(r, t, 6, 2) !== 0) throw new HeaderError('bad BigTIFF header');
+    first = tiffUint(r, t, 8, 8);
+  } else {
+    throw new HeaderError(`bad TIFF version ${version}`);
+  }
+  const ifd = readIfd(r, t, first);
+  if (!ifd) throw new HeaderError('first IFD out of range');
+  const width = tiffTagValue(r, t, ifd, 256) ?? 0;
+  const height = tiffTagValue(r, t, ifd, 257) ?? 0;
+  if (width === 0 || height === 0) throw new HeaderError(`missing or zero dimensions (${width}x${height})`);
+  // Pages: follow the IFD chain, stopping at the end, a loop, an out-of-range IFD or the cap.
+  let frames = 1;
+  const seen = new Set<number>([first]);
+  let next = ifd.next;
+  while (next !== 0 && frames < MAX_TIFF_PAGES && !seen.has(next)) {
+    seen.add(next);
+    const page = readIfd(r, t, next);
+    if (!page) break;
+    frames += 1;
+    next = page.next;
+  }
+  return { width, height, frames };
+}
+
+// ------------------------------------------------------------------------------------------- limits
+
+const PARSERS: Record<ImageFormat, (r: Bytes) => Dims> = {
+  jpeg: probeJpeg,
+  png: probePng,
+  gif: probeGif,
+  webp: probeWebp,
+  bmp: probeBmp,
+  tiff: probeTiff,
+};
+
+const FORMAT_NAMES: Record<ImageFormat, string> = {
+  jpeg: 'JPEG',
+  png: 'PNG',
+  gif: 'GIF',
+  webp: 'WebP',
+  bmp: 'BMP',
+  tiff: 'TIFF',
+};
+
+/** Throws 4004 when `probed` exceeds the per-format limits of spec part 8. */
+export function enforceLimits(probed: ProbedImage, limits: DimensionLimits = DEFAULT_DIMENSION_LIMITS): void {
+  const limit = probed.format === 'jpeg' ? limits.jpeg : limits.other;
+  const { width, height } = probed;
+  const pixels = width * height;
+  if (Math.max(width, height) > limit.maxEdge || pixels > limit.maxPixels) {
+    throw new ApiError(
+      'DIMENSIONS_EXCEEDED',
+      `Image dimensions ${width}x${height} (${pixels} px) exceed the ${FORMAT_NAMES[probed.format]} limits: ` +
+        `longest edge <= ${limit.maxEdge} px and total <= ${limit.maxPixels} px`,
+    );
+  }
+}
+
+/**
+ * Width, height and frames of `bytes` (already sniffed as `format`) from the header only, then the
+ * dimension limits. Throws ApiError 4005 for a truncated or inconsistent header, 4004 over the limits.
+ */
+export function probeHeader(
+  bytes: Uint8Array,
+  format: ImageFormat,
+  limits: DimensionLimits = DEFAULT_DIMENSION_LIMITS,
+): ProbedImage {
+  let dims: Dims;
+  try {
+    dims = PARSERS[format](new Bytes(bytes));
+  } catch (err) {
+    if (isApiError(err)) throw err;
+    const detail = err instanceof HeaderError ? err.message : 'malformed header';
+    throw new ApiError('UNDECODABLE', `Undecodable ${FORMAT_NAMES[format]} image: ${detail}`);
+  }
+  const probed: ProbedImage = { format, ...dims };
+  enforceLimits(probed, limits);
+  return probed;
+}

@@ -1,0 +1,176 @@
+// Intake: turns a request body into the image bytes, held in memory only. Both ways of spec 4.1 —
+// one multipart part named `file`, or a raw `image/*` body. The size limit is enforced while the body
+// streams in: an oversize upload is refused at the first byte past the limit (or at once, from
+// Content-Length) and the rest is never read.
+
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
+import { Busboy, type BusboyFileStream } from '@fastify/busboy';
+import { ApiError } from '../common/errors.ts';
+import { formatFromMimeType } from './image/sniff.ts';
+import type { ImageFormat } from './image/types.ts';
+
+export interface Intake {
+  bytes: Buffer;
+  /** The format a raw body's Content-Type names; multipart part types are never trusted. */
+  declaredFormat?: ImageFormat | undefined;
+  /** A raw body's Content-Type named an image type outside the whitelist. */
+  declaredUnsupported?: string | undefined;
+}
+
+const CONTENT_TYPE_HINT =
+  'send multipart/form-data with one part named "file", or the raw image with Content-Type image/*';
+
+function tooLarge(maxBytes: number): ApiError {
+  return new ApiError('FILE_TOO_LARGE', `File too large: the limit is ${maxBytes} bytes`);
+}
+
+function mediaType(contentType: string): string {
+  return (contentType.split(';')[0] ?? '').trim().toLowerCase();
+}
+
+/** Refuses before reading a byte when the request names a size over the limit. */
+function checkContentLength(headers: IncomingHttpHeaders, maxBytes: number, overhead = 0): void {
+  const declared = Number(headers['content-length']);
+  if (Number.isFinite(declared) && declared > maxBytes + overhead) throw tooLarge(maxBytes);
+}
+
+export async function readImage(body: Readable | undefined, headers: IncomingHttpHeaders, maxBytes: number) {
+  const contentType = headers['content-type'];
+  if (!contentType) throw new ApiError('BAD_REQUEST', `Missing Content-Type: ${CONTENT_TYPE_HINT}`);
+  const type = mediaType(contentType);
+  if (type === 'multipart/form-data') {
+    if (!body) throw new ApiError('BAD_REQUEST', 'No file: the multipart body is empty');
+    return readMultipart(body, headers, maxBytes);
+  }
+  if (type.startsWith('image/')) {
+    if (!body) throw new ApiError('BAD_REQUEST', 'No file: the request body is empty');
+    checkContentLength(headers, maxBytes);
+    const bytes = await collect(body, maxBytes, Number(headers['content-length']));
+    if (bytes.length === 0) throw new ApiError('BAD_REQUEST', 'No file: the request body is empty');
+    const declaredFormat = formatFromMimeType(type);
+    return { bytes, declaredFormat, declaredUnsupported: declaredFormat ? undefined : type } satisfies Intake;
+  }
+  throw new ApiError('BAD_REQUEST', `Wrong Content-Type "${type}": ${CONTENT_TYPE_HINT}`);
+}
+
+/** Collects a stream into one buffer, refusing at the first byte past `maxBytes`. */
+function collect(stream: Readable, maxBytes: number, expectedLength = Number.NaN): Promise<Buffer> {
+  return new Promise<Buffer>((resolve, reject) => {
+    // With a trustworthy Content-Length we copy into one allocation instead of concatenating chunks,
+    // which would briefly hold every upload twice.
+    const prealloc =
+      Number.isInteger(expectedLength) && expectedLength > 0 ? Buffer.allocUnsafe(expectedLength) : null;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const finish = (err: ApiError | null, value?: Buffer) => {
+      stream.off('data', onData);
+      stream.off('end', onEnd);
+      stream.off('error', onError);
+      stream.off('aborted', onAborted);
+      if (err) {
+        // Stop reading; the error handler closes the connection instead of draining it.
+        stream.pause();
+        reject(err);
+      } else resolve(value as Buffer);
+    };
+    const onData = (chunk: Buffer) => {
+      if (size + chunk.length > maxBytes) return finish(tooLarge(maxBytes));
+      if (prealloc) {
+        if (size + chunk.length > prealloc.length) {
+          return finish(new ApiError('BAD_REQUEST', 'Body longer than its Content-Length'));
+        }
+        chunk.copy(prealloc, size);
+      } else chunks.push(chunk);
+      size += chunk.length;
+    };
+    const onEnd = () => finish(null, prealloc ? prealloc.subarray(0, size) : Buffer.concat(chunks, size));
+    const onError = () => finish(new ApiError('BAD_REQUEST', 'The upload was interrupted'));
+    const onAborted = () => finish(new ApiError('BAD_REQUEST', 'The upload was aborted'));
+    stream.on('data', onData);
+    stream.once('end', onEnd);
+    stream.once('error', onError);
+    stream.once('aborted', onAborted);
+  });
+}
+
+// Non-file fields are allowed (and ignored) but bounded, so a form cannot become a memory sink.
+const FORM_LIMITS = { fields: 16, fieldSize: 64 * 1024, fieldNameSize: 200, parts: 32, headerPairs: 64 };
+const MULTIPART_OVERHEAD = 1024 * 1024;
+
+function readMultipart(body: Readable, headers: IncomingHttpHeaders, maxBytes: number): Promise<Intake> {
+  checkContentLength(headers, maxBytes, MULTIPART_OVERHEAD);
+  return new Promise<Intake>((resolve, reject) => {
+    let settled = false;
+    let files = 0;
+    let fileDone: Promise<Buffer> | undefined;
+    let parser: InstanceType<typeof Busboy>;
+    const fail = (err: ApiError) => {
+      if (settled) return;
+      settled = true;
+      body.unpipe(parser);
+      body.pause();
+      reject(err);
+    };
+    try {
+      parser = new Busboy({
+        headers: headers as IncomingHttpHeaders & { 'content-type': string },
+        // Two files are counted so that the second one can be refused, not silently dropped.
+        limits: { ...FORM_LIMITS, files: 2, fileSize: maxBytes },
+        // A part named `file` is the image even when the client sent no filename.
+        isPartAFile: (name, _type, fileName) => name === 'file' || fileName !== undefined,
+      });
+    } catch (err) {
+      throw new ApiError('BAD_REQUEST', `Malformed multipart request: ${(err as Error).message}`);
+    }
+    parser.on('file', (name: string, stream: BusboyFileStream) => {
+      files += 1;
+      if (name !== 'file')
+        return fail(new ApiError('BAD_REQUEST', `The file part must be named "file", got "${name}"`));
+      if (files > 1)
+        return fail(new ApiError('BAD_REQUEST', 'More than one file: send exactly one part named "file"'));
+      fileDone = collectPart(stream, maxBytes);
+      fileDone.catch(fail);
+    });
+    parser.on('partsLimit', () => fail(new ApiError('BAD_REQUEST', 'Too many multipart parts')));
+    parser.on('fieldsLimit', () => fail(new ApiError('BAD_REQUEST', 'Too many multipart fields')));
+    parser.on('error', (err: Error) =>
+      fail(new ApiError('BAD_REQUEST', `Malformed multipart request: ${err.message}`)),
+    );
+    parser.on('finish', () => {
+      if (settled) return;
+      if (!fileDone)
+        return fail(new ApiError('BAD_REQUEST', 'No file: send one multipart part named "file"'));
+      fileDone.then((bytes) => {
+        if (settled) return;
+        if (bytes.length === 0) return fail(new ApiError('BAD_REQUEST', 'No file: the "file" part is empty'));
+        settled = true;
+        resolve({ bytes });
+      }, fail);
+    });
+    body.on('aborted', () => fail(new ApiError('BAD_REQUEST', 'The upload was aborted')));
+    body.on('error', () => fail(new ApiError('BAD_REQUEST', 'The upload was interrupted')));
+    body.pipe(parser);
+  });
+}
+
+function collectPart(stream: BusboyFileStream, maxBytes: number): Promise<Buffer> {
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    stream.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      chunks.push(chunk);
+    });
+    // Busboy stops at fileSize and emits 'limit': refuse rather than score a truncated image.
+    stream.once('limit', () => {
+      chunks.length = 0;
+      reject(tooLarge(maxBytes));
+    });
+    stream.once('error', () => reject(new ApiError('BAD_REQUEST', 'The upload was interrupted')));
+    stream.once('end', () => {
+      if (stream.truncated) reject(tooLarge(maxBytes));
+      else resolve(Buffer.concat(chunks, size));
+    });
+  });
+}

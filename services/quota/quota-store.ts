@@ -1,0 +1,54 @@
+// The capability behind every rate limit: fixed windows aligned to the UTC minute and the UTC day,
+// checked and counted in one atomic step. The in-memory store serves the embedded process; the Redis
+// store (one Lua script, Redis TIME as the clock) serves replicas that must share one count.
+
+import type { WindowLimits } from '../common/config.ts';
+
+export interface WindowState {
+  /** Requests counted in the current window, after this call. */
+  used: number;
+  limit: number;
+  /** Unix seconds at which the window ends. */
+  resetAt: number;
+}
+
+export type QuotaOutcome =
+  | { allowed: true; minute: WindowState; day: WindowState }
+  | {
+      allowed: false;
+      /** The window that refused; when both are full the day wins, since waiting a minute won't help. */
+      refusedBy: 'minute' | 'day';
+      /** Whole seconds until the refusing window resets (at least 1). */
+      retryAfterSeconds: number;
+      minute: WindowState;
+      day: WindowState;
+    };
+
+export interface QuotaStore {
+  /** Counts one request for `subject` in both windows if, and only if, both allow it. */
+  consume(subject: string, limits: WindowLimits): Promise<QuotaOutcome>;
+  /** Current counts without consuming (console usage, admin CLI). */
+  peek(subject: string, limits: WindowLimits): Promise<{ minute: WindowState; day: WindowState }>;
+  /** Counts a request from a device id for the day (abuse tracking only; never refuses). */
+  trackDevice(deviceId: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+export const MINUTE_MS = 60_000;
+export const DAY_MS = 86_400_000;
+
+/** Window boundaries for a moment, shared by every store so they cannot disagree. */
+export function windowsAt(nowMs: number): {
+  minuteStart: number;
+  minuteEnd: number;
+  dayStart: number;
+  dayEnd: number;
+} {
+  const minuteStart = Math.floor(nowMs / MINUTE_MS) * MINUTE_MS;
+  const dayStart = Math.floor(nowMs / DAY_MS) * DAY_MS;
+  return { minuteStart, minuteEnd: minuteStart + MINUTE_MS, dayStart, dayEnd: dayStart + DAY_MS };
+}
+
+export function retryAfterSeconds(nowMs: number, windowEndMs: number): number {
+  return Math.max(1, Math.ceil((windowEndMs - nowMs) / 1000));
+}

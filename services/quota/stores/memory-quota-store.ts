@@ -1,0 +1,106 @@
+// In-process QuotaStore for the embedded default. JavaScript runs one callback at a time, so the
+// check-then-increment below is atomic without locks. Entries of past windows are swept so that a
+// stream of distinct client IPs cannot grow the map without bound.
+
+import type { WindowLimits } from '../../common/config.ts';
+import {
+  type QuotaOutcome,
+  type QuotaStore,
+  retryAfterSeconds,
+  type WindowState,
+  windowsAt,
+} from '../quota-store.ts';
+
+interface Counters {
+  minuteStart: number;
+  minuteCount: number;
+  dayStart: number;
+  dayCount: number;
+}
+
+const SWEEP_EVERY = 10_000;
+
+export class MemoryQuotaStore implements QuotaStore {
+  readonly #counters = new Map<string, Counters>();
+  readonly #devices = new Map<string, { dayStart: number; count: number }>();
+  readonly #now: () => number;
+  #writes = 0;
+
+  constructor(now: () => number = Date.now) {
+    this.#now = now;
+  }
+
+  async consume(subject: string, limits: WindowLimits): Promise<QuotaOutcome> {
+    const nowMs = this.#now();
+    const w = windowsAt(nowMs);
+    const c = this.#current(subject, w.minuteStart, w.dayStart);
+    const state = (): { minute: WindowState; day: WindowState } => ({
+      minute: { used: c.minuteCount, limit: limits.perMinute, resetAt: w.minuteEnd / 1000 },
+      day: { used: c.dayCount, limit: limits.perDay, resetAt: w.dayEnd / 1000 },
+    });
+    if (c.dayCount >= limits.perDay) {
+      return {
+        allowed: false,
+        refusedBy: 'day',
+        retryAfterSeconds: retryAfterSeconds(nowMs, w.dayEnd),
+        ...state(),
+      };
+    }
+    if (c.minuteCount >= limits.perMinute) {
+      return {
+        allowed: false,
+        refusedBy: 'minute',
+        retryAfterSeconds: retryAfterSeconds(nowMs, w.minuteEnd),
+        ...state(),
+      };
+    }
+    c.minuteCount += 1;
+    c.dayCount += 1;
+    this.#counters.set(subject, c);
+    this.#maybeSweep(w.dayStart);
+    return { allowed: true, ...state() };
+  }
+
+  async peek(subject: string, limits: WindowLimits): Promise<{ minute: WindowState; day: WindowState }> {
+    const w = windowsAt(this.#now());
+    const c = this.#current(subject, w.minuteStart, w.dayStart);
+    return {
+      minute: { used: c.minuteCount, limit: limits.perMinute, resetAt: w.minuteEnd / 1000 },
+      day: { used: c.dayCount, limit: limits.perDay, resetAt: w.dayEnd / 1000 },
+    };
+  }
+
+  async trackDevice(deviceId: string): Promise<void> {
+    const { dayStart } = windowsAt(this.#now());
+    const entry = this.#devices.get(deviceId);
+    if (entry && entry.dayStart === dayStart) entry.count += 1;
+    else this.#devices.set(deviceId, { dayStart, count: 1 });
+    this.#maybeSweep(dayStart);
+  }
+
+  /** Requests seen today from a device id (for tests and abuse reports). */
+  deviceCount(deviceId: string): number {
+    const entry = this.#devices.get(deviceId);
+    return entry && entry.dayStart === windowsAt(this.#now()).dayStart ? entry.count : 0;
+  }
+
+  async close(): Promise<void> {
+    this.#counters.clear();
+    this.#devices.clear();
+  }
+
+  #current(subject: string, minuteStart: number, dayStart: number): Counters {
+    const prev = this.#counters.get(subject);
+    if (!prev || prev.dayStart !== dayStart) return { minuteStart, minuteCount: 0, dayStart, dayCount: 0 };
+    if (prev.minuteStart !== minuteStart)
+      return { minuteStart, minuteCount: 0, dayStart, dayCount: prev.dayCount };
+    return prev;
+  }
+
+  #maybeSweep(dayStart: number): void {
+    this.#writes += 1;
+    if (this.#writes % SWEEP_EVERY !== 0) return;
+    for (const [key, c] of this.#counters) if (c.dayStart !== dayStart) this.#counters.delete(key);
+    for (const [key, d] of this.#devices) if (d.dayStart !== dayStart) this.#devices.delete(key);
+  }
+}

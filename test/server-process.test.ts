@@ -1,0 +1,89 @@
+// The real `npm start` process: boot-time validation, nothing written to disk, graceful SIGTERM.
+
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import sharp from 'sharp';
+import { afterAll, describe, expect, it } from 'vitest';
+import { bmpFromRgb } from './fixtures/bmp.ts';
+import { CORPUS, fixture } from './fixtures/corpus.ts';
+import { type ServerProcess, startServer } from './support/server-process.ts';
+
+const servers: ServerProcess[] = [];
+afterAll(async () => {
+  await Promise.all(servers.map((s) => s.stop()));
+});
+
+describe('the server process', () => {
+  it('refuses to boot on invalid configuration, naming the variable', async () => {
+    const server = await startServer({ THRESHOLD_ALLOW: 'lots' }, { waitReady: false });
+    expect(await server.exited).toBe(2);
+    expect(server.output()).toMatch(/THRESHOLD_ALLOW must be a number/);
+  });
+
+  it('scores every accepted format without writing a single file to TMPDIR', async () => {
+    const tmp = mkdtempSync(join(tmpdir(), 'nsfwdetector-tmp-'));
+    try {
+      const server = await startServer({
+        TMPDIR: tmp,
+        TEMP: tmp,
+        TMP: tmp,
+        ANON_PER_MINUTE: '1000',
+        ANON_PER_DAY: '1000',
+      });
+      servers.push(server);
+      // Every corpus file that should score, plus a BMP (the corpus has none) made from a corpus photo.
+      const uploads = Object.entries(CORPUS)
+        .filter(([, expected]) => 'ok' in expected)
+        .map(([name]): { name: string; bytes: Buffer } => ({ name, bytes: readFileSync(fixture(name)) }));
+      const { data, info } = await sharp(fixture('320x240.jpg')).raw().toBuffer({ resolveWithObject: true });
+      uploads.push({ name: 'photo.bmp', bytes: bmpFromRgb(data, info.width, info.height) });
+      const formats = new Set<string>();
+      for (const { name, bytes } of uploads) {
+        const body = new FormData();
+        body.append('file', new Blob([bytes]), name);
+        const res = await fetch(`${server.url}/api/public/detect`, { method: 'POST', body });
+        expect(res.status, name).toBe(200);
+        formats.add(((await res.json()) as { data: { image: { format: string } } }).data.image.format);
+      }
+      expect([...formats].sort()).toEqual(['bmp', 'gif', 'jpeg', 'png', 'tiff', 'webp']);
+      expect(readdirSync(tmp)).toEqual([]);
+      // Nothing about the images reaches the log either: only startup lines, no request lines.
+      expect(server.output()).not.toMatch(/detect/);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  it('finishes an in-flight upload on SIGTERM, refuses new work, and exits 0', async () => {
+    const server = await startServer();
+    const jpeg = readFileSync(fixture('320x240.jpg'));
+    const half = Math.floor(jpeg.length / 2);
+    let status = 0;
+    let responseBody = '';
+    const done = new Promise<void>((resolve, reject) => {
+      const req = request(
+        `${server.url}/api/public/detect`,
+        { method: 'POST', headers: { 'content-type': 'image/jpeg', 'content-length': String(jpeg.length) } },
+        (res) => {
+          status = res.statusCode ?? 0;
+          res.on('data', (c) => (responseBody += c));
+          res.on('end', resolve);
+        },
+      );
+      req.on('error', reject);
+      req.write(jpeg.subarray(0, half));
+      // The request is now admitted and streaming; stop the server under it, then finish the body.
+      setTimeout(() => {
+        server.proc.kill('SIGTERM');
+        setTimeout(() => req.end(jpeg.subarray(half)), 300);
+      }, 300);
+    });
+    await done;
+    expect(status).toBe(200);
+    expect(JSON.parse(responseBody).data.image.format).toBe('jpeg');
+    expect(await server.exited).toBe(0);
+    await expect(fetch(`${server.url}/api/public/health`)).rejects.toThrow();
+  });
+});

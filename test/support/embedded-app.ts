@@ -1,0 +1,18 @@
+// The embedded app for inject-based tests: real plugins, in-memory quota store, a chosen classifier.
+
+import { buildEmbeddedApp } from '../../services/all-in-one/app.ts';
+import { type Config, loadConfig } from '../../services/common/config.ts';
+import type { Classifier } from '../../services/detect/model/classifier.ts';
+import { ModelSlot } from '../../services/detect/model/model-slot.ts';
+import { MemoryQuotaStore } from '../../services/quota/stores/memory-quota-store.ts';
+
+export async function embeddedApp(opts: { env?: Record<string, string>; classifier?: Classifier } = {}) {
+  // High anonymous limits unless a test asks otherwise: most tests are not about rate limits.
+  const config: Config = loadConfig({ ANON_PER_MINUTE: '100000', ANON_PER_DAY: '100000', ...opts.env });
+  const model = new ModelSlot();
+  if (opts.classifier) model.fill(opts.classifier);
+  const quotaStore = new MemoryQuotaStore();
+  const built = await buildEmbeddedApp({ config, model, quotaStore, logger: false });
+  await built.app.ready();
+  return { ...built, config, model, quotaStore };
+}

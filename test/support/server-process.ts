@@ -1,0 +1,79 @@
+// Runs the real `npm start` entry point as a child process on a free port, for tests that need the
+// whole process: signals, the file system, the real model.
+
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
+}
+
+export interface ServerProcess {
+  url: string;
+  port: number;
+  proc: ChildProcess;
+  output: () => string;
+  /** Resolves with the exit code. */
+  exited: Promise<number | null>;
+  stop: () => Promise<number | null>;
+}
+
+export async function startServer(env: Record<string, string> = {}, opts: { waitReady?: boolean } = {}) {
+  const port = await freePort();
+  let output = '';
+  // The same command as `npm start`, without npm in between, so signals and /proc reach the server.
+  const proc = spawn(process.execPath, ['--import', 'tsx', 'services/all-in-one/server.ts'], {
+    cwd: ROOT,
+    // TSX_DISABLE_CACHE as in `npm start`: no compile cache in TMPDIR.
+    env: {
+      ...process.env,
+      TSX_DISABLE_CACHE: '1',
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      LOG_LEVEL: 'info',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  proc.stdout?.on('data', (c) => (output += c));
+  proc.stderr?.on('data', (c) => (output += c));
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  const server: ServerProcess = {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    proc,
+    output: () => output,
+    exited,
+    stop: async () => {
+      if (proc.exitCode === null) proc.kill('SIGTERM');
+      return exited;
+    },
+  };
+  if (opts.waitReady !== false) await waitReady(server);
+  return server;
+}
+
+async function waitReady(server: ServerProcess, timeoutMs = 120_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (server.proc.exitCode !== null) throw new Error(`server exited early:\n${server.output()}`);
+    try {
+      const res = await fetch(`${server.url}/internal/ready`);
+      if (res.status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`server not ready after ${timeoutMs} ms:\n${server.output()}`);
+}
