@@ -4,57 +4,16 @@
 //
 //   npx tsx bench/nsfwjs-baseline.ts [mobilenet_v2|inception_v3] [seconds]   (smoke run)
 
-import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as tf from '@tensorflow/tfjs';
-import { setWasmPaths } from '@tensorflow/tfjs-backend-wasm';
-import * as nsfwjs from 'nsfwjs';
-import { quietly } from '../models/nsfwjs-reference.ts';
+import { loadReference } from '../models/nsfwjs-reference.ts';
 import { MODEL_INPUT_SIZE, type ModelName } from '../services/detect/model/classifier.ts';
 
 export interface RgbImage {
   rgb: Uint8Array;
   width: number;
   height: number;
-}
-
-const NSFWJS_MODEL: Record<ModelName, 'MobileNetV2' | 'InceptionV3'> = {
-  mobilenet_v2: 'MobileNetV2',
-  inception_v3: 'InceptionV3',
-};
-
-let backend: Promise<void> | undefined;
-
-/**
- * Selects the wasm backend. Under Node, tfjs always picks the single-threaded SIMD binary (its
- * WASM_HAS_MULTITHREAD_SUPPORT flag is false on Node, tensorflow/tfjs#3830), so this baseline uses
- * one core.
- */
-function useWasmBackend(): Promise<void> {
-  backend ??= (async () => {
-    const require = createRequire(import.meta.url);
-    const dir = path.dirname(require.resolve('@tensorflow/tfjs-backend-wasm')); // …/dist
-    setWasmPaths(`${dir}${path.sep}`);
-    if (!(await tf.setBackend('wasm'))) throw new Error('tfjs wasm backend failed to initialize');
-    await tf.ready();
-  })();
-  return backend;
-}
-
-const models = new Map<ModelName, Promise<nsfwjs.NSFWJS>>();
-
-async function loadOnWasm(model: ModelName): Promise<nsfwjs.NSFWJS> {
-  let p = models.get(model);
-  if (!p) {
-    p = (async () => {
-      await useWasmBackend();
-      return quietly(() => nsfwjs.load(NSFWJS_MODEL[model])); // also runs a warm-up prediction
-    })();
-    models.set(model, p);
-    p.catch(() => models.delete(model));
-  }
-  return p;
 }
 
 /**
@@ -67,8 +26,7 @@ export async function nsfwjsWasmImagesPerSecond(
   opts: { model: ModelName; seconds: number },
 ): Promise<{ imagesPerSecond: number; count: number }> {
   if (rgbImages.length === 0) throw new Error('no images to classify');
-  const net = await loadOnWasm(opts.model);
-  if (tf.getBackend() !== 'wasm') await tf.setBackend('wasm');
+  const net = await loadReference(opts.model, 'wasm');
 
   const classify = async (img: RgbImage) => {
     const t = tf.tensor3d(img.rgb, [img.height, img.width, 3], 'int32');

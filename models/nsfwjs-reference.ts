@@ -1,8 +1,13 @@
-// nsfwjs itself, on @tensorflow/tfjs's pure-JS CPU backend: the reference our ONNX models are
-// compared with. Loads the models bundled in the package (no network): nsfwjs.load('MobileNetV2')
-// dynamically imports dist/models/<name>/*.min.js, which are CommonJS modules on disk.
+// nsfwjs itself: the reference our ONNX models are compared with, on @tensorflow/tfjs's pure-JS CPU
+// backend (exact, slow) or on @tensorflow/tfjs-backend-wasm (the benchmark baseline; fast enough to
+// walk the whole corpus). Loads the models bundled in the package (no network): nsfwjs.load
+// dynamically imports dist/models/<name>/*.min.js, CommonJS modules on disk; the .wasm binaries are
+// read from node_modules.
 
+import { createRequire } from 'node:module';
+import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
+import { setWasmPaths } from '@tensorflow/tfjs-backend-wasm';
 import * as nsfwjs from 'nsfwjs';
 import {
   CLASS_NAMES,
@@ -16,12 +21,25 @@ const NSFWJS_MODEL: Record<ModelName, 'MobileNetV2' | 'InceptionV3'> = {
   inception_v3: 'InceptionV3',
 };
 
-const loaded = new Map<ModelName, Promise<nsfwjs.NSFWJS>>();
+export type ReferenceBackend = 'cpu' | 'wasm';
 
-/** The reference always runs on the pure-JS CPU backend, even if something else switched it. */
-async function useCpu(): Promise<void> {
-  if (tf.getBackend() !== 'cpu' && !(await tf.setBackend('cpu')))
-    throw new Error('tfjs cpu backend unavailable');
+const loaded = new Map<string, Promise<nsfwjs.NSFWJS>>();
+let wasmPathsSet = false;
+
+/**
+ * Makes `backend` tfjs's active one (tfjs has a single global backend). Under Node, tfjs's wasm
+ * backend always picks its single-threaded SIMD binary (WASM_HAS_MULTITHREAD_SUPPORT is false on
+ * Node, tensorflow/tfjs#3830), so it uses one core.
+ */
+async function useBackend(backend: ReferenceBackend): Promise<void> {
+  if (backend === 'wasm' && !wasmPathsSet) {
+    const require = createRequire(import.meta.url);
+    setWasmPaths(`${path.dirname(require.resolve('@tensorflow/tfjs-backend-wasm'))}${path.sep}`);
+    wasmPathsSet = true;
+  }
+  if (tf.getBackend() !== backend && !(await tf.setBackend(backend))) {
+    throw new Error(`tfjs ${backend} backend unavailable`);
+  }
   await tf.ready();
 }
 
@@ -48,17 +66,24 @@ export async function quietly<T>(f: () => Promise<T>): Promise<T> {
   }
 }
 
-export function loadReference(model: ModelName): Promise<nsfwjs.NSFWJS> {
-  let p = loaded.get(model);
+/** nsfwjs with `model` loaded on `backend` (cached), with that backend active. */
+export async function loadReference(
+  model: ModelName,
+  backend: ReferenceBackend = 'cpu',
+): Promise<nsfwjs.NSFWJS> {
+  const key = `${model}/${backend}`;
+  let p = loaded.get(key);
   if (!p) {
     p = quietly(async () => {
-      await useCpu();
-      return nsfwjs.load(NSFWJS_MODEL[model]);
+      await useBackend(backend);
+      return nsfwjs.load(NSFWJS_MODEL[model]); // also runs a warm-up prediction
     });
-    loaded.set(model, p);
-    p.catch(() => loaded.delete(model));
+    loaded.set(key, p);
+    p.catch(() => loaded.delete(key));
   }
-  return p;
+  const net = await p;
+  await useBackend(backend);
+  return net;
 }
 
 function byName(predictions: { className: string; probability: number }[]): ClassScores {
@@ -80,11 +105,11 @@ export async function referenceScoresFromRgb(
   width: number,
   height: number,
   model: ModelName,
+  backend: ReferenceBackend = 'cpu',
 ): Promise<ClassScores> {
   if (rgb.length !== width * height * 3)
     throw new Error(`expected ${width}x${height}x3 bytes, got ${rgb.length}`);
-  const net = await loadReference(model);
-  await useCpu();
+  const net = await loadReference(model, backend);
   const img = tf.tensor3d(rgb, [height, width, 3], 'int32');
   try {
     return byName(await net.classify(img, CLASS_NAMES.length));
@@ -99,7 +124,6 @@ export async function referenceScoresFromRgb(
  */
 export async function referenceScoresFromTensor(input: Float32Array, model: ModelName): Promise<ClassScores> {
   const net = await loadReference(model);
-  await useCpu();
   const size = Math.round(Math.sqrt(input.length / 3));
   const out = tf.tidy(() => net.model.predict(tf.tensor4d(input, [1, size, size, 3])) as tf.Tensor);
   try {

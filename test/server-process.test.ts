@@ -42,7 +42,7 @@ describe('the server process', () => {
       const formats = new Set<string>();
       for (const { name, bytes } of uploads) {
         const body = new FormData();
-        body.append('file', new Blob([bytes]), name);
+        body.append('file', new Blob([new Uint8Array(bytes)]), name);
         const res = await fetch(`${server.url}/api/public/detect`, { method: 'POST', body });
         expect(res.status, name).toBe(200);
         formats.add(((await res.json()) as { data: { image: { format: string } } }).data.image.format);

@@ -46,6 +46,11 @@ export class ApiError extends Error {
   }
 }
 
+/** The table entry for a numeric code (errors crossing a thread or process boundary travel as codes). */
+export function errorNameForCode(code: number): ErrorName | undefined {
+  return (Object.keys(ERRORS) as ErrorName[]).find((name) => ERRORS[name].code === code);
+}
+
 export function isApiError(err: unknown): err is ApiError {
   return err instanceof ApiError;
 }

@@ -69,3 +69,13 @@ export async function inSpan<T>(
     }
   });
 }
+
+/** Records a finished child span of the active one for work timed elsewhere (e.g. a worker thread). */
+export function recordSpan(
+  name: string,
+  attributes: Attributes,
+  startEpochMs: number,
+  durationMs: number,
+): void {
+  tracer.startSpan(name, { attributes, startTime: startEpochMs }).end(startEpochMs + durationMs);
+}

@@ -7,6 +7,7 @@ import { fixture } from '../../test/fixtures/corpus.ts';
 import { embeddedApp } from '../../test/support/embedded-app.ts';
 import { FakeClassifier } from '../../test/support/fake-classifier.ts';
 import { multipart } from '../../test/support/multipart.ts';
+import { InProcessScorer } from './scoring/image-scorer.ts';
 
 const JPEG = readFileSync(fixture('320x240.jpg'));
 const PNG = readFileSync(fixture('Flag_of_the_Netherlands.png'));
@@ -294,7 +295,7 @@ describe('availability', () => {
     expectError(res, 503, 5001);
     expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1);
     expect((await current.app.inject({ url: '/internal/ready' })).statusCode).toBe(503);
-    current.model.fill(new FakeClassifier());
+    current.model.fill(new InProcessScorer(new FakeClassifier()));
     expect((await current.app.inject({ url: '/internal/ready' })).statusCode).toBe(200);
     expect((await raw(current.app, JPEG, 'image/jpeg')).statusCode).toBe(200);
   });
@@ -339,14 +340,21 @@ describe('routing', () => {
     expect((await app.inject({ method: 'DELETE', url: '/api/public/health' })).statusCode).toBe(405);
   });
 
-  it('refuses every key on the key endpoint until accounts exist (4011), never the anonymous quota', async () => {
-    const { app } = await start();
-    const res = await app.inject({
-      method: 'POST',
-      url: '/api/open/detect',
-      payload: JPEG,
-      headers: { 'content-type': 'image/jpeg', authorization: `Bearer nsk_live_${'a'.repeat(32)}` },
-    });
-    expectError(res, 401, 4011);
+  it('serves the key endpoint to a valid key and refuses others with 4011 (full suite: services/quota)', async () => {
+    const { app, accountStore } = await start();
+    const account = await accountStore.createAccount({ email: 'detect@example.com', tier: 'free' });
+    const key = await accountStore.createKey(account.id);
+    const call = (authorization: string) =>
+      app.inject({
+        method: 'POST',
+        url: '/api/open/detect',
+        payload: JPEG,
+        headers: { 'content-type': 'image/jpeg', authorization },
+      });
+    const res = await call(`Bearer ${key?.secret}`);
+    expect(res.statusCode).toBe(200);
+    expect(res.json().data.image.format).toBe('jpeg');
+    expect(res.headers['x-quota-tier']).toBe('free');
+    expectError(await call(`Bearer nsk_live_${'a'.repeat(32)}`), 401, 4011);
   });
 });

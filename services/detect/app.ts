@@ -2,14 +2,12 @@
 // The composition root hands it its capabilities (model slot, authorizer, work gate); it never
 // chooses implementations itself.
 
-import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ok } from '../common/envelope.ts';
 import { ApiError } from '../common/errors.ts';
-import { inSpan } from '../common/telemetry.ts';
+import { inSpan, recordSpan } from '../common/telemetry.ts';
 import type { Authorizer } from '../quota/authorize.ts';
-import { toModelInput } from './image/decode.ts';
 import { probeHeader } from './image/probe.ts';
 import { sniffFormat } from './image/sniff.ts';
 import type { DimensionLimits } from './image/types.ts';
@@ -74,7 +72,7 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
   app.get('/internal/ready', async (_request, reply) => {
     const model = opts.model.current;
     if (!model) return reply.code(503).send({ code: 5001, message: 'Model not loaded' });
-    return ok({ status: 'ready', model: model.name });
+    return ok({ status: 'ready', model: model.model });
   });
 }
 
@@ -116,26 +114,31 @@ async function detect(request: FastifyRequest, _reply: FastifyReply, opts: Detec
 
   const ticket = request.workTicket;
   if (!ticket) throw new ApiError('UNAVAILABLE');
-  const model = opts.model.current;
-  if (!model) throw new ApiError('UNAVAILABLE', 'The model is not loaded', { 'retry-after': '2' });
-  const sizeAttributes = {
+  const scorer = opts.model.current;
+  if (!scorer) throw new ApiError('UNAVAILABLE', 'The model is not loaded', { 'retry-after': '2' });
+  const scored = await ticket.run(() => scorer.score(bytes, probed));
+  const timingMs = performance.now() - started;
+  // Decoding and inference ran in a worker thread; their spans are recorded here, with its timings.
+  const attributes = {
     'image.width': probed.width,
     'image.height': probed.height,
     'image.bytes': bytes.length,
   };
-  const scores = await ticket.run(async () => {
-    const input = await inSpan('decode', { ...sizeAttributes, 'image.format': format }, () =>
-      toModelInput(bytes, probed, model.inputSize),
-    );
-    return inSpan(
-      'inference',
-      { ...sizeAttributes, 'model.name': model.name, 'model.input_size': model.inputSize },
-      () => model.classify(input.tensor),
-    );
-  });
-  const timingMs = performance.now() - started;
-  const sha256 = createHash('sha256').update(bytes).digest('hex');
+  recordSpan('decode', { ...attributes, 'image.format': format }, scored.decodeStartedAt, scored.decodeMs);
+  recordSpan(
+    'inference',
+    { ...attributes, 'model.name': scorer.model, 'model.input_size': scorer.inputSize },
+    scored.decodeStartedAt + scored.decodeMs,
+    scored.inferenceMs,
+  );
   return ok(
-    buildResult({ scores, thresholds: opts.thresholds, probed, sha256, bytes: bytes.length, timingMs }),
+    buildResult({
+      scores: scored.scores,
+      thresholds: opts.thresholds,
+      probed,
+      sha256: intake.sha256,
+      bytes: bytes.length,
+      timingMs,
+    }),
   );
 }

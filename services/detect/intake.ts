@@ -3,6 +3,7 @@
 // streams in: an oversize upload is refused at the first byte past the limit (or at once, from
 // Content-Length) and the rest is never read.
 
+import { createHash, type Hash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { Busboy, type BusboyFileStream } from '@fastify/busboy';
@@ -12,6 +13,8 @@ import type { ImageFormat } from './image/types.ts';
 
 export interface Intake {
   bytes: Buffer;
+  /** SHA-256 of the bytes, hashed as they streamed in (no extra pass over a 50 MB upload). */
+  sha256: string;
   /** The format a raw body's Content-Type names; multipart part types are never trusted. */
   declaredFormat?: ImageFormat | undefined;
   /** A raw body's Content-Type named an image type outside the whitelist. */
@@ -46,16 +49,23 @@ export async function readImage(body: Readable | undefined, headers: IncomingHtt
   if (type.startsWith('image/')) {
     if (!body) throw new ApiError('BAD_REQUEST', 'No file: the request body is empty');
     checkContentLength(headers, maxBytes);
-    const bytes = await collect(body, maxBytes, Number(headers['content-length']));
+    const hash = createHash('sha256');
+    const bytes = await collect(body, maxBytes, hash, Number(headers['content-length']));
     if (bytes.length === 0) throw new ApiError('BAD_REQUEST', 'No file: the request body is empty');
     const declaredFormat = formatFromMimeType(type);
-    return { bytes, declaredFormat, declaredUnsupported: declaredFormat ? undefined : type } satisfies Intake;
+    const declaredUnsupported = declaredFormat ? undefined : type;
+    return { bytes, sha256: hash.digest('hex'), declaredFormat, declaredUnsupported } satisfies Intake;
   }
   throw new ApiError('BAD_REQUEST', `Wrong Content-Type "${type}": ${CONTENT_TYPE_HINT}`);
 }
 
 /** Collects a stream into one buffer, refusing at the first byte past `maxBytes`. */
-function collect(stream: Readable, maxBytes: number, expectedLength = Number.NaN): Promise<Buffer> {
+function collect(
+  stream: Readable,
+  maxBytes: number,
+  hash: Hash,
+  expectedLength = Number.NaN,
+): Promise<Buffer> {
   return new Promise<Buffer>((resolve, reject) => {
     // With a trustworthy Content-Length we copy into one allocation instead of concatenating chunks,
     // which would briefly hold every upload twice.
@@ -76,6 +86,7 @@ function collect(stream: Readable, maxBytes: number, expectedLength = Number.NaN
     };
     const onData = (chunk: Buffer) => {
       if (size + chunk.length > maxBytes) return finish(tooLarge(maxBytes));
+      hash.update(chunk);
       if (prealloc) {
         if (size + chunk.length > prealloc.length) {
           return finish(new ApiError('BAD_REQUEST', 'Body longer than its Content-Length'));
@@ -104,6 +115,7 @@ function readMultipart(body: Readable, headers: IncomingHttpHeaders, maxBytes: n
     let settled = false;
     let files = 0;
     let fileDone: Promise<Buffer> | undefined;
+    const hash = createHash('sha256');
     let parser: InstanceType<typeof Busboy>;
     const fail = (err: ApiError) => {
       if (settled) return;
@@ -129,7 +141,7 @@ function readMultipart(body: Readable, headers: IncomingHttpHeaders, maxBytes: n
         return fail(new ApiError('BAD_REQUEST', `The file part must be named "file", got "${name}"`));
       if (files > 1)
         return fail(new ApiError('BAD_REQUEST', 'More than one file: send exactly one part named "file"'));
-      fileDone = collectPart(stream, maxBytes);
+      fileDone = collectPart(stream, maxBytes, hash);
       fileDone.catch(fail);
     });
     parser.on('partsLimit', () => fail(new ApiError('BAD_REQUEST', 'Too many multipart parts')));
@@ -145,7 +157,7 @@ function readMultipart(body: Readable, headers: IncomingHttpHeaders, maxBytes: n
         if (settled) return;
         if (bytes.length === 0) return fail(new ApiError('BAD_REQUEST', 'No file: the "file" part is empty'));
         settled = true;
-        resolve({ bytes });
+        resolve({ bytes, sha256: hash.digest('hex') });
       }, fail);
     });
     body.on('aborted', () => fail(new ApiError('BAD_REQUEST', 'The upload was aborted')));
@@ -154,11 +166,12 @@ function readMultipart(body: Readable, headers: IncomingHttpHeaders, maxBytes: n
   });
 }
 
-function collectPart(stream: BusboyFileStream, maxBytes: number): Promise<Buffer> {
+function collectPart(stream: BusboyFileStream, maxBytes: number, hash: Hash): Promise<Buffer> {
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     stream.on('data', (chunk: Buffer) => {
+      hash.update(chunk);
       size += chunk.length;
       chunks.push(chunk);
     });

@@ -4,15 +4,25 @@ import { buildEmbeddedApp } from '../../services/all-in-one/app.ts';
 import { type Config, loadConfig } from '../../services/common/config.ts';
 import type { Classifier } from '../../services/detect/model/classifier.ts';
 import { ModelSlot } from '../../services/detect/model/model-slot.ts';
+import { InProcessScorer } from '../../services/detect/scoring/image-scorer.ts';
+import { memoryAccountStore } from '../../services/quota/stores/local-account-store.ts';
 import { MemoryQuotaStore } from '../../services/quota/stores/memory-quota-store.ts';
 
 export async function embeddedApp(opts: { env?: Record<string, string>; classifier?: Classifier } = {}) {
   // High anonymous limits unless a test asks otherwise: most tests are not about rate limits.
   const config: Config = loadConfig({ ANON_PER_MINUTE: '100000', ANON_PER_DAY: '100000', ...opts.env });
   const model = new ModelSlot();
-  if (opts.classifier) model.fill(opts.classifier);
+  if (opts.classifier) model.fill(new InProcessScorer(opts.classifier, config.limits));
   const quotaStore = new MemoryQuotaStore();
-  const built = await buildEmbeddedApp({ config, model, quotaStore, logger: false });
+  const accountStore = memoryAccountStore();
+  const built = await buildEmbeddedApp({
+    config,
+    model,
+    quotaStore,
+    accountStore,
+    sessionStore: accountStore,
+    logger: false,
+  });
   await built.app.ready();
-  return { ...built, config, model, quotaStore };
+  return { ...built, config, model, quotaStore, accountStore };
 }

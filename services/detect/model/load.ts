@@ -1,10 +1,16 @@
-// Loads the configured classifier: converts the bundled nsfwjs weights on first use (checksummed),
-// then opens an ONNX Runtime session on them.
+// Loads the configured model into a pool of scoring workers (one ONNX session each); the bundled
+// nsfwjs weights are converted on first use, checksummed.
 
 import type { Config } from '../../common/config.ts';
-import type { Classifier } from './classifier.ts';
-import { createOnnxClassifier } from './onnx-classifier.ts';
+import type { ImageScorer } from '../scoring/image-scorer.ts';
+import { WorkerPoolScorer } from '../scoring/worker-pool-scorer.ts';
 
-export async function loadClassifier(config: Config): Promise<Classifier> {
-  return createOnnxClassifier({ model: config.model, intraOpThreads: config.inferenceThreads });
+export function loadScorer(config: Config, onWorkerError: (err: Error) => void): Promise<ImageScorer> {
+  return WorkerPoolScorer.create({
+    model: config.model,
+    workers: config.concurrency.active,
+    intraOpThreads: config.inferenceThreads,
+    limits: config.limits,
+    onWorkerError,
+  });
 }

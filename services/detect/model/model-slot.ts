@@ -1,17 +1,17 @@
-// Holds the loaded classifier. The server listens before the model is loaded (health answers, and
+// Holds the loaded scorer. The server listens before the model is loaded (health answers, and
 // readiness says "not yet"); detect requests get 503/5001 until the slot is filled.
 
-import type { Classifier } from './classifier.ts';
+import type { ImageScorer } from '../scoring/image-scorer.ts';
 
 export class ModelSlot {
-  #current: Classifier | undefined;
+  #current: ImageScorer | undefined;
 
-  get current(): Classifier | undefined {
+  get current(): ImageScorer | undefined {
     return this.#current;
   }
 
-  fill(classifier: Classifier): void {
-    this.#current = classifier;
+  fill(scorer: ImageScorer): void {
+    this.#current = scorer;
   }
 
   async close(): Promise<void> {

@@ -18,6 +18,16 @@ import {
   type ModelName,
 } from './classifier.ts';
 
+/**
+ * ONNX Runtime's telemetry writes session files (.ses, mat-debug-*.log) into TMPDIR when a session is
+ * created; nothing of ours may touch the disk, and we never phone home. ORT reads the process
+ * environment natively, and a worker thread's process.env is a private copy: call this on the main
+ * thread before starting workers, too.
+ */
+export function disableOrtTelemetry(): void {
+  process.env.ORT_DISABLE_TELEMETRY = '1';
+}
+
 export interface OnnxClassifierOptions {
   model: ModelName;
   /**
@@ -50,9 +60,7 @@ export class OnnxClassifier implements Classifier {
 
   static async create(opts: OnnxClassifierOptions): Promise<OnnxClassifier> {
     const file = opts.modelPath ?? (await ensureModel(opts.model));
-    // ONNX Runtime's telemetry writes session files (.ses, mat-debug-*.log) into TMPDIR when a session
-    // is created; nothing of ours may touch the disk, and we never phone home.
-    process.env.ORT_DISABLE_TELEMETRY = '1';
+    disableOrtTelemetry();
     const session = await ort.InferenceSession.create(file, {
       executionProviders: ['cpu'],
       graphOptimizationLevel: 'all',

@@ -1,0 +1,41 @@
+// One scoring worker thread: its own ONNX Runtime session, decoding and inference off the main event
+// loop. Messages: {id, bytes, probed} in; {id, ok, ...scored} or {id, ok: false, code?, message} out.
+
+import { parentPort, workerData } from 'node:worker_threads';
+import { isApiError } from '../../common/errors.ts';
+import type { DimensionLimits, ProbedImage } from '../image/types.ts';
+import type { ModelName } from '../model/classifier.ts';
+import { createOnnxClassifier } from '../model/onnx-classifier.ts';
+import { InProcessScorer } from './image-scorer.ts';
+
+export interface ScorerWorkerData {
+  model: ModelName;
+  intraOpThreads: number;
+  limits: DimensionLimits;
+}
+
+export interface ScoreRequest {
+  id: number;
+  bytes: Uint8Array;
+  probed: ProbedImage;
+}
+
+if (!parentPort) throw new Error('scorer-worker must run in a worker thread');
+const port = parentPort;
+const data = workerData as ScorerWorkerData;
+
+try {
+  const classifier = await createOnnxClassifier({ model: data.model, intraOpThreads: data.intraOpThreads });
+  const scorer = new InProcessScorer(classifier, data.limits);
+  port.on('message', async ({ id, bytes, probed }: ScoreRequest) => {
+    try {
+      port.postMessage({ id, ok: true, ...(await scorer.score(bytes, probed)) });
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      port.postMessage({ id, ok: false, code: isApiError(err) ? err.code : undefined, message });
+    }
+  });
+  port.postMessage({ ready: true });
+} catch (err) {
+  port.postMessage({ fatal: err instanceof Error ? err.message : String(err) });
+}
