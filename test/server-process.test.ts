@@ -2,6 +2,7 @@
 
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
@@ -86,4 +87,58 @@ describe('the server process', () => {
     expect(await server.exited).toBe(0);
     await expect(fetch(`${server.url}/api/public/health`)).rejects.toThrow();
   });
+
+  it('cuts off a 2 GB upload early instead of buffering it', async () => {
+    const server = await startServer({ ANON_PER_MINUTE: '1000', ANON_PER_DAY: '1000' });
+    servers.push(server);
+    const MiB = 1024 * 1024;
+
+    // Announced as 2 GB: refused before a byte of the body is read.
+    const announced = await rawUpload(server.port, { 'Content-Length': String(2 * 1024 * MiB) }, 0);
+    expect(announced.response).toMatch(/^HTTP\/1\.1 400/);
+    expect(announced.response).toContain('"code":4003');
+
+    // Chunked, no length: the client keeps sending (up to 2 GB) until the answer arrives.
+    const streamed = await rawUpload(server.port, { 'Transfer-Encoding': 'chunked' }, 2 * 1024 * MiB);
+    expect(streamed.response).toMatch(/^HTTP\/1\.1 400/);
+    expect(streamed.response).toContain('"code":4003');
+    // Refused at the limit, not after the whole body: allow for socket buffers in flight.
+    expect(streamed.sent).toBeLessThan(52_428_800 + 16 * MiB);
+    const rss =
+      Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${server.proc.pid}/status`, 'utf8'))?.[1]) * 1024;
+    expect(rss).toBeLessThan(1024 * MiB);
+  }, 120_000);
 });
+
+/** POSTs a JPEG-looking body over a raw socket, sending up to `limit` bytes until the server answers. */
+function rawUpload(port: number, headers: Record<string, string>, limit: number) {
+  return new Promise<{ response: string; sent: number }>((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    const chunked = headers['Transfer-Encoding'] === 'chunked';
+    const head = ['POST /api/public/detect HTTP/1.1', 'Host: 127.0.0.1', 'Content-Type: image/jpeg']
+      .concat(Object.entries(headers).map(([k, v]) => `${k}: ${v}`))
+      .join('\r\n');
+    const chunk = Buffer.alloc(1024 * 1024, 0xff);
+    let sent = 0;
+    let response = '';
+    let answered = false;
+    socket.on('data', (data) => {
+      response += data.toString('latin1');
+      answered = true;
+    });
+    socket.on('error', () => resolve({ response, sent })); // reset by the server after answering
+    socket.on('close', () => resolve({ response, sent }));
+    socket.setTimeout(60_000, () => reject(new Error(`no answer after ${sent} bytes`)));
+    socket.write(`${head}\r\n\r\n`);
+    const pump = () => {
+      while (!answered && sent < limit) {
+        const frame = chunked
+          ? Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')])
+          : chunk;
+        sent += chunk.length;
+        if (!socket.write(frame)) return void socket.once('drain', pump);
+      }
+    };
+    pump();
+  });
+}

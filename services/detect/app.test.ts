@@ -277,6 +277,29 @@ describe('anonymous limits', () => {
     expect((await from('10.0.0.1')).statusCode).toBe(429);
   });
 
+  it('takes the client IP from X-Forwarded-For only through the configured trusted hops', async () => {
+    const from = (app: App['app'], forwardedFor: string) =>
+      app.inject({
+        method: 'POST',
+        url: DETECT,
+        payload: JPEG,
+        headers: { 'content-type': 'image/jpeg', 'x-forwarded-for': forwardedFor },
+        remoteAddress: '10.9.9.9',
+      });
+    // Behind one trusted edge: each forwarded client has its own quota.
+    const edge = await start({ ANON_PER_MINUTE: '1', TRUSTED_PROXY_HOPS: '1' });
+    expect((await from(edge.app, '203.0.113.1')).statusCode).toBe(200);
+    expect((await from(edge.app, '203.0.113.2')).statusCode).toBe(200);
+    expect((await from(edge.app, '203.0.113.1')).statusCode).toBe(429);
+    // A spoofed extra entry in front of the edge's own is not believed.
+    expect((await from(edge.app, '198.51.100.7, 203.0.113.2')).statusCode).toBe(429);
+    await edge.app.close();
+    // No trusted hop: the header is ignored, the socket address counts.
+    const direct = await start({ ANON_PER_MINUTE: '1' });
+    expect((await from(direct.app, '203.0.113.1')).statusCode).toBe(200);
+    expect((await from(direct.app, '203.0.113.2')).statusCode).toBe(429);
+  });
+
   it('tracks a valid X-Device-Id per day and ignores an invalid one', async () => {
     const { app, quotaStore } = await start();
     const id = '3f1c2a4e-9b7d-4c1e-8a2b-5d6e7f8a9b0c';
