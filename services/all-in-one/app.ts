@@ -8,13 +8,19 @@ import detectApp from '../detect/app.ts';
 import type { ModelSlot } from '../detect/model/model-slot.ts';
 import { WorkGate } from '../detect/work-gate.ts';
 import healthApp from '../health/app.ts';
-import { QuotaAuthorizer } from '../quota/authorize.ts';
+import type { AccountStore, SessionStore } from '../quota/account-store.ts';
+import { accountSubject, QuotaAuthorizer } from '../quota/authorize.ts';
+import consoleApp from '../quota/console/app.ts';
 import type { QuotaStore } from '../quota/quota-store.ts';
 
 export interface EmbeddedDeps {
   config: Config;
   model: ModelSlot;
   quotaStore: QuotaStore;
+  /** Accounts and API keys: the file store embedded, Redis with REDIS_URL. */
+  accountStore: AccountStore;
+  /** Console sessions (same implementation as the account store). */
+  sessionStore: SessionStore;
   /** Tests pass `false` to keep output quiet. */
   logger?: boolean;
 }
@@ -44,11 +50,24 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   await app.register(healthApp);
   await app.register(detectApp, {
     model: deps.model,
-    authorizer: new QuotaAuthorizer(deps.quotaStore, config.anonymous),
+    authorizer: new QuotaAuthorizer({
+      quotaStore: deps.quotaStore,
+      accountStore: deps.accountStore,
+      anonymous: config.anonymous,
+      tiers: config.tiers,
+      onBackgroundError: (err, what) => app.log.warn({ err }, `failed: ${what}`),
+    }),
     gate,
     thresholds: config.thresholds,
-    maxFileBytes: config.maxFileBytes,
+    intake: { maxBytes: config.maxFileBytes, idleTimeoutMs: config.uploadIdleTimeoutMs },
     limits: config.limits,
+  });
+  await app.register(consoleApp, {
+    accounts: deps.accountStore,
+    sessions: deps.sessionStore,
+    quotaStore: deps.quotaStore,
+    accountLimits: config.tiers,
+    accountSubject,
   });
   return { app, gate };
 }

@@ -1,7 +1,9 @@
 // Configuration is read from the environment once, validated, and frozen. A bad value stops the
 // process at boot with a message naming the variable, instead of failing on some later request.
 
+import { isAbsolute, resolve } from 'node:path';
 import { MODEL_NAMES, type ModelName } from '../detect/model/classifier.ts';
+import type { AccountTier } from '../quota/account-store.ts';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -48,6 +50,14 @@ export function optionalVar(env: Env, name: string): string | undefined {
   return read(env, name);
 }
 
+/** A file path, resolved against the working directory; must not name a directory. */
+export function pathVar(env: Env, name: string, fallback: string): string {
+  const raw = read(env, name) ?? fallback;
+  if (raw.endsWith('/') || raw.includes('\0'))
+    throw new ConfigError(`${name} must be a file path, got "${raw}"`);
+  return isAbsolute(raw) ? raw : resolve(process.cwd(), raw);
+}
+
 export function enumVar<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
   const raw = read(env, name);
   if (raw === undefined) return fallback;
@@ -69,6 +79,8 @@ export interface Config {
   model: ModelName;
   thresholds: { allow: number; block: number };
   maxFileBytes: number;
+  /** An upload idle this long is refused with 4001 (a stalled client must not hold a slot). */
+  uploadIdleTimeoutMs: number;
   limits: {
     jpeg: { maxEdge: number; maxPixels: number };
     other: { maxEdge: number; maxPixels: number };
@@ -81,7 +93,37 @@ export interface Config {
   /** How many X-Forwarded-For hops the trusted edge adds (0 = use the socket address). */
   trustedProxyHops: number;
   shutdownGraceMs: number;
+  /** Set → counters, accounts, keys and sessions live in Redis; unset → memory + accounts file. */
   redisUrl: string | undefined;
+  redis: {
+    /** Bound on every Redis command; past it the request answers 503/5001. */
+    commandTimeoutMs: number;
+    /** A connection that answers nothing this long while commands wait is dropped and reconnected. */
+    socketTimeoutMs: number;
+    connectTimeoutMs: number;
+    /** Prefix of every key this service writes, so one Redis can serve several deployments. */
+    keyPrefix: string;
+  };
+  /** Per-account quotas by tier (spec 8; free per minute: DESIGN, configurable). */
+  tiers: Record<AccountTier, WindowLimits>;
+  /** Embedded account store (no REDIS_URL): absolute path of the JSON file. */
+  accountsFile: string;
+  /** Port of the quota service's own server (ext_authz + console), when run on its own. */
+  quotaPort: number;
+}
+
+function redisUrlVar(env: Env): string | undefined {
+  const raw = optionalVar(env, 'REDIS_URL');
+  if (raw === undefined) return undefined;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`REDIS_URL must be a URL like redis://host:6379, got "${raw}"`);
+  }
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:')
+    throw new ConfigError(`REDIS_URL must use redis:// or rediss://, got "${url.protocol}"`);
+  return raw;
 }
 
 export function loadConfig(env: Env = process.env): Config {
@@ -101,6 +143,7 @@ export function loadConfig(env: Env = process.env): Config {
     model: enumVar(env, 'MODEL', MODEL_NAMES, 'mobilenet_v2'),
     thresholds: { allow, block },
     maxFileBytes: intVar(env, 'MAX_FILE_BYTES', 52_428_800, 1),
+    uploadIdleTimeoutMs: intVar(env, 'UPLOAD_IDLE_TIMEOUT_MS', 30_000, 100),
     limits: {
       jpeg: {
         maxEdge: intVar(env, 'JPEG_MAX_EDGE', 30_000, 1),
@@ -123,7 +166,25 @@ export function loadConfig(env: Env = process.env): Config {
     inferenceThreads: intVar(env, 'INFERENCE_THREADS', 1, 1, 64),
     trustedProxyHops: intVar(env, 'TRUSTED_PROXY_HOPS', 0, 0, 10),
     shutdownGraceMs: intVar(env, 'SHUTDOWN_GRACE_MS', 25_000, 0),
-    redisUrl: optionalVar(env, 'REDIS_URL'),
+    redisUrl: redisUrlVar(env),
+    redis: {
+      commandTimeoutMs: intVar(env, 'REDIS_COMMAND_TIMEOUT_MS', 100, 1, 60_000),
+      socketTimeoutMs: intVar(env, 'REDIS_SOCKET_TIMEOUT_MS', 1000, 1, 600_000),
+      connectTimeoutMs: intVar(env, 'REDIS_CONNECT_TIMEOUT_MS', 1000, 1, 60_000),
+      keyPrefix: stringVar(env, 'REDIS_KEY_PREFIX', 'nsfwd:'),
+    },
+    tiers: {
+      free: {
+        perMinute: intVar(env, 'FREE_PER_MINUTE', 10, 0),
+        perDay: intVar(env, 'FREE_PER_DAY', 100, 0),
+      },
+      pro: {
+        perMinute: intVar(env, 'PRO_PER_MINUTE', 30, 0),
+        perDay: intVar(env, 'PRO_PER_DAY', 10_000, 0),
+      },
+    },
+    accountsFile: pathVar(env, 'ACCOUNTS_FILE', '.data/accounts.json'),
+    quotaPort: intVar(env, 'QUOTA_PORT', 8081, 0, 65535),
   };
   return Object.freeze(config);
 }

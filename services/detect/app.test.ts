@@ -2,6 +2,7 @@
 
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { PassThrough } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fixture } from '../../test/fixtures/corpus.ts';
 import { embeddedApp } from '../../test/support/embedded-app.ts';
@@ -179,6 +180,27 @@ describe('4001 bad request', () => {
     expectError(cut, 400, 4001);
     const garbage = await raw(app, Buffer.from('this is not multipart at all'), contentType);
     expectError(garbage, 400, 4001);
+  });
+
+  it('refuses an upload that stalls, raw or multipart, instead of holding its slot', async () => {
+    const { app, gate } = await start({ UPLOAD_IDLE_TIMEOUT_MS: '200' });
+    const { body, contentType } = multipart([{ name: 'file', filename: 'a.jpg', data: JPEG }]);
+    for (const [type, bytes] of [
+      ['image/jpeg', JPEG],
+      [contentType, body],
+    ] as const) {
+      const stream = new PassThrough();
+      stream.write(bytes.subarray(0, 1000)); // then nothing, and never the end
+      const res = await app.inject({
+        method: 'POST',
+        url: DETECT,
+        payload: stream,
+        headers: { 'content-type': type },
+      });
+      expectError(res, 400, 4001);
+      expect(res.json().message).toMatch(/stalled/);
+    }
+    expect(gate.admitted).toBe(0);
   });
 
   it('refuses a raw type naming another format than the bytes', async () => {

@@ -11,7 +11,7 @@ import type { Authorizer } from '../quota/authorize.ts';
 import { probeHeader } from './image/probe.ts';
 import { sniffFormat } from './image/sniff.ts';
 import type { DimensionLimits } from './image/types.ts';
-import { readImage } from './intake.ts';
+import { type IntakeLimits, readImage } from './intake.ts';
 import type { ModelSlot } from './model/model-slot.ts';
 import { buildResult, detectionResponseSchema, type Thresholds } from './result.ts';
 import type { Ticket, WorkGate } from './work-gate.ts';
@@ -21,7 +21,7 @@ export interface DetectOptions {
   authorizer: Authorizer;
   gate: WorkGate;
   thresholds: Thresholds;
-  maxFileBytes: number;
+  intake: IntakeLimits;
   limits: DimensionLimits;
 }
 
@@ -82,7 +82,7 @@ function headerValue(value: string | string[] | undefined): string | undefined {
 
 async function detect(request: FastifyRequest, _reply: FastifyReply, opts: DetectOptions) {
   const intake = await inSpan('intake', {}, async (span) => {
-    const result = await readImage(request.body as Readable | undefined, request.headers, opts.maxFileBytes);
+    const result = await readImage(request.body as Readable | undefined, request.headers, opts.intake);
     span.setAttribute('image.bytes', result.bytes.length);
     return result;
   });

@@ -38,19 +38,45 @@ function checkContentLength(headers: IncomingHttpHeaders, maxBytes: number, over
   if (Number.isFinite(declared) && declared > maxBytes + overhead) throw tooLarge(maxBytes);
 }
 
-export async function readImage(body: Readable | undefined, headers: IncomingHttpHeaders, maxBytes: number) {
+export interface IntakeLimits {
+  maxBytes: number;
+  /** An upload that sends nothing for this long is refused (4001) instead of holding its slot. */
+  idleTimeoutMs: number;
+}
+
+function stalled(idleTimeoutMs: number): ApiError {
+  return new ApiError('BAD_REQUEST', `Upload stalled: no data for ${idleTimeoutMs / 1000} s`);
+}
+
+/** Calls `onIdle` once `ms` pass without a chunk on `stream`; returns the function that stops watching. */
+function watchIdle(stream: Readable, ms: number, onIdle: () => void): () => void {
+  const timer = setTimeout(onIdle, ms);
+  const bump = () => timer.refresh();
+  stream.on('data', bump);
+  return () => {
+    clearTimeout(timer);
+    stream.off('data', bump);
+  };
+}
+
+export async function readImage(
+  body: Readable | undefined,
+  headers: IncomingHttpHeaders,
+  limits: IntakeLimits,
+) {
+  const { maxBytes } = limits;
   const contentType = headers['content-type'];
   if (!contentType) throw new ApiError('BAD_REQUEST', `Missing Content-Type: ${CONTENT_TYPE_HINT}`);
   const type = mediaType(contentType);
   if (type === 'multipart/form-data') {
     if (!body) throw new ApiError('BAD_REQUEST', 'No file: the multipart body is empty');
-    return readMultipart(body, headers, maxBytes);
+    return readMultipart(body, headers, limits);
   }
   if (type.startsWith('image/')) {
     if (!body) throw new ApiError('BAD_REQUEST', 'No file: the request body is empty');
     checkContentLength(headers, maxBytes);
     const hash = createHash('sha256');
-    const bytes = await collect(body, maxBytes, hash, Number(headers['content-length']));
+    const bytes = await collect(body, limits, hash, Number(headers['content-length']));
     if (bytes.length === 0) throw new ApiError('BAD_REQUEST', 'No file: the request body is empty');
     const declaredFormat = formatFromMimeType(type);
     const declaredUnsupported = declaredFormat ? undefined : type;
@@ -62,10 +88,11 @@ export async function readImage(body: Readable | undefined, headers: IncomingHtt
 /** Collects a stream into one buffer, refusing at the first byte past `maxBytes`. */
 function collect(
   stream: Readable,
-  maxBytes: number,
+  limits: IntakeLimits,
   hash: Hash,
   expectedLength = Number.NaN,
 ): Promise<Buffer> {
+  const { maxBytes } = limits;
   return new Promise<Buffer>((resolve, reject) => {
     // With a trustworthy Content-Length we copy into one allocation instead of concatenating chunks,
     // which would briefly hold every upload twice.
@@ -74,6 +101,7 @@ function collect(
     const chunks: Buffer[] = [];
     let size = 0;
     const finish = (err: ApiError | null, value?: Buffer) => {
+      stopWatching();
       stream.off('data', onData);
       stream.off('end', onEnd);
       stream.off('error', onError);
@@ -98,6 +126,7 @@ function collect(
     const onEnd = () => finish(null, prealloc ? prealloc.subarray(0, size) : Buffer.concat(chunks, size));
     const onError = () => finish(new ApiError('BAD_REQUEST', 'The upload was interrupted'));
     const onAborted = () => finish(new ApiError('BAD_REQUEST', 'The upload was aborted'));
+    const stopWatching = watchIdle(stream, limits.idleTimeoutMs, () => finish(stalled(limits.idleTimeoutMs)));
     stream.on('data', onData);
     stream.once('end', onEnd);
     stream.once('error', onError);
@@ -109,7 +138,8 @@ function collect(
 const FORM_LIMITS = { fields: 16, fieldSize: 64 * 1024, fieldNameSize: 200, parts: 32, headerPairs: 64 };
 const MULTIPART_OVERHEAD = 1024 * 1024;
 
-function readMultipart(body: Readable, headers: IncomingHttpHeaders, maxBytes: number): Promise<Intake> {
+function readMultipart(body: Readable, headers: IncomingHttpHeaders, limits: IntakeLimits): Promise<Intake> {
+  const { maxBytes } = limits;
   checkContentLength(headers, maxBytes, MULTIPART_OVERHEAD);
   return new Promise<Intake>((resolve, reject) => {
     let settled = false;
@@ -120,6 +150,7 @@ function readMultipart(body: Readable, headers: IncomingHttpHeaders, maxBytes: n
     const fail = (err: ApiError) => {
       if (settled) return;
       settled = true;
+      stopWatching();
       body.unpipe(parser);
       body.pause();
       reject(err);
@@ -157,11 +188,13 @@ function readMultipart(body: Readable, headers: IncomingHttpHeaders, maxBytes: n
         if (settled) return;
         if (bytes.length === 0) return fail(new ApiError('BAD_REQUEST', 'No file: the "file" part is empty'));
         settled = true;
+        stopWatching();
         resolve({ bytes, sha256: hash.digest('hex') });
       }, fail);
     });
     body.on('aborted', () => fail(new ApiError('BAD_REQUEST', 'The upload was aborted')));
     body.on('error', () => fail(new ApiError('BAD_REQUEST', 'The upload was interrupted')));
+    const stopWatching = watchIdle(body, limits.idleTimeoutMs, () => fail(stalled(limits.idleTimeoutMs)));
     body.pipe(parser);
   });
 }
