@@ -1,7 +1,8 @@
 // The real `npm start` process: boot-time validation, nothing written to disk, graceful SIGTERM.
 
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { request } from 'node:http';
+import { Agent, request } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -46,7 +47,13 @@ describe('the server process', () => {
         body.append('file', new Blob([new Uint8Array(bytes)]), name);
         const res = await fetch(`${server.url}/api/public/detect`, { method: 'POST', body });
         expect(res.status, name).toBe(200);
-        formats.add(((await res.json()) as { data: { image: { format: string } } }).data.image.format);
+        const { image } = (
+          (await res.json()) as { data: { image: { format: string; bytes: number; sha256: string } } }
+        ).data;
+        // Through the real worker pool, which takes the upload buffer over.
+        expect(image.bytes, name).toBe(bytes.length);
+        expect(image.sha256, name).toBe(createHash('sha256').update(bytes).digest('hex'));
+        formats.add(image.format);
       }
       expect([...formats].sort()).toEqual(['bmp', 'gif', 'jpeg', 'png', 'tiff', 'webp']);
       expect(readdirSync(tmp)).toEqual([]);
@@ -86,6 +93,41 @@ describe('the server process', () => {
     expect(JSON.parse(responseBody).data.image.format).toBe('jpeg');
     expect(await server.exited).toBe(0);
     await expect(fetch(`${server.url}/api/public/health`)).rejects.toThrow();
+  });
+
+  it('answers a refused upload to a client that sends its whole body first, and keeps the connection', async () => {
+    // Every request is over the minute limit: refused (429) before the body is read.
+    const server = await startServer({ ANON_PER_MINUTE: '0' });
+    servers.push(server);
+    const body = Buffer.alloc(5 * 1024 * 1024, 0xd8);
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const reused: boolean[] = [];
+    for (let i = 0; i < 3; i++) {
+      const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+        const req = request(
+          `${server.url}/api/public/detect`,
+          {
+            method: 'POST',
+            agent,
+            headers: { 'content-type': 'image/jpeg', 'content-length': String(body.length) },
+          },
+          (res) => {
+            reused.push(req.reusedSocket);
+            let text = '';
+            res.on('data', (c) => (text += c));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+          },
+        );
+        req.on('error', reject); // a reset instead of our answer would land here
+        req.end(body);
+      });
+      // Let the agent take the socket back before the next request.
+      await new Promise((r) => setTimeout(r, 50));
+      expect(status).toBe(429);
+      expect(JSON.parse(text)).toMatchObject({ code: 4290 });
+    }
+    expect(reused).toEqual([false, true, true]);
+    agent.destroy();
   });
 
   it('cuts off a 2 GB upload early instead of buffering it', async () => {

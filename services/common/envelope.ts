@@ -18,7 +18,7 @@ export function toApiError(err: unknown): ApiError {
   const fst = err as Partial<FastifyError> | undefined;
   switch (fst?.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new ApiError('FILE_TOO_LARGE');
+      return new ApiError('FILE_TOO_LARGE', undefined, { connection: 'close' });
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
@@ -35,13 +35,40 @@ export function toApiError(err: unknown): ApiError {
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
+export interface EnvelopeOptions {
+  /**
+   * The most body bytes discarded after a refusal before the connection is cut. Refusals (401, 429,
+   * 503, a bad type …) are answered before the upload is read; a client that sends its whole body
+   * before reading the answer (most do) would see a reset instead of our answer if we closed at once.
+   * So the rest of the body is read and thrown away — never stored — up to the upload limit.
+   */
+  maxDiscardBytes?: number;
+}
+
+const DEFAULT_MAX_DISCARD_BYTES = 52_428_800 + 1024 * 1024;
+
+/** Reads and drops the rest of a refused request body; cuts the connection past `maxBytes`. */
+function discardBody(request: FastifyRequest, maxBytes: number): void {
+  const raw = request.raw;
+  let discarded = 0;
+  raw.on('data', (chunk: Buffer) => {
+    discarded += chunk.length;
+    if (discarded > maxBytes) raw.socket?.destroy();
+  });
+  raw.on('error', () => raw.socket?.destroy());
+  raw.resume();
+}
+
 /** Error, 404 and 405 handling in the envelope shape; call once on the root instance. */
-export function installEnvelopeHandlers(app: FastifyInstance): void {
+export function installEnvelopeHandlers(app: FastifyInstance, opts: EnvelopeOptions = {}): void {
+  const maxDiscardBytes = opts.maxDiscardBytes ?? DEFAULT_MAX_DISCARD_BYTES;
   app.setErrorHandler((err: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const apiError = toApiError(err);
     if (apiError.status >= 500) request.log.error({ err }, 'request failed');
-    // A body we refused to read must not be read: close the connection rather than drain it.
-    if (!request.raw.complete) reply.header('connection', 'close');
+    // Errors after which reading on is pointless (too large, stalled) carry `connection: close`
+    // themselves: a 2 GB upload is cut off there. Any other refusal drains the body.
+    if (!request.raw.complete && apiError.headers.connection !== 'close')
+      discardBody(request, maxDiscardBytes);
     return sendError(reply, apiError);
   });
 

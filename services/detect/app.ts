@@ -116,13 +116,15 @@ async function detect(request: FastifyRequest, _reply: FastifyReply, opts: Detec
   if (!ticket) throw new ApiError('UNAVAILABLE');
   const scorer = opts.model.current;
   if (!scorer) throw new ApiError('UNAVAILABLE', 'The model is not loaded', { 'retry-after': '2' });
+  // Read before scoring: the pool transfers the buffer to its worker, which empties it here.
+  const byteLength = bytes.length;
   const scored = await ticket.run(() => scorer.score(bytes, probed));
   const timingMs = performance.now() - started;
   // Decoding and inference ran in a worker thread; their spans are recorded here, with its timings.
   const attributes = {
     'image.width': probed.width,
     'image.height': probed.height,
-    'image.bytes': bytes.length,
+    'image.bytes': byteLength,
   };
   recordSpan('decode', { ...attributes, 'image.format': format }, scored.decodeStartedAt, scored.decodeMs);
   recordSpan(
@@ -137,7 +139,7 @@ async function detect(request: FastifyRequest, _reply: FastifyReply, opts: Detec
       thresholds: opts.thresholds,
       probed,
       sha256: intake.sha256,
-      bytes: bytes.length,
+      bytes: byteLength,
       timingMs,
     }),
   );

@@ -24,8 +24,11 @@ export interface Intake {
 const CONTENT_TYPE_HINT =
   'send multipart/form-data with one part named "file", or the raw image with Content-Type image/*';
 
+// Both refusals below end the connection: the rest of such a body is not worth reading.
 function tooLarge(maxBytes: number): ApiError {
-  return new ApiError('FILE_TOO_LARGE', `File too large: the limit is ${maxBytes} bytes`);
+  return new ApiError('FILE_TOO_LARGE', `File too large: the limit is ${maxBytes} bytes`, {
+    connection: 'close',
+  });
 }
 
 function mediaType(contentType: string): string {
@@ -45,7 +48,9 @@ export interface IntakeLimits {
 }
 
 function stalled(idleTimeoutMs: number): ApiError {
-  return new ApiError('BAD_REQUEST', `Upload stalled: no data for ${idleTimeoutMs / 1000} s`);
+  return new ApiError('BAD_REQUEST', `Upload stalled: no data for ${idleTimeoutMs / 1000} s`, {
+    connection: 'close',
+  });
 }
 
 /** Calls `onIdle` once `ms` pass without a chunk on `stream`; returns the function that stops watching. */

@@ -17,7 +17,11 @@ export interface ScoredImage {
 export interface ImageScorer {
   readonly model: ModelName;
   readonly inputSize: number;
-  /** Decodes the first frame and scores it. Throws ApiError 4005 for undecodable input. */
+  /**
+   * Decodes the first frame and scores it. Throws ApiError 4005 for undecodable input.
+   * Takes ownership of `bytes`: an implementation may transfer the buffer to another thread, after
+   * which the caller's view is empty. Read anything you need from it first.
+   */
   score(bytes: Uint8Array, probed: ProbedImage): Promise<ScoredImage>;
   close(): Promise<void>;
 }
