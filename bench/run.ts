@@ -8,6 +8,7 @@ import { probeHeader } from '../services/detect/image/probe.ts';
 import { sniffFormat } from '../services/detect/image/sniff.ts';
 import { createOnnxClassifier } from '../services/detect/model/onnx-classifier.ts';
 import { startServer } from '../test/support/server-process.ts';
+import { authorizeBench } from './authorize.ts';
 import { postOnce, runLoad } from './http-load.ts';
 import { benchImages, largePng, ONE_MP } from './images.ts';
 import { nsfwjsWasmImagesPerSecond } from './nsfwjs-baseline.ts';
@@ -130,3 +131,7 @@ const lines: Array<[string, string]> = [
 const width = Math.max(...lines.map(([k]) => k.length));
 console.log('');
 for (const [k, v] of lines) console.log(`${k.padEnd(width)}  ${v}`);
+
+// The quota issue's figure: authorize() overhead on real Redis at 2,000 req/s.
+console.log('');
+for (const line of await authorizeBench()) console.log(line);

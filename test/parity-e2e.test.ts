@@ -14,7 +14,9 @@ import { createOnnxClassifier } from '../services/detect/model/onnx-classifier.t
 import { InProcessScorer } from '../services/detect/scoring/image-scorer.ts';
 import { CORPUS, fixture } from './fixtures/corpus.ts';
 
-const decodable = Object.entries(CORPUS).filter(([, outcome]) => 'ok' in outcome).map(([name]) => name);
+const decodable = Object.entries(CORPUS)
+  .filter(([, outcome]) => 'ok' in outcome)
+  .map(([name]) => name);
 
 describe('end-to-end parity with nsfwjs over the corpus', () => {
   const deltas: Array<{ name: string; delta: number; ours: number; reference: number }> = [];

@@ -9,7 +9,7 @@ import type { ModelSlot } from '../detect/model/model-slot.ts';
 import { WorkGate } from '../detect/work-gate.ts';
 import healthApp from '../health/app.ts';
 import type { AccountStore, SessionStore } from '../quota/account-store.ts';
-import { accountSubject, QuotaAuthorizer } from '../quota/authorize.ts';
+import { accountSubject, type KeyQuota, QuotaAuthorizer } from '../quota/authorize.ts';
 import consoleApp from '../quota/console/app.ts';
 import type { QuotaStore } from '../quota/quota-store.ts';
 
@@ -21,6 +21,8 @@ export interface EmbeddedDeps {
   accountStore: AccountStore;
   /** Console sessions (same implementation as the account store). */
   sessionStore: SessionStore;
+  /** The key path in one step (Redis: one script); default: account store, then quota store. */
+  keyQuota?: KeyQuota;
   /** Tests pass `false` to keep output quiet. */
   logger?: boolean;
 }
@@ -45,7 +47,8 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     return503OnClosing: false,
     forceCloseConnections: 'idle',
   });
-  installEnvelopeHandlers(app);
+  // Refused uploads are drained up to the upload limit (plus multipart framing), then cut.
+  installEnvelopeHandlers(app, { maxDiscardBytes: config.maxFileBytes + 1024 * 1024 });
   const gate = new WorkGate(config.concurrency);
   await app.register(healthApp);
   await app.register(detectApp, {
@@ -53,6 +56,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     authorizer: new QuotaAuthorizer({
       quotaStore: deps.quotaStore,
       accountStore: deps.accountStore,
+      keyQuota: deps.keyQuota,
       anonymous: config.anonymous,
       tiers: config.tiers,
       onBackgroundError: (err, what) => app.log.warn({ err }, `failed: ${what}`),

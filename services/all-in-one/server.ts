@@ -18,13 +18,35 @@ startTelemetry({ serviceName: 'nsfwdetector' });
 
 const { buildEmbeddedApp } = await import('./app.ts');
 const { ModelSlot } = await import('../detect/model/model-slot.ts');
-const { loadClassifier } = await import('../detect/model/load.ts');
-const { MemoryQuotaStore } = await import('../quota/stores/memory-quota-store.ts');
+const { loadScorer } = await import('../detect/model/load.ts');
+const { openStores } = await import('../quota/stores/open-stores.ts');
+const { AccountsFileError } = await import('../quota/stores/local-account-store.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
 
 const model = new ModelSlot();
-const quotaStore = new MemoryQuotaStore();
-const { app, gate } = await buildEmbeddedApp({ config, model, quotaStore });
+// Stores by configuration: REDIS_URL → Redis; otherwise counters in memory, accounts in ACCOUNTS_FILE.
+let stores: Awaited<ReturnType<typeof openStores>>;
+try {
+  stores = await openStores(config, {
+    onRedisNotReady: (err) =>
+      console.error(`nsfwdetector: Redis not reachable yet; quota checks answer 503 until it is (${err})`),
+  });
+} catch (err) {
+  if (err instanceof AccountsFileError) {
+    console.error(`nsfwdetector: ${err.message}${err.cause ? ` (${err.cause})` : ''}`);
+    process.exit(2);
+  }
+  throw err;
+}
+const { quotaStore, accountStore, sessionStore, keyQuota } = stores;
+const { app, gate } = await buildEmbeddedApp({
+  config,
+  model,
+  quotaStore,
+  accountStore,
+  sessionStore,
+  keyQuota,
+});
 
 installShutdown({
   log: app.log,
@@ -33,7 +55,7 @@ installShutdown({
     async () => gate.close(),
     () => app.close(),
     () => model.close(),
-    () => quotaStore.close(),
+    () => stores.close(),
     () => stopTelemetry(),
   ],
 });
@@ -41,7 +63,7 @@ installShutdown({
 await app.listen({ port: config.port, host: config.host });
 try {
   const started = performance.now();
-  model.fill(await loadClassifier(config));
+  model.fill(await loadScorer(config, (err) => app.log.error({ err }, 'scoring worker replaced')));
   app.log.info({ model: config.model, ms: Math.round(performance.now() - started) }, 'model loaded');
 } catch (err) {
   app.log.fatal({ err }, 'model failed to load');

@@ -3,6 +3,8 @@
 
 import type { WindowLimits } from '../common/config.ts';
 import { ApiError } from '../common/errors.ts';
+import type { AccountStore, AccountTier, ResolvedKey } from './account-store.ts';
+import { bearerKey } from './api-keys.ts';
 import type { QuotaOutcome, QuotaStore } from './quota-store.ts';
 
 export type Tier = 'anonymous' | 'free' | 'pro';
@@ -17,7 +19,16 @@ export interface RequestFacts {
 }
 
 export type Decision =
-  | { allowed: true; tier: Tier; subject: string; headers: Record<string, string> }
+  | {
+      allowed: true;
+      tier: Tier;
+      /** The quota subject counted (`anon:ip:…` or `acct:<accountId>`). */
+      subject: string;
+      /** Set on the key endpoint: the account the request is billed to. */
+      accountId?: string;
+      /** Headers for the client (X-RateLimit-*, X-Quota-Tier). */
+      headers: Record<string, string>;
+    }
   | { allowed: false; error: ApiError };
 
 export interface Authorizer {
@@ -70,30 +81,128 @@ export function storeUnavailable(cause: unknown): ApiError {
   );
 }
 
-export class QuotaAuthorizer implements Authorizer {
-  readonly #store: QuotaStore;
-  readonly #anonymous: WindowLimits;
+/** The quota subject of an account: all its keys share it (spec 5.4). */
+export function accountSubject(accountId: string): string {
+  return `acct:${accountId}`;
+}
 
-  constructor(store: QuotaStore, anonymous: WindowLimits) {
-    this.#store = store;
-    this.#anonymous = anonymous;
+/** Resolves an API key and counts one request against its account's quota. */
+export interface KeyQuota {
+  /** Undefined when the key is unknown, revoked or orphaned: then nothing is counted. */
+  consumeForKey(
+    secret: string,
+    tiers: Record<AccountTier, WindowLimits>,
+  ): Promise<{ resolved: ResolvedKey; outcome: QuotaOutcome } | undefined>;
+}
+
+/** The generic KeyQuota: the account store resolves, the quota store counts (two steps). */
+export class ComposedKeyQuota implements KeyQuota {
+  readonly #accounts: AccountStore;
+  readonly #quota: QuotaStore;
+
+  constructor(accounts: AccountStore, quota: QuotaStore) {
+    this.#accounts = accounts;
+    this.#quota = quota;
   }
 
-  async authorize(facts: RequestFacts): Promise<Decision> {
-    if (facts.endpoint === 'open') {
-      // Accounts and keys arrive with the quota issue; until then no key can be valid.
-      return { allowed: false, error: new ApiError('INVALID_API_KEY') };
-    }
+  async consumeForKey(secret: string, tiers: Record<AccountTier, WindowLimits>) {
+    const resolved = await this.#accounts.resolveKey(secret);
+    if (!resolved) return undefined;
+    const outcome = await this.#quota.consume(
+      accountSubject(resolved.account.id),
+      tiers[resolved.account.tier],
+    );
+    return { resolved, outcome };
+  }
+}
+
+/** A key's last use is written at most this often (the listing's granularity), not on every request. */
+export const TOUCH_INTERVAL_MS = 60_000;
+
+export interface QuotaAuthorizerOptions {
+  quotaStore: QuotaStore;
+  accountStore: AccountStore;
+  anonymous: WindowLimits;
+  tiers: Record<AccountTier, WindowLimits>;
+  /**
+   * Key resolution + account counting; default: ComposedKeyQuota over the two stores. The Redis
+   * composition passes RedisKeyQuota, which does both in one script (one round trip per request).
+   */
+  keyQuota?: KeyQuota;
+  /** Failures of background work (recording a key's last use); the request itself is unaffected. */
+  onBackgroundError?: (err: unknown, what: string) => void;
+  now?: () => number;
+}
+
+export class QuotaAuthorizer implements Authorizer {
+  readonly #opts: QuotaAuthorizerOptions;
+  readonly #now: () => number;
+  readonly #keyQuota: KeyQuota;
+  readonly #touchedAt = new Map<string, number>();
+
+  constructor(opts: QuotaAuthorizerOptions) {
+    this.#opts = opts;
+    this.#now = opts.now ?? Date.now;
+    this.#keyQuota = opts.keyQuota ?? new ComposedKeyQuota(opts.accountStore, opts.quotaStore);
+  }
+
+  authorize(facts: RequestFacts): Promise<Decision> {
+    return facts.endpoint === 'open' ? this.#authorizeKey(facts) : this.#authorizeAnonymous(facts);
+  }
+
+  async #authorizeAnonymous(facts: RequestFacts): Promise<Decision> {
+    const { quotaStore } = this.#opts;
     const subject = `anon:ip:${facts.clientIp}`;
     try {
-      const outcome = await this.#store.consume(subject, this.#anonymous);
+      const outcome = await quotaStore.consume(subject, this.#opts.anonymous);
       const deviceId = validDeviceId(facts.deviceId);
-      if (outcome.allowed && deviceId) await this.#store.trackDevice(deviceId);
+      if (outcome.allowed && deviceId) await quotaStore.trackDevice(deviceId);
       return decide(outcome, 'anonymous', subject);
     } catch (err) {
       return { allowed: false, error: storeUnavailable(err) };
     }
   }
+
+  // Missing, malformed, revoked or unknown → 4011, never the anonymous quota (spec 5.3). The key is
+  // looked up in the store on every request: revocation and tier changes apply to the next one.
+  async #authorizeKey(facts: RequestFacts): Promise<Decision> {
+    const secret = bearerKey(facts.authorization);
+    if (secret === undefined) return { allowed: false, error: invalidKey(facts.authorization) };
+    try {
+      const result = await this.#keyQuota.consumeForKey(secret, this.#opts.tiers);
+      if (!result) return { allowed: false, error: new ApiError('INVALID_API_KEY') };
+      const { outcome, resolved } = result;
+      const { account, key } = resolved;
+      const subject = accountSubject(account.id);
+      if (outcome.allowed) this.#touch(key.id, key.lastUsedAt);
+      const decision = decide(outcome, account.tier, subject);
+      return decision.allowed ? { ...decision, accountId: account.id } : decision;
+    } catch (err) {
+      return { allowed: false, error: storeUnavailable(err) };
+    }
+  }
+
+  // Only the time of our own last write is remembered (to not send a burst of identical writes while
+  // the first is in flight); nothing about the key's validity is cached.
+  #touch(keyId: string, lastUsedAt: string | null): void {
+    const now = this.#now();
+    if (lastUsedAt !== null && now - Date.parse(lastUsedAt) < TOUCH_INTERVAL_MS) return;
+    if (now - (this.#touchedAt.get(keyId) ?? Number.NEGATIVE_INFINITY) < TOUCH_INTERVAL_MS) return;
+    if (this.#touchedAt.size >= 10_000) this.#touchedAt.clear();
+    this.#touchedAt.set(keyId, now);
+    this.#opts.accountStore.touchKey(keyId, new Date(now)).catch((err: unknown) => {
+      this.#opts.onBackgroundError?.(err, 'recording the last use of an API key');
+    });
+  }
+}
+
+function invalidKey(authorization: string | undefined): ApiError {
+  if (authorization === undefined)
+    return new ApiError('INVALID_API_KEY', 'Missing API key: send Authorization: Bearer nsk_live_…');
+  return new ApiError(
+    'INVALID_API_KEY',
+    'Malformed API key: expected Authorization: Bearer nsk_live_ + 32 hex',
+  );
 }
 
 /** For a detect service behind Envoy, where ext_authz already decided. */

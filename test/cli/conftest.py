@@ -23,7 +23,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI_SOURCE = ROOT / "services" / "health" / "skill" / "nsfwdetector.py"
-CORPUS = Path(os.environ.get("NSFW_CORPUS", "/work/shared/corpus/sharp-fixtures"))
+# The shared real-world corpus beside the repository, as in test/support/paths.ts (override: NSFW_CORPUS).
+CORPUS = Path(os.environ.get("NSFW_CORPUS") or ROOT.parent / "shared" / "corpus" / "sharp-fixtures")
 SERVER_ENTRY = ROOT / "services" / "all-in-one" / "server.ts"
 STARTUP_TIMEOUT = float(os.environ.get("CLI_TEST_STARTUP_TIMEOUT", "300"))
 
@@ -42,6 +43,8 @@ NO_PILLOW = (
 def corpus(name):
     path = CORPUS / name
     if not path.exists():
+        if os.environ.get("CI"):
+            pytest.fail("corpus file missing: %s" % path)
         pytest.skip("corpus file missing: %s" % path)
     return path
 

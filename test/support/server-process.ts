@@ -2,7 +2,10 @@
 // whole process: signals, the file system, the real model.
 
 import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -38,6 +41,8 @@ export async function startServer(env: Record<string, string> = {}, opts: { wait
     env: {
       ...process.env,
       TSX_DISABLE_CACHE: '1',
+      // A fresh accounts file per process unless the test names one: tests never touch .data/.
+      ACCOUNTS_FILE: join(mkdtempSync(join(tmpdir(), 'nsfwdetector-accounts-')), 'accounts.json'),
       HOST: '127.0.0.1',
       PORT: String(port),
       LOG_LEVEL: 'info',

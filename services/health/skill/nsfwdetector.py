@@ -52,7 +52,7 @@ COMPRESS_ABOVE_EDGE = 4096
 COMPRESS_MAX_EDGE = 2048
 COMPRESS_JPEG_QUALITY = 90
 # Pillow never decodes more pixels than this (JPEGs are decoded at a reduced scale first).
-COMPRESS_MAX_DECODE_PIXELS = 250_000_000
+COMPRESS_MAX_DECODE_PIXELS = 100_000_000
 # Inputs (files, stdin, --url downloads) larger than this are refused before any upload.
 MAX_INPUT_BYTES = 100 * MIB
 

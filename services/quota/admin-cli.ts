@@ -1,0 +1,272 @@
+// `npm run admin -- <command> …`: accounts, API keys and tiers for operators, against the same stores
+// the service uses (REDIS_URL → Redis; otherwise the embedded ACCOUNTS_FILE, safe to use while
+// `npm start` runs). A key's secret is printed once, at creation; it cannot be shown again.
+
+import { parseArgs } from 'node:util';
+import { ConfigError, loadConfig } from '../common/config.ts';
+import {
+  type Account,
+  type AccountStore,
+  type ApiKeyRecord,
+  EmailTakenError,
+  isAccountTier,
+} from './account-store.ts';
+import { maskedKey } from './api-keys.ts';
+import { accountSubject } from './authorize.ts';
+import { AccountsFileError } from './stores/local-account-store.ts';
+import { openStores, type Stores } from './stores/open-stores.ts';
+
+const HELP = `Usage: npm run admin -- <command> [options] [--json]
+
+Commands:
+  create-account --email <email> [--tier free|pro]   create an account (default tier: free)
+  list-accounts                                      all accounts
+  issue-key <account> [--name <label>]               create an API key; the secret is printed ONCE
+  list-keys <account>                                keys of an account (prefix…last4, created, last used)
+  revoke-key <key-id>                                revoke a key (effective on the next request)
+  set-tier <account> <free|pro>                      change the tier (effective on the next request)
+  usage <account>                                    tier, limits and today's usage
+
+<account> is an account id (acc_…) or an email address.
+Stores: REDIS_URL set → Redis (REDIS_KEY_PREFIX); otherwise ACCOUNTS_FILE (default .data/accounts.json).
+--json prints one JSON object on stdout, for scripts.`;
+
+class UsageError extends Error {}
+class NotFound extends Error {}
+
+interface Options {
+  json: boolean;
+  email?: string;
+  tier?: string;
+  name?: string;
+}
+
+function parse(argv: string[]): { command: string | undefined; args: string[]; opts: Options } {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      json: { type: 'boolean', default: false },
+      email: { type: 'string' },
+      tier: { type: 'string' },
+      name: { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (values.help) return { command: 'help', args: [], opts: { json: false } };
+  const [command, ...args] = positionals;
+  return {
+    command,
+    args,
+    opts: { json: values.json ?? false, email: values.email, tier: values.tier, name: values.name },
+  };
+}
+
+async function findAccount(store: AccountStore, ref: string | undefined): Promise<Account> {
+  if (!ref) throw new UsageError('an account id (acc_…) or email is required');
+  const account = ref.includes('@') ? await store.findAccountByEmail(ref) : await store.getAccount(ref);
+  if (!account) throw new NotFound(`no account ${ref}`);
+  return account;
+}
+
+function tierOf(raw: string | undefined): 'free' | 'pro' {
+  if (!isAccountTier(raw)) throw new UsageError(`tier must be free or pro, got ${JSON.stringify(raw)}`);
+  return raw;
+}
+
+function publicAccount(a: Account) {
+  return {
+    id: a.id,
+    email: a.email,
+    tier: a.tier,
+    createdAt: a.createdAt,
+    consoleLogin: a.passwordHash !== '',
+  };
+}
+
+function keyLine(k: ApiKeyRecord): string {
+  const state = k.revokedAt ? `revoked ${k.revokedAt}` : 'active';
+  const name = k.name ? ` "${k.name}"` : '';
+  return `${k.id}  ${maskedKey(k)}${name}  created ${k.createdAt}  last used ${k.lastUsedAt ?? 'never'}  ${state}`;
+}
+
+/** Runs one command; returns [json, text] for the caller to print. */
+async function runCommand(
+  stores: Stores,
+  config: ReturnType<typeof loadConfig>,
+  command: string | undefined,
+  args: string[],
+  opts: Options,
+): Promise<{ json: unknown; text: string }> {
+  const accounts = stores.accountStore;
+  switch (command) {
+    case 'create-account': {
+      const email = opts.email ?? args[0];
+      if (!email || !/^[^@\s]+@[^@\s]+$/.test(email.trim()))
+        throw new UsageError('--email <address> is required');
+      const account = await accounts.createAccount({ email, tier: tierOf(opts.tier ?? 'free') });
+      return {
+        json: { account: publicAccount(account) },
+        text: `created account ${account.id} <${account.email}> tier ${account.tier}`,
+      };
+    }
+    case 'list-accounts': {
+      const all = await accounts.listAccounts();
+      return {
+        json: { accounts: all.map(publicAccount) },
+        text: all.length
+          ? all.map((a) => `${a.id}  ${a.email}  ${a.tier}  created ${a.createdAt}`).join('\n')
+          : 'no accounts',
+      };
+    }
+    case 'issue-key': {
+      const account = await findAccount(accounts, args[0] ?? opts.email);
+      const created = await accounts.createKey(account.id, { name: opts.name ?? '' });
+      if (!created) throw new NotFound(`no account ${account.id}`);
+      return {
+        json: { key: created.record, secret: created.secret },
+        text: [
+          `API key ${created.record.id} for ${account.email} (${account.tier}):`,
+          '',
+          `  ${created.secret}`,
+          '',
+          'Store it now: it is shown only this once.',
+        ].join('\n'),
+      };
+    }
+    case 'list-keys': {
+      const account = await findAccount(accounts, args[0] ?? opts.email);
+      const keys = await accounts.listKeys(account.id);
+      return {
+        json: { account: publicAccount(account), keys },
+        text: keys.length ? keys.map(keyLine).join('\n') : `no keys for ${account.email}`,
+      };
+    }
+    case 'revoke-key': {
+      const keyId = args[0];
+      if (!keyId) throw new UsageError('a key id (key_…) is required');
+      const key = await accounts.revokeKey(keyId);
+      if (!key) throw new NotFound(`no key ${keyId}`);
+      return { json: { key }, text: `revoked ${key.id} (${maskedKey(key)}) at ${key.revokedAt}` };
+    }
+    case 'set-tier': {
+      const account = await findAccount(accounts, args[0] ?? opts.email);
+      const updated = await accounts.setTier(account.id, tierOf(args[1] ?? opts.tier));
+      if (!updated) throw new NotFound(`no account ${account.id}`);
+      return {
+        json: { account: publicAccount(updated) },
+        text: `${updated.email}: tier ${account.tier} → ${updated.tier}`,
+      };
+    }
+    case 'usage': {
+      const account = await findAccount(accounts, args[0] ?? opts.email);
+      const limits = config.tiers[account.tier];
+      const keys = await accounts.listKeys(account.id);
+      const lastUsed =
+        keys
+          .map((k) => k.lastUsedAt)
+          .filter((t): t is string => t !== null)
+          .sort()
+          .at(-1) ?? null;
+      const base = {
+        account: publicAccount(account),
+        limits,
+        keys: {
+          active: keys.filter((k) => !k.revokedAt).length,
+          revoked: keys.filter((k) => k.revokedAt).length,
+        },
+        lastUsedAt: lastUsed,
+      };
+      if (stores.kind !== 'redis') {
+        // Embedded counters live in the memory of the running `npm start` process, not in a file.
+        const note =
+          'usage counters live in the memory of the running embedded server; set REDIS_URL to share and inspect them';
+        return {
+          json: { ...base, usage: null, note },
+          text: `${account.email} (${account.id}) tier ${account.tier}: ${limits.perDay}/day, ${limits.perMinute}/min\nkeys: ${base.keys.active} active, ${base.keys.revoked} revoked; last used ${lastUsed ?? 'never'}\n${note}`,
+        };
+      }
+      const { minute, day } = await stores.quotaStore.peek(accountSubject(account.id), limits);
+      const usage = {
+        day: {
+          used: day.used,
+          limit: day.limit,
+          remaining: Math.max(0, day.limit - day.used),
+          resetAt: day.resetAt,
+        },
+        minute: { used: minute.used, limit: minute.limit, resetAt: minute.resetAt },
+      };
+      return {
+        json: { ...base, usage },
+        text: [
+          `${account.email} (${account.id}) tier ${account.tier}`,
+          `today:       ${day.used}/${day.limit} used, ${usage.day.remaining} left, resets ${new Date(day.resetAt * 1000).toISOString()}`,
+          `this minute: ${minute.used}/${minute.limit}`,
+          `keys: ${base.keys.active} active, ${base.keys.revoked} revoked; last used ${lastUsed ?? 'never'}`,
+        ].join('\n'),
+      };
+    }
+    default:
+      throw new UsageError(command ? `unknown command ${command}` : 'a command is required');
+  }
+}
+
+async function main(argv: string[]): Promise<number> {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(argv);
+  } catch (err) {
+    console.error(`${(err as Error).message}\n\n${HELP}`);
+    return 2;
+  }
+  const { command, args, opts } = parsed;
+  if (command === 'help' || command === undefined) {
+    console.log(HELP);
+    return command === undefined ? 2 : 0;
+  }
+  let config: ReturnType<typeof loadConfig>;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`invalid configuration: ${err.message}`);
+      return 2;
+    }
+    throw err;
+  }
+  let stores: Stores;
+  try {
+    stores = await openStores(config, {
+      clientName: 'nsfwdetector-admin',
+      required: true,
+      waitForRedisMs: 3 * config.redis.connectTimeoutMs,
+    });
+  } catch (err) {
+    const cause = (err as Error).cause ? ` (${(err as Error).cause})` : '';
+    console.error(`cannot open the account store: ${(err as Error).message}${cause}`);
+    return 1;
+  }
+  try {
+    const { json, text } = await runCommand(stores, config, command, args, opts);
+    console.log(opts.json ? JSON.stringify(json, null, 2) : text);
+    return 0;
+  } catch (err) {
+    if (err instanceof UsageError) {
+      console.error(`${err.message}\n\n${HELP}`);
+      return 2;
+    }
+    if (err instanceof NotFound || err instanceof EmailTakenError) {
+      console.error(err.message);
+      return 1;
+    }
+    if (err instanceof AccountsFileError) {
+      console.error(`${err.message}${err.cause ? ` (${err.cause})` : ''}`);
+      return 1;
+    }
+    throw err;
+  } finally {
+    await stores.close();
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

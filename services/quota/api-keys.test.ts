@@ -1,0 +1,59 @@
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import {
+  bearerKey,
+  displayParts,
+  generateApiKey,
+  hashApiKey,
+  isValidApiKeyFormat,
+  maskedKey,
+} from './api-keys.ts';
+
+describe('API keys', () => {
+  it('generates nsk_live_ + 32 lowercase hex, never twice the same', () => {
+    const keys = new Set(Array.from({ length: 200 }, generateApiKey));
+    expect(keys.size).toBe(200);
+    for (const key of keys) {
+      expect(key).toMatch(/^nsk_live_[0-9a-f]{32}$/);
+      expect(isValidApiKeyFormat(key)).toBe(true);
+    }
+  });
+
+  it('validates the format strictly', () => {
+    const hex = '0123456789abcdef0123456789abcdef';
+    expect(isValidApiKeyFormat(`nsk_live_${hex}`)).toBe(true);
+    for (const bad of [
+      `nsk_live_${hex.toUpperCase()}`,
+      `nsk_live_${hex}0`,
+      `nsk_live_${hex.slice(1)}`,
+      `nsk_test_${hex}`,
+      ` nsk_live_${hex}`,
+      `nsk_live_${hex.slice(1)}g`,
+      '',
+      undefined,
+      42,
+    ]) {
+      expect(isValidApiKeyFormat(bad)).toBe(false);
+    }
+  });
+
+  it('hashes with SHA-256 and shows only a prefix and the last 4', () => {
+    const key = 'nsk_live_0123456789abcdef0123456789abcdef';
+    expect(hashApiKey(key)).toMatch(/^[0-9a-f]{64}$/);
+    expect(hashApiKey(key)).toBe(createHash('sha256').update(key).digest('hex'));
+    expect(displayParts(key)).toEqual({ prefix: 'nsk_live_0123', last4: 'cdef' });
+    expect(maskedKey(displayParts(key))).toBe('nsk_live_0123…cdef');
+  });
+
+  it('reads the key from exactly `Bearer <key>`', () => {
+    const key = generateApiKey();
+    expect(bearerKey(`Bearer ${key}`)).toBe(key);
+    expect(bearerKey(`bearer   ${key}`)).toBe(key);
+    expect(bearerKey(`Bearer ${key} `)).toBe(key);
+    expect(bearerKey(undefined)).toBeUndefined();
+    expect(bearerKey(key)).toBeUndefined();
+    expect(bearerKey(`Bearer ${key} extra`)).toBeUndefined();
+    expect(bearerKey(`Token ${key}`)).toBeUndefined();
+    expect(bearerKey(`Bearer ${key.toUpperCase()}`)).toBeUndefined();
+  });
+});

@@ -1,0 +1,400 @@
+import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { installEnvelopeHandlers } from '../../common/envelope.ts';
+import { accountSubject } from '../authorize.ts';
+import { type LocalAccountStore, memoryAccountStore } from '../stores/local-account-store.ts';
+import { MemoryQuotaStore } from '../stores/memory-quota-store.ts';
+import consoleApp, { type ConsoleAttemptLimits, csrfToken, readCookie, SESSION_COOKIE } from './app.ts';
+import { hashPassword, verifyPassword } from './passwords.ts';
+
+const FAST_SCRYPT = { N: 2 ** 10, r: 8, p: 1 };
+const TIERS = { free: { perMinute: 10, perDay: 100 }, pro: { perMinute: 30, perDay: 10_000 } };
+const PASSWORD = 'correct horse battery';
+
+interface Ctx {
+  app: FastifyInstance;
+  accounts: LocalAccountStore;
+  quota: MemoryQuotaStore;
+}
+
+async function build(attemptLimits?: ConsoleAttemptLimits): Promise<Ctx> {
+  const app = Fastify({ logger: false, trustProxy: true });
+  installEnvelopeHandlers(app);
+  const accounts = memoryAccountStore();
+  const quota = new MemoryQuotaStore();
+  await app.register(consoleApp, {
+    accounts,
+    sessions: accounts,
+    quotaStore: quota,
+    accountLimits: TIERS,
+    accountSubject,
+    scrypt: FAST_SCRYPT,
+    maxActiveKeys: 3,
+    ...(attemptLimits ? { attemptLimits } : {}),
+  });
+  await app.ready();
+  return { app, accounts, quota };
+}
+
+function cookieOf(res: LightMyRequestResponse): string {
+  const header = res.headers['set-cookie'];
+  const line = Array.isArray(header) ? header[0] : header;
+  if (!line) throw new Error('no Set-Cookie');
+  return line;
+}
+
+/** Signs up and returns what a browser would hold: the cookie pair and the CSRF token. */
+async function signUp(app: FastifyInstance, email = 'ada@example.com') {
+  const res = await app.inject({
+    method: 'POST',
+    url: '/console/api/signup',
+    payload: { email, password: PASSWORD },
+  });
+  expect(res.statusCode).toBe(201);
+  const token = readCookie(cookieOf(res).split(';')[0], SESSION_COOKIE) ?? '';
+  return {
+    cookie: `${SESSION_COOKIE}=${token}`,
+    csrf: res.json().data.csrfToken as string,
+    body: res.json(),
+  };
+}
+
+describe('console', () => {
+  let ctx: Ctx;
+  beforeEach(async () => {
+    ctx = await build();
+  });
+  afterEach(async () => {
+    await ctx.app.close();
+  });
+
+  it('serves the page and its assets with a strict CSP and no caching', async () => {
+    for (const [url, type] of [
+      ['/console', 'text/html'],
+      ['/console/', 'text/html'],
+      ['/console/assets/console.js', 'text/javascript'],
+      ['/console/assets/console.css', 'text/css'],
+    ] as const) {
+      const res = await ctx.app.inject({ url });
+      expect(res.statusCode, url).toBe(200);
+      expect(res.headers['content-type']).toContain(type);
+      expect(res.headers['content-security-policy']).toContain("script-src 'self'");
+      expect(res.headers['content-security-policy']).toContain("frame-ancestors 'none'");
+      expect(res.headers['x-frame-options']).toBe('DENY');
+    }
+  });
+
+  it('signs up: session cookie HttpOnly, SameSite=Strict, Path=/console; a salted scrypt hash is stored', async () => {
+    const { body } = await signUp(ctx.app);
+    expect(body.code).toBe(0);
+    expect(body.data.account).toMatchObject({ email: 'ada@example.com', tier: 'free' });
+    const res = await ctx.app.inject({
+      method: 'POST',
+      url: '/console/api/signup',
+      payload: { email: 'bob@example.com', password: PASSWORD },
+    });
+    const cookie = cookieOf(res);
+    expect(cookie).toMatch(/^nsd_session=[0-9a-f]{64}; /);
+    expect(cookie).toContain('HttpOnly');
+    expect(cookie).toContain('SameSite=Strict');
+    expect(cookie).toContain('Path=/console');
+    expect(cookie).not.toContain('Secure');
+    const ada = await ctx.accounts.findAccountByEmail('ada@example.com');
+    const bob = await ctx.accounts.findAccountByEmail('bob@example.com');
+    expect(ada?.passwordHash).toMatch(/^scrypt\$/);
+    expect(ada?.passwordHash).not.toBe(bob?.passwordHash); // same password, different salt
+    expect(ada?.passwordHash).not.toContain(PASSWORD);
+  });
+
+  it('marks the cookie Secure when the request came over https', async () => {
+    const res = await ctx.app.inject({
+      method: 'POST',
+      url: '/console/api/signup',
+      headers: { 'x-forwarded-proto': 'https' },
+      payload: { email: 'sec@example.com', password: PASSWORD },
+    });
+    expect(cookieOf(res)).toContain('Secure');
+  });
+
+  it('refuses bad sign-ups with 4001', async () => {
+    await signUp(ctx.app, 'dup@example.com');
+    const cases: Array<[unknown, string]> = [
+      [{ email: 'not-an-email', password: PASSWORD }, 'valid email'],
+      [{ email: 'x@example.com', password: 'short' }, 'at least 10'],
+      [{ email: 'x@example.com' }, 'password'],
+      [{ email: ' DUP@example.com ', password: PASSWORD }, 'already exists'],
+      [{ email: 'x@example.com', password: 'p'.repeat(300) }, 'at most'],
+      [[1, 2], 'JSON object'],
+    ];
+    for (const [payload, message] of cases) {
+      const res = await ctx.app.inject({
+        method: 'POST',
+        url: '/console/api/signup',
+        payload: payload as object,
+      });
+      expect(res.statusCode, JSON.stringify(payload)).toBe(400);
+      expect(res.json().code).toBe(4001);
+      expect(res.json().message).toContain(message);
+    }
+    // A body a cross-site HTML form could send is not even parsed.
+    const form = await ctx.app.inject({
+      method: 'POST',
+      url: '/console/api/signup',
+      headers: { 'content-type': 'text/plain' },
+      payload: '{"email":"y@example.com","password":"correct horse battery"}',
+    });
+    expect(form.json().code).toBe(4001);
+    const urlencoded = await ctx.app.inject({
+      method: 'POST',
+      url: '/console/api/signup',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: 'email=y%40example.com&password=correct+horse+battery',
+    });
+    expect(urlencoded.json().code).toBe(4001);
+  });
+
+  it('logs in with the right password only (4011 otherwise), with a fresh session each time', async () => {
+    const first = await signUp(ctx.app);
+    const wrong = await ctx.app.inject({
+      method: 'POST',
+      url: '/console/api/login',
+      payload: { email: 'ada@example.com', password: 'wrong password!' },
+    });
+    expect(wrong.statusCode).toBe(401);
+    expect(wrong.json()).toEqual({ code: 4011, message: 'Wrong email or password' });
+    const unknown = await ctx.app.inject({
+      method: 'POST',
+      url: '/console/api/login',
+      payload: { email: 'nobody@example.com', password: PASSWORD },
+    });
+    expect(unknown.json()).toEqual({ code: 4011, message: 'Wrong email or password' });
+
+    const good = await ctx.app.inject({
+      method: 'POST',
+      url: '/console/api/login',
+      headers: { cookie: first.cookie },
+      payload: { email: 'ADA@example.com', password: PASSWORD },
+    });
+    expect(good.statusCode).toBe(200);
+    const newCookie = cookieOf(good).split(';')[0] ?? '';
+    expect(newCookie).not.toBe(first.cookie);
+    // The session presented at login ended (no fixation); the new one works.
+    const old = await ctx.app.inject({ url: '/console/api/session', headers: { cookie: first.cookie } });
+    expect(old.json().code).toBe(4011);
+    const now = await ctx.app.inject({ url: '/console/api/session', headers: { cookie: newCookie } });
+    expect(now.json().data.account.email).toBe('ada@example.com');
+  });
+
+  it('an account without a password (admin CLI) cannot log in', async () => {
+    await ctx.accounts.createAccount({ email: 'cli@example.com', tier: 'pro' });
+    const res = await ctx.app.inject({
+      method: 'POST',
+      url: '/console/api/login',
+      payload: { email: 'cli@example.com', password: PASSWORD },
+    });
+    expect(res.json().code).toBe(4011);
+  });
+
+  it('answers 4011 without a valid session', async () => {
+    for (const cookie of [undefined, `${SESSION_COOKIE}=nonsense`, `${SESSION_COOKIE}=${'a'.repeat(64)}`]) {
+      for (const url of ['/console/api/session', '/console/api/keys', '/console/api/usage']) {
+        const res = await ctx.app.inject({ url, headers: cookie ? { cookie } : {} });
+        expect(res.statusCode).toBe(401);
+        expect(res.json()).toEqual({ code: 4011, message: 'Not logged in' });
+      }
+    }
+  });
+
+  it('creates a key (secret once), lists it masked, revokes it', async () => {
+    const { cookie, csrf } = await signUp(ctx.app);
+    const created = await ctx.app.inject({
+      method: 'POST',
+      url: '/console/api/keys',
+      headers: { cookie, 'x-csrf-token': csrf },
+      payload: { name: '  production ' },
+    });
+    expect(created.statusCode).toBe(201);
+    const { secret, key } = created.json().data;
+    expect(secret).toMatch(/^nsk_live_[0-9a-f]{32}$/);
+    expect(key).toMatchObject({ name: 'production', revokedAt: null });
+    expect(key.masked).toBe(`${secret.slice(0, 13)}…${secret.slice(-4)}`);
+    expect((await ctx.accounts.resolveKey(secret))?.key.id).toBe(key.id);
+
+    const listed = await ctx.app.inject({ url: '/console/api/keys', headers: { cookie } });
+    expect(listed.json().data.keys).toEqual([key]);
+    expect(listed.body).not.toContain(secret);
+
+    const revoked = await ctx.app.inject({
+      method: 'POST',
+      url: `/console/api/keys/${key.id}/revoke`,
+      headers: { cookie, 'x-csrf-token': csrf },
+    });
+    expect(revoked.statusCode).toBe(200);
+    expect(revoked.json().data.key.revokedAt).toEqual(expect.any(String));
+    expect(await ctx.accounts.resolveKey(secret)).toBeUndefined();
+  });
+
+  it('caps active keys per account', async () => {
+    const { cookie, csrf } = await signUp(ctx.app);
+    const create = () =>
+      ctx.app.inject({ method: 'POST', url: '/console/api/keys', headers: { cookie, 'x-csrf-token': csrf } });
+    for (let i = 0; i < 3; i += 1) expect((await create()).statusCode).toBe(201);
+    const fourth = await create();
+    expect(fourth.statusCode).toBe(400);
+    expect(fourth.json().code).toBe(4001);
+  });
+
+  it('cannot revoke another account’s key, or a key that does not exist', async () => {
+    const ada = await signUp(ctx.app, 'ada@example.com');
+    const bob = await signUp(ctx.app, 'bob@example.com');
+    const created = await ctx.app.inject({
+      method: 'POST',
+      url: '/console/api/keys',
+      headers: { cookie: ada.cookie, 'x-csrf-token': ada.csrf },
+    });
+    const keyId = created.json().data.key.id;
+    for (const id of [keyId, 'key_0000000000000000', '..%2F..%2Fx']) {
+      const res = await ctx.app.inject({
+        method: 'POST',
+        url: `/console/api/keys/${id}/revoke`,
+        headers: { cookie: bob.cookie, 'x-csrf-token': bob.csrf },
+      });
+      expect(res.statusCode).toBe(400);
+      expect(res.json().code).toBe(4001);
+    }
+    expect((await ctx.accounts.getKey(keyId))?.revokedAt).toBeNull();
+  });
+
+  it('requires the session’s CSRF token and a same-origin request for every change', async () => {
+    const ada = await signUp(ctx.app, 'ada@example.com');
+    const bob = await signUp(ctx.app, 'bob@example.com');
+    expect(ada.csrf).toBe(csrfToken(ada.cookie.split('=')[1] ?? ''));
+    const attempts: Array<Record<string, string>> = [
+      { cookie: ada.cookie },
+      { cookie: ada.cookie, 'x-csrf-token': '' },
+      { cookie: ada.cookie, 'x-csrf-token': bob.csrf },
+      { cookie: ada.cookie, 'x-csrf-token': ada.csrf, origin: 'https://evil.example' },
+      { cookie: ada.cookie, 'x-csrf-token': ada.csrf, origin: 'null' },
+      { cookie: ada.cookie, 'x-csrf-token': ada.csrf, 'sec-fetch-site': 'cross-site' },
+      { cookie: ada.cookie, 'x-csrf-token': ada.csrf, 'sec-fetch-site': 'same-site' },
+    ];
+    for (const headers of attempts) {
+      for (const url of ['/console/api/keys', '/console/api/logout']) {
+        const res = await ctx.app.inject({ method: 'POST', url, headers });
+        expect(res.statusCode, `${url} ${JSON.stringify(headers)}`).toBe(401);
+        expect(res.json().code).toBe(4011);
+      }
+    }
+    expect(await ctx.accounts.listKeys(ada.body.data.account.id)).toEqual([]);
+    // Same origin, as the page sends it: accepted.
+    const ok = await ctx.app.inject({
+      method: 'POST',
+      url: '/console/api/keys',
+      headers: {
+        cookie: ada.cookie,
+        'x-csrf-token': ada.csrf,
+        origin: 'http://localhost:80',
+        host: 'localhost:80',
+        'sec-fetch-site': 'same-origin',
+      },
+    });
+    expect(ok.statusCode).toBe(201);
+    // Login and sign-up from another site are refused too (login CSRF).
+    const crossLogin = await ctx.app.inject({
+      method: 'POST',
+      url: '/console/api/login',
+      headers: { origin: 'https://evil.example' },
+      payload: { email: 'ada@example.com', password: PASSWORD },
+    });
+    expect(crossLogin.json().code).toBe(4011);
+  });
+
+  it('logs out: the session ends and the cookie is cleared', async () => {
+    const { cookie, csrf } = await signUp(ctx.app);
+    const res = await ctx.app.inject({
+      method: 'POST',
+      url: '/console/api/logout',
+      headers: { cookie, 'x-csrf-token': csrf },
+    });
+    expect(res.statusCode).toBe(200);
+    expect(cookieOf(res)).toMatch(/^nsd_session=; .*Max-Age=0/);
+    const after = await ctx.app.inject({ url: '/console/api/session', headers: { cookie } });
+    expect(after.json().code).toBe(4011);
+  });
+
+  it("shows today's usage of the account from the counters authorize uses", async () => {
+    const { cookie, body } = await signUp(ctx.app);
+    const id = body.data.account.id as string;
+    for (let i = 0; i < 3; i += 1) await ctx.quota.consume(accountSubject(id), TIERS.free);
+    const res = await ctx.app.inject({ url: '/console/api/usage', headers: { cookie } });
+    const { data } = res.json();
+    expect(data.tier).toBe('free');
+    expect(data.day).toMatchObject({ used: 3, limit: 100, remaining: 97 });
+    expect(data.minute).toMatchObject({ used: 3, limit: 10, remaining: 7 });
+    expect(data.day.resetAt % 86_400).toBe(0);
+    await ctx.accounts.setTier(id, 'pro');
+    const pro = (await ctx.app.inject({ url: '/console/api/usage', headers: { cookie } })).json().data;
+    expect(pro).toMatchObject({ tier: 'pro', day: { used: 3, limit: 10_000, remaining: 9_997 } });
+  });
+});
+
+describe('console login limits', () => {
+  it('limits attempts per email and per client IP with 429/4290 and Retry-After', async () => {
+    const ctx = await build({
+      loginPerIp: { perMinute: 4, perDay: 100 },
+      loginPerEmail: { perMinute: 2, perDay: 100 },
+      signupPerIp: { perMinute: 2, perDay: 100 },
+    });
+    try {
+      await signUp(ctx.app, 'ada@example.com');
+      const login = (email: string, ip: string, password = 'wrong password!') =>
+        ctx.app.inject({
+          method: 'POST',
+          url: '/console/api/login',
+          headers: { 'x-forwarded-for': ip },
+          payload: { email, password },
+        });
+      // Per email, whichever address tries it.
+      expect((await login('ada@example.com', '10.0.0.1')).json().code).toBe(4011);
+      expect((await login('ada@example.com', '10.0.0.2')).json().code).toBe(4011);
+      const limited = await login('ada@example.com', '10.0.0.3', PASSWORD);
+      expect(limited.statusCode).toBe(429);
+      expect(limited.json().code).toBe(4290);
+      expect(Number(limited.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      expect(Number(limited.headers['retry-after'])).toBeLessThanOrEqual(60);
+      // Per IP, whatever emails it tries.
+      for (const n of [1, 2, 3, 4])
+        expect((await login(`u${n}@example.com`, '10.0.0.9')).json().code).toBe(4011);
+      const ipLimited = await login('u5@example.com', '10.0.0.9');
+      expect(ipLimited.json().code).toBe(4290);
+      // Sign-ups per IP (the first one above came from the inject default address).
+      const signup = (n: number) =>
+        ctx.app.inject({
+          method: 'POST',
+          url: '/console/api/signup',
+          headers: { 'x-forwarded-for': '10.0.0.20' },
+          payload: { email: `s${n}@example.com`, password: PASSWORD },
+        });
+      expect((await signup(1)).statusCode).toBe(201);
+      expect((await signup(2)).statusCode).toBe(201);
+      expect((await signup(3)).json().code).toBe(4290);
+    } finally {
+      await ctx.app.close();
+    }
+  });
+});
+
+describe('passwords', () => {
+  it('verifies only the right password and rejects malformed stored hashes', async () => {
+    const stored = await hashPassword('pässwörd 123', FAST_SCRYPT);
+    expect(await verifyPassword('pässwörd 123', stored)).toBe(true);
+    expect(await verifyPassword('passwörd 123', stored)).toBe(false);
+    for (const bad of [
+      '',
+      'scrypt$',
+      stored.replace(/\$1024\$/, '$1000$'),
+      stored.replace(/\$1024\$/, '$1073741824$'),
+    ])
+      expect(await verifyPassword('pässwörd 123', bad)).toBe(false);
+  });
+});

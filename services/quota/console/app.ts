@@ -1,0 +1,383 @@
+// The product console (spec 5.5): sign up, log in, API keys (create → secret shown once; list; revoke)
+// and today's usage of the account. A Fastify plugin: the page and its assets under /console, a JSON
+// API under /console/api. Plain HTML/CSS/JS read once at start; no front-end build.
+//
+// Security:
+// - passwords: scrypt, per-user salt, constant-time compare (passwords.ts);
+// - session: random token in a cookie `HttpOnly; SameSite=Strict; Path=/console` (+ `Secure` on https);
+//   the store keeps only its hash;
+// - CSRF: SameSite=Strict, an Origin / Sec-Fetch-Site check on every state-changing request, JSON-only
+//   bodies (no HTML form can send one cross-site), and a per-session token derived from the session
+//   token (HMAC), required in `X-CSRF-Token` on every state-changing request of a logged-in user;
+// - login attempts limited per client IP and per email, sign-ups per IP, through the QuotaStore (so the
+//   limits hold across replicas on Redis).
+// Every JSON error is an ApiError of the common table: 4001 bad input, 4011 not logged in / bad
+// credentials / missing CSRF proof, 4290/4291 too many attempts, 5001 store down.
+
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { WindowLimits } from '../../common/config.ts';
+import { ok } from '../../common/envelope.ts';
+import { ApiError } from '../../common/errors.ts';
+import {
+  type Account,
+  type AccountStore,
+  type AccountTier,
+  type ApiKeyRecord,
+  EmailTakenError,
+  normaliseEmail,
+  type SessionStore,
+} from '../account-store.ts';
+import { maskedKey } from '../api-keys.ts';
+import type { QuotaStore } from '../quota-store.ts';
+import {
+  burnPasswordCheck,
+  DEFAULT_SCRYPT,
+  hashPassword,
+  type ScryptParams,
+  verifyPassword,
+} from './passwords.ts';
+
+export interface ConsoleAttemptLimits {
+  /** Login attempts per client IP. */
+  loginPerIp: WindowLimits;
+  /** Login attempts per email address (whoever tries it). */
+  loginPerEmail: WindowLimits;
+  /** Account creations per client IP. */
+  signupPerIp: WindowLimits;
+}
+
+export const DEFAULT_ATTEMPT_LIMITS: ConsoleAttemptLimits = {
+  loginPerIp: { perMinute: 10, perDay: 200 },
+  loginPerEmail: { perMinute: 5, perDay: 50 },
+  signupPerIp: { perMinute: 5, perDay: 20 },
+};
+
+export interface ConsoleOptions {
+  accounts: AccountStore;
+  sessions: SessionStore;
+  quotaStore: QuotaStore;
+  /** The limits authorize applies to each account tier (the usage panel shows them). */
+  accountLimits: Record<AccountTier, WindowLimits>;
+  /** The QuotaStore subject authorize counts an account's requests under. */
+  accountSubject: (accountId: string) => string;
+  attemptLimits?: ConsoleAttemptLimits;
+  sessionTtlMs?: number;
+  /** Tests lower the scrypt cost; production uses DEFAULT_SCRYPT. */
+  scrypt?: ScryptParams;
+  /** Active (unrevoked) keys an account may hold at once. */
+  maxActiveKeys?: number;
+}
+
+export const SESSION_COOKIE = 'nsd_session';
+const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
+const MAX_ACTIVE_KEYS = 20;
+const PASSWORD_MIN = 10;
+const PASSWORD_MAX = 256;
+const EMAIL_MAX = 254;
+const KEY_NAME_MAX = 64;
+const EMAIL_FORMAT = /^[^\s@]+@[^\s@.]+(\.[^\s@.]+)+$/;
+const TOKEN_FORMAT = /^[0-9a-f]{64}$/;
+const KEY_ID_FORMAT = /^key_[0-9a-f]{16}$/;
+
+const STATIC_DIR = new URL('./static/', import.meta.url);
+
+/** Response headers of every console response: no framing, no sniffing, no caching, no referrer. */
+const SECURITY_HEADERS: Record<string, string> = {
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-store',
+  'cross-origin-opener-policy': 'same-origin',
+  'cross-origin-resource-policy': 'same-origin',
+};
+
+interface LoggedIn {
+  account: Account;
+  token: string;
+}
+
+export default async function consoleApp(app: FastifyInstance, opts: ConsoleOptions): Promise<void> {
+  const limits = opts.attemptLimits ?? DEFAULT_ATTEMPT_LIMITS;
+  const ttlMs = opts.sessionTtlMs ?? SESSION_TTL_MS;
+  const scryptParams = opts.scrypt ?? DEFAULT_SCRYPT;
+  const maxActiveKeys = opts.maxActiveKeys ?? MAX_ACTIVE_KEYS;
+  const assets = {
+    html: readFileSync(new URL('index.html', STATIC_DIR)),
+    css: readFileSync(new URL('console.css', STATIC_DIR)),
+    js: readFileSync(new URL('console.js', STATIC_DIR)),
+  };
+
+  // This plugin's context only: JSON bodies and nothing else (no text/plain, which a cross-site HTML
+  // form could send), small.
+  app.removeContentTypeParser('text/plain');
+  app.addHook('onSend', async (_request, reply) => {
+    reply.headers(SECURITY_HEADERS);
+  });
+
+  // ---- page and assets -------------------------------------------------------------------------
+  const page = (_request: FastifyRequest, reply: FastifyReply) =>
+    reply.type('text/html; charset=utf-8').send(assets.html);
+  app.get('/console', page);
+  app.get('/console/', page);
+  app.get('/console/assets/console.css', (_request, reply) =>
+    reply.type('text/css; charset=utf-8').send(assets.css),
+  );
+  app.get('/console/assets/console.js', (_request, reply) =>
+    reply.type('text/javascript; charset=utf-8').send(assets.js),
+  );
+
+  // ---- helpers ---------------------------------------------------------------------------------
+  async function limit(subject: string, windowLimits: WindowLimits, what: string): Promise<void> {
+    const outcome = await opts.quotaStore.consume(subject, windowLimits);
+    if (outcome.allowed) return;
+    throw new ApiError(
+      outcome.refusedBy === 'day' ? 'DAILY_QUOTA' : 'RATE_LIMITED',
+      `Too many ${what}; try again later`,
+      { 'retry-after': String(outcome.retryAfterSeconds) },
+    );
+  }
+
+  async function currentSession(request: FastifyRequest): Promise<LoggedIn | undefined> {
+    const token = readCookie(request.headers.cookie, SESSION_COOKIE);
+    if (!token || !TOKEN_FORMAT.test(token)) return undefined;
+    const session = await opts.sessions.resolveSession(token);
+    if (!session) return undefined;
+    const account = await opts.accounts.getAccount(session.accountId);
+    return account ? { account, token } : undefined;
+  }
+
+  async function requireSession(request: FastifyRequest): Promise<LoggedIn> {
+    const loggedIn = await currentSession(request);
+    if (!loggedIn) throw new ApiError('INVALID_API_KEY', 'Not logged in');
+    return loggedIn;
+  }
+
+  /** For state-changing requests of a logged-in user: same origin and the session's CSRF token. */
+  async function requireWrite(request: FastifyRequest): Promise<LoggedIn> {
+    assertSameOrigin(request);
+    const loggedIn = await requireSession(request);
+    const presented = headerValue(request.headers['x-csrf-token']) ?? '';
+    const expected = csrfToken(loggedIn.token);
+    const a = Buffer.from(presented);
+    const b = Buffer.from(expected);
+    if (a.length !== b.length || !timingSafeEqual(a, b)) {
+      throw new ApiError('INVALID_API_KEY', 'Missing or invalid CSRF token; reload the console');
+    }
+    return loggedIn;
+  }
+
+  async function startSession(reply: FastifyReply, request: FastifyRequest, account: Account) {
+    // A fresh token on every login (no session fixation); the previous one, if any, ends.
+    const previous = readCookie(request.headers.cookie, SESSION_COOKIE);
+    if (previous && TOKEN_FORMAT.test(previous)) await opts.sessions.deleteSession(previous);
+    const { token } = await opts.sessions.createSession(account.id, ttlMs);
+    reply.header('set-cookie', sessionCookie(token, Math.floor(ttlMs / 1000), request.protocol === 'https'));
+    return sessionView(account, token);
+  }
+
+  // ---- JSON API --------------------------------------------------------------------------------
+  const small = { bodyLimit: 16 * 1024 };
+
+  app.post('/console/api/signup', small, async (request, reply) => {
+    assertSameOrigin(request);
+    const { email, password } = credentials(request.body);
+    if (!EMAIL_FORMAT.test(email)) throw new ApiError('BAD_REQUEST', 'Enter a valid email address');
+    if (password.length < PASSWORD_MIN)
+      throw new ApiError('BAD_REQUEST', `Use a password of at least ${PASSWORD_MIN} characters`);
+    await limit(`console:signup:ip:${request.ip}`, limits.signupPerIp, 'sign-ups from this address');
+    const passwordHash = await hashPassword(password, scryptParams);
+    let account: Account;
+    try {
+      account = await opts.accounts.createAccount({ email, tier: 'free', passwordHash });
+    } catch (err) {
+      if (err instanceof EmailTakenError)
+        throw new ApiError('BAD_REQUEST', 'An account with this email already exists; log in instead');
+      throw err;
+    }
+    reply.code(201);
+    return ok(await startSession(reply, request, account));
+  });
+
+  app.post('/console/api/login', small, async (request, reply) => {
+    assertSameOrigin(request);
+    const { email, password } = credentials(request.body);
+    await limit(`console:login:ip:${request.ip}`, limits.loginPerIp, 'login attempts from this address');
+    await limit(
+      `console:login:email:${sha256(email)}`,
+      limits.loginPerEmail,
+      'login attempts for this account',
+    );
+    const account = await opts.accounts.findAccountByEmail(email);
+    const valid = account ? await verifyPassword(password, account.passwordHash) : await burn(password);
+    if (!account || !valid) throw new ApiError('INVALID_API_KEY', 'Wrong email or password');
+    return ok(await startSession(reply, request, account));
+  });
+
+  app.post('/console/api/logout', small, async (request, reply) => {
+    const { token } = await requireWrite(request);
+    await opts.sessions.deleteSession(token);
+    reply.header('set-cookie', sessionCookie('', 0, request.protocol === 'https'));
+    return ok({ loggedOut: true });
+  });
+
+  app.get('/console/api/session', async (request) => {
+    const { account, token } = await requireSession(request);
+    return ok(sessionView(account, token));
+  });
+
+  app.get('/console/api/usage', async (request) => {
+    const { account } = await requireSession(request);
+    const tierLimits = opts.accountLimits[account.tier];
+    const { minute, day } = await opts.quotaStore.peek(opts.accountSubject(account.id), tierLimits);
+    const view = (w: { used: number; limit: number; resetAt: number }) => ({
+      used: w.used,
+      limit: w.limit,
+      remaining: Math.max(0, w.limit - w.used),
+      resetAt: w.resetAt,
+    });
+    return ok({ tier: account.tier, day: view(day), minute: view(minute) });
+  });
+
+  app.get('/console/api/keys', async (request) => {
+    const { account } = await requireSession(request);
+    const keys = await opts.accounts.listKeys(account.id);
+    return ok({ keys: keys.map(keyView) });
+  });
+
+  app.post('/console/api/keys', small, async (request, reply) => {
+    const { account } = await requireWrite(request);
+    const name = keyName(request.body);
+    const active = (await opts.accounts.listKeys(account.id)).filter((k) => k.revokedAt === null);
+    if (active.length >= maxActiveKeys)
+      throw new ApiError('BAD_REQUEST', `At most ${maxActiveKeys} active keys per account; revoke one first`);
+    const created = await opts.accounts.createKey(account.id, { name });
+    if (!created) throw new ApiError('INVALID_API_KEY', 'Not logged in');
+    reply.code(201);
+    return ok({ key: keyView(created.record), secret: created.secret });
+  });
+
+  app.post<{ Params: { id: string } }>('/console/api/keys/:id/revoke', small, async (request) => {
+    const { account } = await requireWrite(request);
+    const { id } = request.params;
+    const revoked = KEY_ID_FORMAT.test(id) ? await opts.accounts.revokeKey(id, account.id) : undefined;
+    if (!revoked) throw new ApiError('BAD_REQUEST', 'No such key in this account');
+    return ok({ key: keyView(revoked) });
+  });
+}
+
+// ---- pure helpers ----------------------------------------------------------------------------------
+
+async function burn(password: string): Promise<false> {
+  await burnPasswordCheck(password);
+  return false;
+}
+
+function sha256(value: string): string {
+  return createHash('sha256').update(value, 'utf8').digest('hex');
+}
+
+/** The CSRF token of a session: derivable only from the HttpOnly cookie, so never by another site. */
+export function csrfToken(sessionToken: string): string {
+  return createHmac('sha256', sessionToken).update('nsfwdetector console csrf v1').digest('hex');
+}
+
+function sessionView(account: Account, token: string) {
+  return {
+    account: { id: account.id, email: account.email, tier: account.tier, createdAt: account.createdAt },
+    csrfToken: csrfToken(token),
+  };
+}
+
+function keyView(key: ApiKeyRecord) {
+  return {
+    id: key.id,
+    name: key.name,
+    masked: maskedKey(key),
+    createdAt: key.createdAt,
+    lastUsedAt: key.lastUsedAt,
+    revokedAt: key.revokedAt,
+  };
+}
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+export function readCookie(header: string | undefined, name: string): string | undefined {
+  if (!header) return undefined;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
+function sessionCookie(token: string, maxAgeSeconds: number, secure: boolean): string {
+  return [
+    `${SESSION_COOKIE}=${token}`,
+    'Path=/console',
+    'HttpOnly',
+    'SameSite=Strict',
+    `Max-Age=${maxAgeSeconds}`,
+    ...(secure ? ['Secure'] : []),
+  ].join('; ');
+}
+
+/**
+ * Refuses a state-changing request that a browser marks as coming from another site. Clients that
+ * send neither header (curl, scripts) are not browsers and cannot be driven by another site.
+ */
+function assertSameOrigin(request: FastifyRequest): void {
+  const site = headerValue(request.headers['sec-fetch-site']);
+  if (site !== undefined && site !== 'same-origin' && site !== 'none') {
+    throw new ApiError('INVALID_API_KEY', 'Cross-site request refused');
+  }
+  const origin = headerValue(request.headers.origin);
+  if (origin === undefined) return;
+  if (sameHost(origin, `${request.protocol}://${request.host}`)) return;
+  throw new ApiError('INVALID_API_KEY', 'Cross-site request refused');
+}
+
+/** Compares the scheme-less host:port of two origins, with default ports normalised away. */
+function sameHost(a: string, b: string): boolean {
+  try {
+    return new URL(a).host === new URL(b).host;
+  } catch {
+    return false;
+  }
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function credentials(body: unknown): { email: string; password: string } {
+  if (!isRecord(body)) throw new ApiError('BAD_REQUEST', 'Send a JSON object with email and password');
+  const { email, password } = body;
+  if (typeof email !== 'string' || email.trim() === '') throw new ApiError('BAD_REQUEST', 'Enter your email');
+  if (typeof password !== 'string' || password === '')
+    throw new ApiError('BAD_REQUEST', 'Enter your password');
+  if (email.length > EMAIL_MAX) throw new ApiError('BAD_REQUEST', 'Email address too long');
+  if (password.length > PASSWORD_MAX)
+    throw new ApiError('BAD_REQUEST', `Use a password of at most ${PASSWORD_MAX} characters`);
+  return { email: normaliseEmail(email), password };
+}
+
+function keyName(body: unknown): string {
+  if (body === undefined || body === null) return '';
+  if (!isRecord(body)) throw new ApiError('BAD_REQUEST', 'Send a JSON object');
+  const { name } = body;
+  if (name === undefined || name === null) return '';
+  if (typeof name !== 'string') throw new ApiError('BAD_REQUEST', 'The key name must be text');
+  const trimmed = name.trim();
+  if (trimmed.length > KEY_NAME_MAX)
+    throw new ApiError('BAD_REQUEST', `Key names are at most ${KEY_NAME_MAX} characters`);
+  // Control characters would only make listings confusing.
+  if (/\p{Cc}/u.test(trimmed)) throw new ApiError('BAD_REQUEST', 'The key name contains control characters');
+  return trimmed;
+}

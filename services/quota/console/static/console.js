@@ -1,0 +1,303 @@
+// The console page: plain browser JavaScript, no build step. Talks to /console/api with fetch; the
+// session travels in an HttpOnly cookie, state-changing calls add the session's CSRF token. User data
+// is only ever inserted with textContent.
+
+const state = { csrf: '', revokeArmed: null };
+
+const $ = (id) => document.getElementById(id);
+
+class ApiFailure extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function api(method, path, body) {
+  const headers = {};
+  const init = { method, headers, credentials: 'same-origin', cache: 'no-store' };
+  if (body !== undefined) {
+    headers['content-type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  if (method !== 'GET' && state.csrf) headers['x-csrf-token'] = state.csrf;
+  let response;
+  try {
+    response = await fetch(`/console/api/${path}`, init);
+  } catch {
+    throw new ApiFailure(0, 0, 'The console cannot reach the server. Check your connection and retry.');
+  }
+  let payload = null;
+  try {
+    payload = await response.json();
+  } catch {
+    payload = null;
+  }
+  if (!response.ok || !payload || payload.code !== 0) {
+    const message = payload?.message ?? `Request failed (HTTP ${response.status})`;
+    const retry = response.headers.get('retry-after');
+    const suffix = response.status === 429 && retry ? ` (retry in ${retry} s)` : '';
+    throw new ApiFailure(response.status, payload?.code ?? 0, message + suffix);
+  }
+  return payload.data;
+}
+
+function show(el, visible) {
+  el.hidden = !visible;
+}
+
+function formError(form, message) {
+  const el = form.querySelector('.form-error');
+  el.textContent = message ?? '';
+  show(el, Boolean(message));
+}
+
+function globalError(message) {
+  $('global-error').textContent = message ?? '';
+  show($('global-error'), Boolean(message));
+}
+
+function formatTime(iso) {
+  if (!iso) return '—';
+  const d = new Date(iso);
+  return `${d.toISOString().slice(0, 10)} ${d.toISOString().slice(11, 16)} UTC`;
+}
+
+function secondsUntil(unixSeconds) {
+  return Math.max(0, Math.round(unixSeconds - Date.now() / 1000));
+}
+
+function duration(seconds) {
+  const h = Math.floor(seconds / 3600);
+  const m = Math.floor((seconds % 3600) / 60);
+  return h > 0 ? `${h} h ${m} min` : `${m} min`;
+}
+
+// ---- views -------------------------------------------------------------------------------------------
+
+function showAuth() {
+  state.csrf = '';
+  show($('who'), false);
+  show($('dashboard-view'), false);
+  show($('auth-view'), true);
+}
+
+async function showDashboard(session) {
+  state.csrf = session.csrfToken;
+  $('who-email').textContent = session.account.email;
+  $('who-tier').textContent = session.account.tier;
+  show($('who'), true);
+  show($('auth-view'), false);
+  show($('dashboard-view'), true);
+  await Promise.all([loadUsage(), loadKeys()]);
+}
+
+async function loadUsage() {
+  try {
+    const usage = await api('GET', 'usage');
+    const { day, minute } = usage;
+    $('usage-used').textContent = String(day.used);
+    $('usage-remaining').textContent = String(day.remaining);
+    $('usage-limit').textContent = String(day.limit);
+    const pct = day.limit > 0 ? Math.min(100, (day.used / day.limit) * 100) : 100;
+    $('usage-meter').style.width = `${pct}%`;
+    $('usage-meter').classList.toggle('full', day.remaining === 0);
+    $('usage-detail').textContent =
+      `${usage.tier} tier · resets at 00:00 UTC (in ${duration(secondsUntil(day.resetAt))}) · ` +
+      `this minute: ${minute.used} of ${minute.limit}`;
+  } catch (err) {
+    handleFailure(err);
+  }
+}
+
+function keyRow(key) {
+  const tr = document.createElement('tr');
+  tr.dataset.keyId = key.id;
+  const revoked = Boolean(key.revokedAt);
+  if (revoked) tr.classList.add('revoked');
+  const cells = [key.name || '—', null, formatTime(key.createdAt), formatTime(key.lastUsedAt), null];
+  for (const text of cells) {
+    const td = document.createElement('td');
+    if (text !== null) td.textContent = text;
+    tr.append(td);
+  }
+  const code = document.createElement('code');
+  code.textContent = key.masked;
+  tr.children[1].append(code);
+  const badge = document.createElement('span');
+  badge.className = `badge ${revoked ? 'revoked' : 'active'}`;
+  badge.textContent = revoked ? 'revoked' : 'active';
+  tr.children[4].append(badge);
+
+  const actions = document.createElement('td');
+  actions.className = 'actions';
+  if (!revoked) {
+    const button = document.createElement('button');
+    button.type = 'button';
+    button.className = 'danger revoke';
+    button.textContent = 'Revoke';
+    button.addEventListener('click', () => revoke(key.id, button));
+    actions.append(button);
+  }
+  tr.append(actions);
+  return tr;
+}
+
+async function loadKeys() {
+  try {
+    const { keys } = await api('GET', 'keys');
+    const body = $('keys-body');
+    body.replaceChildren(...keys.map(keyRow));
+    show($('keys-table'), keys.length > 0);
+    show($('keys-empty'), keys.length === 0);
+  } catch (err) {
+    handleFailure(err);
+  }
+}
+
+// Two clicks revoke a key: the first arms the button for a few seconds, the second revokes.
+async function revoke(keyId, button) {
+  if (state.revokeArmed !== keyId) {
+    state.revokeArmed = keyId;
+    button.textContent = 'Confirm revoke';
+    button.classList.add('confirm');
+    setTimeout(() => {
+      if (state.revokeArmed === keyId) {
+        state.revokeArmed = null;
+        button.textContent = 'Revoke';
+        button.classList.remove('confirm');
+      }
+    }, 5000);
+    return;
+  }
+  state.revokeArmed = null;
+  button.disabled = true;
+  try {
+    await api('POST', `keys/${encodeURIComponent(keyId)}/revoke`);
+    show($('keys-error'), false);
+    await loadKeys();
+  } catch (err) {
+    button.disabled = false;
+    handleFailure(err, $('keys-error'));
+  }
+}
+
+function handleFailure(err, target) {
+  if (err instanceof ApiFailure && err.status === 401) {
+    showAuth();
+    globalError('Your session has ended. Please log in again.');
+    return;
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  if (target) {
+    target.textContent = message;
+    show(target, true);
+  } else {
+    globalError(message);
+  }
+}
+
+// ---- forms ---------------------------------------------------------------------------------------------
+
+function credentialsForm(form, path) {
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    formError(form, '');
+    globalError('');
+    const data = new FormData(form);
+    const button = form.querySelector('button[type=submit]');
+    button.disabled = true;
+    try {
+      const session = await api('POST', path, {
+        email: String(data.get('email') ?? ''),
+        password: String(data.get('password') ?? ''),
+      });
+      form.reset();
+      await showDashboard(session);
+    } catch (err) {
+      formError(form, err instanceof Error ? err.message : String(err));
+    } finally {
+      button.disabled = false;
+    }
+  });
+}
+
+function setup() {
+  credentialsForm($('signup-form'), 'signup');
+  credentialsForm($('login-form'), 'login');
+
+  $('create-key-form').addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const form = event.currentTarget;
+    const errorEl = $('keys-error');
+    show(errorEl, false);
+    const button = form.querySelector('button[type=submit]');
+    button.disabled = true;
+    try {
+      const name = String(new FormData(form).get('name') ?? '');
+      const created = await api('POST', 'keys', { name });
+      form.reset();
+      $('new-key-secret').textContent = created.secret;
+      show($('new-key-copied'), false);
+      show($('new-key'), true);
+      await loadKeys();
+    } catch (err) {
+      handleFailure(err, errorEl);
+    } finally {
+      button.disabled = false;
+    }
+  });
+
+  $('new-key-copy').addEventListener('click', async () => {
+    const secret = $('new-key-secret').textContent;
+    try {
+      await navigator.clipboard.writeText(secret);
+      $('new-key-copied').textContent = 'Copied to the clipboard.';
+    } catch {
+      // Clipboard API refused (permissions, insecure context): select the text for a manual copy.
+      const range = document.createRange();
+      range.selectNodeContents($('new-key-secret'));
+      const selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+      $('new-key-copied').textContent = 'Selected: press Ctrl+C (⌘C) to copy.';
+    }
+    show($('new-key-copied'), true);
+  });
+
+  $('new-key-done').addEventListener('click', () => {
+    // The secret leaves the page for good.
+    $('new-key-secret').textContent = '';
+    show($('new-key'), false);
+  });
+
+  $('usage-refresh').addEventListener('click', () => loadUsage());
+
+  $('logout').addEventListener('click', async () => {
+    try {
+      await api('POST', 'logout');
+    } catch {
+      // Logged out either way from the page's point of view.
+    }
+    $('new-key-secret').textContent = '';
+    show($('new-key'), false);
+    showAuth();
+  });
+}
+
+async function start() {
+  setup();
+  try {
+    const session = await api('GET', 'session');
+    await showDashboard(session);
+  } catch (err) {
+    if (err instanceof ApiFailure && err.status === 401) showAuth();
+    else {
+      showAuth();
+      globalError(err instanceof Error ? err.message : String(err));
+    }
+  }
+}
+
+start();

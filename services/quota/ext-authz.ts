@@ -1,0 +1,92 @@
+// The ext_authz transport: Envoy's HTTP authorization service protocol, translated to and from
+// authorize(). Envoy's `ext_authz` filter (http_service) calls this service with the ORIGINAL method
+// and the original path behind `path_prefix` (e.g. POST /ext_authz/api/open/detect), the headers its
+// `allowed_headers` select, and no body. Envoy then:
+// - on 200: lets the request through, copying the headers matched by `allowed_upstream_headers` onto
+//   the upstream request (UPSTREAM_HEADERS) and, since Envoy 1.25, those matched by
+//   `allowed_client_headers_on_success` onto the response to the client (CLIENT_HEADERS_ON_SUCCESS);
+// - on any other status: answers the client with that status, this body, and the headers matched by
+//   `allowed_client_headers` (CLIENT_HEADERS_ON_DENY).
+// The Envoy configuration (a later issue) must use exactly these lists, set `status_on_error` to 503
+// and `failure_mode_allow: false` (an unreachable quota service must never mean "allowed"), and strip
+// client-sent copies of UPSTREAM_HEADERS before the filter.
+
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { sendError } from '../common/envelope.ts';
+import type { Authorizer, RequestFacts } from './authorize.ts';
+
+/** Request headers this transport reads (Envoy `allowed_headers`). */
+export const CHECK_REQUEST_HEADERS = ['authorization', 'x-device-id', 'x-forwarded-for'] as const;
+/** Set on every allowed detect request for the detect service (Envoy `allowed_upstream_headers`). */
+export const UPSTREAM_HEADERS = ['x-account-id', 'x-quota-tier'] as const;
+/** Added to the client's response on success (Envoy `allowed_client_headers_on_success`). */
+export const CLIENT_HEADERS_ON_SUCCESS = [
+  'x-ratelimit-limit',
+  'x-ratelimit-remaining',
+  'x-ratelimit-reset',
+  'x-quota-tier',
+] as const;
+/** Sent to the client with a refusal (Envoy `allowed_client_headers`). */
+export const CLIENT_HEADERS_ON_DENY = [...CLIENT_HEADERS_ON_SUCCESS, 'retry-after', 'content-type'] as const;
+
+/** `x-account-id` value for anonymous requests: always set, so a client-sent value can never survive. */
+export const ANONYMOUS_ACCOUNT = '-';
+
+export const DEFAULT_PATH_PREFIX = '/ext_authz';
+
+/** The original paths that are subject to quota, and which endpoint each is. */
+const DETECT_ENDPOINTS: Record<string, RequestFacts['endpoint']> = {
+  '/api/public/detect': 'public',
+  '/api/open/detect': 'open',
+};
+
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
+export interface ExtAuthzOptions {
+  authorizer: Authorizer;
+  /** Envoy's `path_prefix`. */
+  pathPrefix?: string;
+}
+
+/** Registers the check endpoint; encapsulated, so its "ignore any body" parser stays local. */
+export default async function extAuthz(app: FastifyInstance, opts: ExtAuthzOptions): Promise<void> {
+  const prefix = opts.pathPrefix ?? DEFAULT_PATH_PREFIX;
+  // Envoy sends no body (unless with_request_body is set, which we do not need): whatever comes is
+  // drained unread, whatever its Content-Type.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (_request, payload, done) => {
+    payload.resume();
+    payload.on('end', () => done(null));
+    payload.on('error', (err) => done(err));
+  });
+
+  const handler = async (request: FastifyRequest, reply: FastifyReply) => {
+    const originalPath = (request.url.slice(prefix.length).split('?')[0] ?? '').replace(/\/+$/, '');
+    const endpoint = DETECT_ENDPOINTS[originalPath];
+    // Only POST to a detect path is counted; anything else (a GET the upstream will answer with 405,
+    // a route that should not have been sent here) passes without touching any quota.
+    if (endpoint === undefined || request.method !== 'POST') return reply.code(200).send();
+    const decision = await opts.authorizer.authorize({
+      endpoint,
+      clientIp: request.ip,
+      deviceId: first(request.headers['x-device-id']),
+      authorization: first(request.headers.authorization),
+    });
+    if (!decision.allowed) return sendError(reply, decision.error);
+    return reply
+      .code(200)
+      .headers({
+        ...decision.headers,
+        'x-account-id': decision.accountId ?? ANONYMOUS_ACCOUNT,
+        'x-quota-tier': decision.tier,
+      })
+      .send();
+  };
+
+  app.route({ method: [...METHODS], url: prefix, handler });
+  app.route({ method: [...METHODS], url: `${prefix}/*`, handler });
+}
+
+function first(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}

@@ -1,0 +1,240 @@
+// The key endpoint (spec 4.2, 5, 8) through the embedded app's in-process transport, with a fake model
+// and the in-memory stores.
+
+import { readFileSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { fixture } from '../../test/fixtures/corpus.ts';
+import { embeddedApp } from '../../test/support/embedded-app.ts';
+import { FakeClassifier } from '../../test/support/fake-classifier.ts';
+import { awayFromMinuteEdge } from '../../test/support/minute-edge.ts';
+import { multipart } from '../../test/support/multipart.ts';
+import type { AccountTier } from './account-store.ts';
+
+const JPEG = readFileSync(fixture('320x240.jpg'));
+const OPEN = '/api/open/detect';
+
+type App = Awaited<ReturnType<typeof embeddedApp>>;
+let current: App | undefined;
+
+async function start(env: Record<string, string> = {}) {
+  current = await embeddedApp({ env, classifier: new FakeClassifier() });
+  return current;
+}
+
+afterEach(async () => {
+  await current?.app.close();
+  current = undefined;
+});
+
+async function accountWithKey(app: App, tier: AccountTier = 'free', email = `${tier}@example.com`) {
+  const account = await app.accountStore.createAccount({ email, tier });
+  const key = await app.accountStore.createKey(account.id);
+  if (!key) throw new Error('no key');
+  return { account, key, secret: key.secret };
+}
+
+function detect(app: App, authorization?: string, extra: Record<string, string> = {}) {
+  const headers: Record<string, string> = { 'content-type': 'image/jpeg', ...extra };
+  if (authorization !== undefined) headers.authorization = authorization;
+  return app.app.inject({ method: 'POST', url: OPEN, payload: JPEG, headers });
+}
+
+function expectError(res: { statusCode: number; json: () => unknown }, status: number, code: number) {
+  expect(res.statusCode).toBe(status);
+  const body = res.json() as Record<string, unknown>;
+  expect(Object.keys(body).sort()).toEqual(['code', 'message']);
+  expect(body.code).toBe(code);
+}
+
+const nextMidnight = () => String(Math.floor(Date.now() / 86_400_000 + 1) * 86_400);
+
+describe('the key endpoint', () => {
+  it('answers the same result as the anonymous endpoint, with the account quota headers', async () => {
+    const app = await start();
+    const { secret } = await accountWithKey(app);
+    const res = await detect(app, `Bearer ${secret}`);
+    expect(res.statusCode).toBe(200);
+    const anon = await app.app.inject({
+      method: 'POST',
+      url: '/api/public/detect',
+      payload: JPEG,
+      headers: { 'content-type': 'image/jpeg' },
+    });
+    expect({ ...res.json().data, timing_ms: 0 }).toEqual({ ...anon.json().data, timing_ms: 0 });
+    expect(res.headers['x-ratelimit-limit']).toBe('100');
+    expect(res.headers['x-ratelimit-remaining']).toBe('99');
+    expect(res.headers['x-ratelimit-reset']).toBe(nextMidnight());
+    expect(res.headers['x-quota-tier']).toBe('free');
+  });
+
+  it('accepts multipart too', async () => {
+    const app = await start();
+    const { secret } = await accountWithKey(app);
+    const { body, contentType } = multipart([{ name: 'file', filename: 'a.jpg', data: JPEG }]);
+    const res = await app.app.inject({
+      method: 'POST',
+      url: OPEN,
+      payload: body,
+      headers: { 'content-type': contentType, authorization: `Bearer ${secret}` },
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().data.image.format).toBe('jpeg');
+  });
+
+  it.each([
+    ['missing', undefined],
+    ['empty', ''],
+    ['another scheme', `Basic nsk_live_${'a'.repeat(32)}`],
+    ['no scheme', `nsk_live_${'a'.repeat(32)}`],
+    ['too short', `Bearer nsk_live_${'a'.repeat(31)}`],
+    ['too long', `Bearer nsk_live_${'a'.repeat(33)}`],
+    ['uppercase hex', `Bearer nsk_live_${'A'.repeat(32)}`],
+    ['test prefix', `Bearer nsk_test_${'a'.repeat(32)}`],
+    ['unknown', `Bearer nsk_live_${'a'.repeat(32)}`],
+  ])('answers 401/4011 for a %s key, and never counts it anywhere', async (_label, authorization) => {
+    const app = await start({ ANON_PER_DAY: '1' });
+    const res = await detect(app, authorization);
+    expectError(res, 401, 4011);
+    expect(res.headers['x-quota-tier']).toBeUndefined();
+    // Never the anonymous quota: the one anonymous request of the day is still there.
+    const anon = await app.app.inject({
+      method: 'POST',
+      url: '/api/public/detect',
+      payload: JPEG,
+      headers: { 'content-type': 'image/jpeg' },
+    });
+    expect(anon.statusCode).toBe(200);
+  });
+
+  it('refuses a revoked key on the very next request', async () => {
+    const app = await start();
+    const { key, secret } = await accountWithKey(app);
+    expect((await detect(app, `Bearer ${secret}`)).statusCode).toBe(200);
+    await app.accountStore.revokeKey(key.record.id);
+    expectError(await detect(app, `Bearer ${secret}`), 401, 4011);
+  });
+
+  it('accepts the scheme in any case and extra spaces', async () => {
+    const app = await start();
+    const { secret } = await accountWithKey(app);
+    expect((await detect(app, `bearer  ${secret}`)).statusCode).toBe(200);
+  });
+});
+
+describe('account quotas', () => {
+  it('free: refuses past the daily limit with 4291, Retry-After until UTC midnight', async () => {
+    const app = await start({ FREE_PER_DAY: '3', FREE_PER_MINUTE: '100' });
+    const { secret } = await accountWithKey(app);
+    for (let i = 0; i < 3; i++) {
+      const res = await detect(app, `Bearer ${secret}`);
+      expect(res.statusCode).toBe(200);
+      expect(res.headers['x-ratelimit-remaining']).toBe(String(2 - i));
+    }
+    const refused = await detect(app, `Bearer ${secret}`);
+    expectError(refused, 429, 4291);
+    expect(refused.headers['x-ratelimit-limit']).toBe('3');
+    expect(refused.headers['x-ratelimit-remaining']).toBe('0');
+    expect(refused.headers['x-ratelimit-reset']).toBe(nextMidnight());
+    expect(refused.headers['x-quota-tier']).toBe('free');
+    const retry = Number(refused.headers['retry-after']);
+    expect(Math.abs(Date.now() / 1000 + retry - Number(nextMidnight()))).toBeLessThanOrEqual(2);
+  });
+
+  it('free: 10 per minute by default, then 4290 with Retry-After within the minute', async () => {
+    await awayFromMinuteEdge();
+    const app = await start();
+    const { secret } = await accountWithKey(app);
+    for (let i = 0; i < 10; i++) expect((await detect(app, `Bearer ${secret}`)).statusCode).toBe(200);
+    const refused = await detect(app, `Bearer ${secret}`);
+    expectError(refused, 429, 4290);
+    const retry = Number(refused.headers['retry-after']);
+    expect(retry >= 1 && retry <= 60).toBe(true);
+    expect(refused.headers['x-ratelimit-remaining']).toBe('90');
+  });
+
+  it('pro: 10,000 a day and 30 a minute by default', async () => {
+    await awayFromMinuteEdge();
+    const app = await start();
+    const { secret } = await accountWithKey(app, 'pro');
+    for (let i = 0; i < 30; i++) {
+      const res = await detect(app, `Bearer ${secret}`);
+      expect(res.statusCode).toBe(200);
+      expect(res.headers['x-ratelimit-limit']).toBe('10000');
+      expect(res.headers['x-quota-tier']).toBe('pro');
+    }
+    expectError(await detect(app, `Bearer ${secret}`), 429, 4290);
+  });
+
+  it('counts per account, shared by all its keys, separate from other accounts', async () => {
+    const app = await start({ FREE_PER_DAY: '4', FREE_PER_MINUTE: '100' });
+    const { account, secret } = await accountWithKey(app);
+    const second = await app.accountStore.createKey(account.id);
+    const other = await accountWithKey(app, 'free', 'other@example.com');
+    expect((await detect(app, `Bearer ${secret}`)).statusCode).toBe(200);
+    expect((await detect(app, `Bearer ${second?.secret}`)).statusCode).toBe(200);
+    expect((await detect(app, `Bearer ${secret}`)).statusCode).toBe(200);
+    const last = await detect(app, `Bearer ${second?.secret}`);
+    expect(last.headers['x-ratelimit-remaining']).toBe('0');
+    expectError(await detect(app, `Bearer ${secret}`), 429, 4291);
+    expectError(await detect(app, `Bearer ${second?.secret}`), 429, 4291);
+    expect((await detect(app, `Bearer ${other.secret}`)).statusCode).toBe(200);
+  });
+
+  it('applies a tier change on the very next request', async () => {
+    const app = await start({ FREE_PER_DAY: '2', FREE_PER_MINUTE: '100' });
+    const { account, secret } = await accountWithKey(app);
+    await detect(app, `Bearer ${secret}`);
+    await detect(app, `Bearer ${secret}`);
+    expectError(await detect(app, `Bearer ${secret}`), 429, 4291);
+    await app.accountStore.setTier(account.id, 'pro');
+    const res = await detect(app, `Bearer ${secret}`);
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['x-quota-tier']).toBe('pro');
+    expect(res.headers['x-ratelimit-remaining']).toBe(String(10_000 - 3));
+  });
+
+  it('counts failed detections, not refusals', async () => {
+    const app = await start({ FREE_PER_DAY: '2', FREE_PER_MINUTE: '100' });
+    const { secret } = await accountWithKey(app);
+    const bad = await app.app.inject({
+      method: 'POST',
+      url: OPEN,
+      payload: 'not an image',
+      headers: { 'content-type': 'image/png', authorization: `Bearer ${secret}` },
+    });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.headers['x-ratelimit-remaining']).toBe('1');
+  });
+
+  it('records when a key was last used', async () => {
+    const app = await start();
+    const { key, secret } = await accountWithKey(app);
+    expect(key.record.lastUsedAt).toBeNull();
+    await detect(app, `Bearer ${secret}`);
+    await new Promise((r) => setTimeout(r, 10));
+    const used = await app.accountStore.getKey(key.record.id);
+    expect(Date.now() - Date.parse(used?.lastUsedAt as string)).toBeLessThan(5_000);
+  });
+});
+
+describe('store failures', () => {
+  it('answers 503/5001 with Retry-After when the account store fails, never an allow', async () => {
+    const app = await start();
+    const { secret } = await accountWithKey(app);
+    app.accountStore.resolveKey = async () => {
+      throw new Error('connection lost');
+    };
+    const res = await detect(app, `Bearer ${secret}`);
+    expectError(res, 503, 5001);
+    expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+  });
+
+  it('answers 503/5001 when the quota store fails', async () => {
+    const app = await start();
+    const { secret } = await accountWithKey(app);
+    app.quotaStore.consume = async () => {
+      throw new Error('timeout');
+    };
+    expectError(await detect(app, `Bearer ${secret}`), 503, 5001);
+  });
+});

@@ -1,0 +1,55 @@
+// The quota-and-auth service on its own (cluster mode: Envoy's ext_authz sidecar). Listens on
+// QUOTA_PORT (default 8081). Stores by configuration: REDIS_URL → Redis, otherwise the embedded ones
+// (only useful for a single replica).
+
+import { ConfigError, loadConfig } from '../common/config.ts';
+import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
+
+let config: ReturnType<typeof loadConfig>;
+try {
+  config = loadConfig();
+} catch (err) {
+  if (err instanceof ConfigError) {
+    console.error(`nsfwdetector quota: invalid configuration: ${err.message}`);
+    process.exit(2);
+  }
+  throw err;
+}
+startTelemetry({ serviceName: 'nsfwdetector-quota' });
+
+const { buildQuotaService } = await import('./app.ts');
+const { openStores } = await import('./stores/open-stores.ts');
+const { AccountsFileError } = await import('./stores/local-account-store.ts');
+const { installShutdown } = await import('../common/shutdown.ts');
+
+let stores: Awaited<ReturnType<typeof openStores>>;
+try {
+  stores = await openStores(config, {
+    clientName: 'nsfwdetector-quota',
+    onRedisNotReady: (err) =>
+      console.error(`nsfwdetector quota: Redis not reachable yet; answering 503 until it is (${err})`),
+  });
+} catch (err) {
+  if (err instanceof AccountsFileError) {
+    console.error(`nsfwdetector quota: ${err.message}${err.cause ? ` (${err.cause})` : ''}`);
+    process.exit(2);
+  }
+  throw err;
+}
+
+const app = await buildQuotaService({
+  config,
+  quotaStore: stores.quotaStore,
+  accountStore: stores.accountStore,
+  sessionStore: stores.sessionStore,
+  keyQuota: stores.keyQuota,
+});
+
+installShutdown({
+  log: app.log,
+  graceMs: config.shutdownGraceMs,
+  steps: [() => app.close(), () => stores.close(), () => stopTelemetry()],
+});
+
+await app.listen({ port: config.quotaPort, host: config.host });
+app.log.info({ stores: stores.kind }, 'quota service ready');

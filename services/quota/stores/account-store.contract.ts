@@ -1,0 +1,128 @@
+// The behaviour every AccountStore + SessionStore implementation must show; run against the memory,
+// file and Redis implementations.
+
+import { expect, it } from 'vitest';
+import { type AccountStore, EmailTakenError, type SessionStore } from '../account-store.ts';
+import { hashApiKey, isValidApiKeyFormat } from '../api-keys.ts';
+
+type Store = AccountStore & SessionStore;
+
+export function accountStoreContract(open: () => Promise<Store>): void {
+  it('creates accounts with normalised, unique emails', async () => {
+    const store = await open();
+    const a = await store.createAccount({ email: '  Alice@Example.COM ', tier: 'free', passwordHash: 'h1' });
+    expect(a).toMatchObject({ email: 'alice@example.com', tier: 'free', passwordHash: 'h1' });
+    expect(a.id).toMatch(/^acc_[0-9a-f]{16}$/);
+    expect(Number.isNaN(Date.parse(a.createdAt))).toBe(false);
+    await expect(store.createAccount({ email: 'alice@example.com', tier: 'pro' })).rejects.toBeInstanceOf(
+      EmailTakenError,
+    );
+    expect(await store.getAccount(a.id)).toEqual(a);
+    expect(await store.findAccountByEmail('ALICE@example.com')).toEqual(a);
+    expect(await store.findAccountByEmail('bob@example.com')).toBeUndefined();
+    expect(await store.getAccount('acc_0000000000000000')).toBeUndefined();
+    const b = await store.createAccount({ email: 'bob@example.com', tier: 'pro' });
+    expect(b.passwordHash).toBe('');
+    expect((await store.listAccounts()).map((x) => x.id)).toEqual([a.id, b.id]);
+  });
+
+  it('changes tier and password hash, and says when the account does not exist', async () => {
+    const store = await open();
+    const a = await store.createAccount({ email: 'tier@example.com', tier: 'free' });
+    expect((await store.setTier(a.id, 'pro'))?.tier).toBe('pro');
+    expect((await store.getAccount(a.id))?.tier).toBe('pro');
+    expect((await store.setPasswordHash(a.id, 'scrypt$x'))?.passwordHash).toBe('scrypt$x');
+    expect(await store.setTier('acc_ffffffffffffffff', 'pro')).toBeUndefined();
+    expect(await store.setPasswordHash('acc_ffffffffffffffff', 'x')).toBeUndefined();
+  });
+
+  it('creates keys whose secret is shown once and resolves them by secret', async () => {
+    const store = await open();
+    const a = await store.createAccount({ email: 'keys@example.com', tier: 'free' });
+    const created = await store.createKey(a.id, { name: 'ci' });
+    if (!created) throw new Error('key not created');
+    const { record, secret } = created;
+    expect(isValidApiKeyFormat(secret)).toBe(true);
+    expect(record).toMatchObject({
+      accountId: a.id,
+      name: 'ci',
+      prefix: secret.slice(0, 13),
+      last4: secret.slice(-4),
+      lastUsedAt: null,
+      revokedAt: null,
+    });
+    expect(record.id).toMatch(/^key_[0-9a-f]{16}$/);
+    expect(JSON.stringify(record)).not.toContain(secret);
+    expect(JSON.stringify(record)).not.toContain(hashApiKey(secret));
+    const resolved = await store.resolveKey(secret);
+    expect(resolved?.key).toEqual(record);
+    expect(resolved?.account).toEqual(a);
+    expect(await store.resolveKey(`nsk_live_${'0'.repeat(32)}`)).toBeUndefined();
+    expect(await store.resolveKey('not a key')).toBeUndefined();
+    expect(await store.createKey('acc_ffffffffffffffff')).toBeUndefined();
+  });
+
+  it('lists keys newest first, revoked ones included, and never the secret', async () => {
+    const store = await open();
+    const a = await store.createAccount({ email: 'list@example.com', tier: 'free' });
+    const k1 = await store.createKey(a.id);
+    await new Promise((r) => setTimeout(r, 5));
+    const k2 = await store.createKey(a.id, { name: 'second' });
+    const other = await store.createAccount({ email: 'other@example.com', tier: 'free' });
+    await store.createKey(other.id);
+    await store.revokeKey(k1?.record.id as string);
+    const listed = await store.listKeys(a.id);
+    expect(listed.map((k) => k.id)).toEqual([k2?.record.id, k1?.record.id]);
+    expect(listed[1]?.revokedAt).not.toBeNull();
+    expect(JSON.stringify(listed)).not.toContain(k1?.secret as string);
+    expect(await store.getKey(k2?.record.id as string)).toEqual(k2?.record);
+    expect(await store.getKey('key_ffffffffffffffff')).toBeUndefined();
+  });
+
+  it('revokes: the key never resolves again; ownership is checked when asked', async () => {
+    const store = await open();
+    const a = await store.createAccount({ email: 'rev@example.com', tier: 'free' });
+    const b = await store.createAccount({ email: 'rev2@example.com', tier: 'free' });
+    const key = await store.createKey(a.id);
+    if (!key) throw new Error('key not created');
+    expect(await store.revokeKey(key.record.id, b.id)).toBeUndefined();
+    expect(await store.resolveKey(key.secret)).toBeDefined();
+    const revoked = await store.revokeKey(key.record.id, a.id);
+    expect(revoked?.revokedAt).not.toBeNull();
+    expect(await store.resolveKey(key.secret)).toBeUndefined();
+    // Idempotent, keeping the first revocation time.
+    expect((await store.revokeKey(key.record.id))?.revokedAt).toBe(revoked?.revokedAt);
+    expect(await store.revokeKey('key_ffffffffffffffff')).toBeUndefined();
+  });
+
+  it('records the last use, and a tier change shows in the next resolve', async () => {
+    const store = await open();
+    const a = await store.createAccount({ email: 'touch@example.com', tier: 'free' });
+    const key = await store.createKey(a.id);
+    if (!key) throw new Error('key not created');
+    const at = new Date('2030-01-02T03:04:05.000Z');
+    await store.touchKey(key.record.id, at);
+    expect((await store.getKey(key.record.id))?.lastUsedAt).toBe(at.toISOString());
+    await store.touchKey('key_ffffffffffffffff');
+    await store.setTier(a.id, 'pro');
+    expect((await store.resolveKey(key.secret))?.account.tier).toBe('pro');
+  });
+
+  it('keeps sessions by token until they expire or are deleted', async () => {
+    const store = await open();
+    const a = await store.createAccount({ email: 'sess@example.com', tier: 'free' });
+    const { token, expiresAt } = await store.createSession(a.id, 60_000);
+    expect(token).toMatch(/^[0-9a-f]{64}$/);
+    expect(Date.parse(expiresAt)).toBeGreaterThan(Date.now());
+    expect(await store.resolveSession(token)).toEqual({ accountId: a.id, expiresAt });
+    // A token one digit away (always a different digit) resolves to nothing.
+    const wrong = `${token.slice(0, -1)}${token.endsWith('0') ? '1' : '0'}`;
+    expect(await store.resolveSession(wrong)).toBeUndefined();
+    await store.deleteSession(token);
+    expect(await store.resolveSession(token)).toBeUndefined();
+    await store.deleteSession(token);
+    const short = await store.createSession(a.id, 30);
+    await new Promise((r) => setTimeout(r, 60));
+    expect(await store.resolveSession(short.token)).toBeUndefined();
+  });
+}

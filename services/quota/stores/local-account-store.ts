@@ -1,0 +1,416 @@
+// The embedded AccountStore + SessionStore: accounts, key hashes and session hashes in one state object,
+// kept either in memory (tests) or in a JSON file (`npm start`). The file is shared with the admin CLI,
+// which runs as another process: every change takes an exclusive lock file, re-reads the file, applies
+// the change and writes it atomically (temp file + fsync + rename); every read first checks (one stat)
+// whether the file changed since it was loaded. So a key revoked or a tier changed by the CLI applies
+// to the server's very next request, and neither process can overwrite the other's change.
+
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, readFile, rename, rm, stat, unlink } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import {
+  type Account,
+  type AccountStore,
+  type AccountTier,
+  type ApiKeyRecord,
+  type CreatedKey,
+  EmailTakenError,
+  isAccountTier,
+  type NewAccount,
+  normaliseEmail,
+  type ResolvedKey,
+  type Session,
+  type SessionStore,
+} from '../account-store.ts';
+import {
+  displayParts,
+  generateApiKey,
+  generateSessionToken,
+  hashApiKey,
+  isValidApiKeyFormat,
+  newId,
+  sha256Hex,
+} from '../api-keys.ts';
+
+interface StoredKey extends ApiKeyRecord {
+  /** SHA-256 hex of the secret. */
+  hash: string;
+}
+
+interface State {
+  version: 1;
+  accounts: Record<string, Account>;
+  keys: Record<string, StoredKey>;
+  /** By SHA-256 of the session token. */
+  sessions: Record<string, Session>;
+}
+
+function emptyState(): State {
+  return { version: 1, accounts: {}, keys: {}, sessions: {} };
+}
+
+/** Where the state lives. `read` is the freshest state; `update` is exclusive across processes. */
+export interface StateBox {
+  read(): Promise<State>;
+  update<T>(change: (state: State) => T): Promise<T>;
+  close(): Promise<void>;
+}
+
+export class MemoryStateBox implements StateBox {
+  #state = emptyState();
+  async read(): Promise<State> {
+    return this.#state;
+  }
+  async update<T>(change: (state: State) => T): Promise<T> {
+    // Work on a copy so a change that throws half-way leaves nothing behind, as with the file.
+    const next = structuredClone(this.#state);
+    const result = change(next);
+    this.#state = next;
+    return result;
+  }
+  async close(): Promise<void> {}
+}
+
+/** The accounts file is missing something, or is not ours: refuse to start rather than overwrite it. */
+export class AccountsFileError extends Error {
+  override name = 'AccountsFileError';
+}
+
+const LOCK_WAIT_MS = 5_000;
+const LOCK_STALE_MS = 10_000;
+
+interface FileVersion {
+  ino: bigint;
+  size: bigint;
+  mtimeNs: bigint;
+}
+
+export class JsonFileStateBox implements StateBox {
+  readonly path: string;
+  #state: State = emptyState();
+  #version: FileVersion | undefined;
+  /** Serialises this process's own updates; the lock file serialises them with other processes. */
+  #queue: Promise<unknown> = Promise.resolve();
+
+  private constructor(path: string) {
+    this.path = path;
+  }
+
+  /** Validates (or creates) the file at boot; a bad file stops the process with a clear message. */
+  static async open(path: string): Promise<JsonFileStateBox> {
+    const box = new JsonFileStateBox(path);
+    try {
+      await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+    } catch (err) {
+      throw new AccountsFileError(`cannot create the directory of ACCOUNTS_FILE ${path}`, { cause: err });
+    }
+    // An update reads the file if present, validates it, and writes it back: this proves at boot that
+    // the file is ours and that the directory is writable.
+    await box.update(() => undefined);
+    return box;
+  }
+
+  async read(): Promise<State> {
+    const current = await this.#currentVersion();
+    if (!sameVersion(current, this.#version)) await this.#load(current);
+    return this.#state;
+  }
+
+  update<T>(change: (state: State) => T): Promise<T> {
+    const run = this.#queue.then(() => this.#locked(change));
+    this.#queue = run.catch(() => undefined);
+    return run;
+  }
+
+  async close(): Promise<void> {
+    await this.#queue;
+  }
+
+  async #locked<T>(change: (state: State) => T): Promise<T> {
+    const release = await this.#lock();
+    try {
+      const current = await this.#currentVersion();
+      if (!sameVersion(current, this.#version)) await this.#load(current);
+      const next = structuredClone(this.#state);
+      const result = change(next);
+      await this.#write(next);
+      return result;
+    } finally {
+      await release();
+    }
+  }
+
+  async #currentVersion(): Promise<FileVersion | undefined> {
+    try {
+      const s = await stat(this.path, { bigint: true });
+      return { ino: s.ino, size: s.size, mtimeNs: s.mtimeNs };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    }
+  }
+
+  async #load(version: FileVersion | undefined): Promise<void> {
+    if (version === undefined) {
+      this.#state = emptyState();
+      this.#version = undefined;
+      return;
+    }
+    let text: string;
+    try {
+      text = await readFile(this.path, 'utf8');
+    } catch (err) {
+      throw new AccountsFileError(`cannot read ACCOUNTS_FILE ${this.path}`, { cause: err });
+    }
+    this.#state = parseState(text, this.path);
+    this.#version = version;
+  }
+
+  async #write(state: State): Promise<void> {
+    const tmp = `${this.path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+    try {
+      const handle = await open(tmp, 'wx', 0o600);
+      try {
+        await handle.writeFile(`${JSON.stringify(state, null, 2)}\n`, 'utf8');
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await rename(tmp, this.path);
+    } catch (err) {
+      await rm(tmp, { force: true });
+      throw new AccountsFileError(`cannot write ACCOUNTS_FILE ${this.path}`, { cause: err });
+    }
+    this.#state = state;
+    this.#version = await this.#currentVersion();
+  }
+
+  /** An exclusive lock file (O_EXCL); a lock older than LOCK_STALE_MS belongs to a dead process. */
+  async #lock(): Promise<() => Promise<void>> {
+    const lockPath = `${this.path}.lock`;
+    const deadline = Date.now() + LOCK_WAIT_MS;
+    for (;;) {
+      try {
+        const handle = await open(lockPath, 'wx', 0o600);
+        await handle.writeFile(String(process.pid));
+        await handle.close();
+        return async () => {
+          await unlink(lockPath).catch((err: NodeJS.ErrnoException) => {
+            if (err.code !== 'ENOENT') throw err;
+          });
+        };
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
+          throw new AccountsFileError(`cannot lock ACCOUNTS_FILE ${this.path}`, { cause: err });
+        }
+      }
+      const held = await stat(lockPath).catch(() => undefined);
+      if (held && Date.now() - held.mtimeMs > LOCK_STALE_MS) {
+        await unlink(lockPath).catch(() => undefined);
+        continue;
+      }
+      if (Date.now() > deadline)
+        throw new AccountsFileError(`ACCOUNTS_FILE ${this.path} stayed locked by ${lockPath}`);
+      await new Promise((r) => setTimeout(r, 5 + Math.random() * 10));
+    }
+  }
+}
+
+function sameVersion(a: FileVersion | undefined, b: FileVersion | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  return a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs;
+}
+
+function parseState(text: string, path: string): State {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (err) {
+    throw new AccountsFileError(`ACCOUNTS_FILE ${path} is not valid JSON`, { cause: err });
+  }
+  const bad = (what: string) => new AccountsFileError(`ACCOUNTS_FILE ${path}: ${what}`);
+  if (typeof raw !== 'object' || raw === null) throw bad('not an object');
+  const s = raw as Partial<State>;
+  if (s.version !== 1) throw bad(`unknown version ${JSON.stringify(s.version)} (expected 1)`);
+  for (const field of ['accounts', 'keys', 'sessions'] as const) {
+    if (typeof s[field] !== 'object' || s[field] === null) throw bad(`"${field}" must be an object`);
+  }
+  for (const [id, a] of Object.entries(s.accounts ?? {})) {
+    if (a?.id !== id || typeof a.email !== 'string' || !isAccountTier(a.tier))
+      throw bad(`account ${id} is malformed`);
+  }
+  for (const [id, k] of Object.entries(s.keys ?? {})) {
+    if (k?.id !== id || typeof k.hash !== 'string' || typeof k.accountId !== 'string')
+      throw bad(`key ${id} is malformed`);
+  }
+  return s as State;
+}
+
+function publicKey(k: StoredKey): ApiKeyRecord {
+  const { hash: _hash, ...record } = k;
+  return record;
+}
+
+function iso(at: Date = new Date()): string {
+  return at.toISOString();
+}
+
+/** Key-hash → key id, rebuilt only when the state object changes (i.e. after a reload or update). */
+const hashIndex = new WeakMap<State, Map<string, string>>();
+function keyIdByHash(state: State, hash: string): string | undefined {
+  let index = hashIndex.get(state);
+  if (!index) {
+    index = new Map(Object.values(state.keys).map((k) => [k.hash, k.id]));
+    hashIndex.set(state, index);
+  }
+  return index.get(hash);
+}
+
+export class LocalAccountStore implements AccountStore, SessionStore {
+  readonly #box: StateBox;
+
+  constructor(box: StateBox) {
+    this.#box = box;
+  }
+
+  async createAccount(input: NewAccount): Promise<Account> {
+    const email = normaliseEmail(input.email);
+    return this.#box.update((s) => {
+      if (Object.values(s.accounts).some((a) => a.email === email)) throw new EmailTakenError(email);
+      const account: Account = {
+        id: newId('acc_'),
+        email,
+        tier: input.tier,
+        passwordHash: input.passwordHash ?? '',
+        createdAt: iso(),
+      };
+      s.accounts[account.id] = account;
+      return { ...account };
+    });
+  }
+
+  async getAccount(accountId: string): Promise<Account | undefined> {
+    const account = (await this.#box.read()).accounts[accountId];
+    return account && { ...account };
+  }
+
+  async findAccountByEmail(email: string): Promise<Account | undefined> {
+    const wanted = normaliseEmail(email);
+    const account = Object.values((await this.#box.read()).accounts).find((a) => a.email === wanted);
+    return account && { ...account };
+  }
+
+  async listAccounts(): Promise<Account[]> {
+    const accounts = Object.values((await this.#box.read()).accounts).map((a) => ({ ...a }));
+    return accounts.sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+  }
+
+  setTier(accountId: string, tier: AccountTier): Promise<Account | undefined> {
+    return this.#box.update((s) => {
+      const account = s.accounts[accountId];
+      if (account) account.tier = tier;
+      return account && { ...account };
+    });
+  }
+
+  setPasswordHash(accountId: string, passwordHash: string): Promise<Account | undefined> {
+    return this.#box.update((s) => {
+      const account = s.accounts[accountId];
+      if (account) account.passwordHash = passwordHash;
+      return account && { ...account };
+    });
+  }
+
+  createKey(accountId: string, opts: { name?: string } = {}): Promise<CreatedKey | undefined> {
+    return this.#box.update((s) => {
+      if (!s.accounts[accountId]) return undefined;
+      const secret = generateApiKey();
+      const stored: StoredKey = {
+        id: newId('key_'),
+        accountId,
+        name: opts.name ?? '',
+        ...displayParts(secret),
+        createdAt: iso(),
+        lastUsedAt: null,
+        revokedAt: null,
+        hash: hashApiKey(secret),
+      };
+      s.keys[stored.id] = stored;
+      return { record: publicKey(stored), secret };
+    });
+  }
+
+  async listKeys(accountId: string): Promise<ApiKeyRecord[]> {
+    const keys = Object.values((await this.#box.read()).keys).filter((k) => k.accountId === accountId);
+    return keys.sort((a, b) => b.createdAt.localeCompare(a.createdAt)).map(publicKey);
+  }
+
+  async getKey(keyId: string): Promise<ApiKeyRecord | undefined> {
+    const key = (await this.#box.read()).keys[keyId];
+    return key && publicKey(key);
+  }
+
+  revokeKey(keyId: string, accountId?: string): Promise<ApiKeyRecord | undefined> {
+    return this.#box.update((s) => {
+      const key = s.keys[keyId];
+      if (!key || (accountId !== undefined && key.accountId !== accountId)) return undefined;
+      key.revokedAt ??= iso();
+      return publicKey(key);
+    });
+  }
+
+  async resolveKey(secret: string): Promise<ResolvedKey | undefined> {
+    if (!isValidApiKeyFormat(secret)) return undefined;
+    const state = await this.#box.read();
+    const keyId = keyIdByHash(state, hashApiKey(secret));
+    const key = keyId === undefined ? undefined : state.keys[keyId];
+    if (!key || key.revokedAt !== null) return undefined;
+    const account = state.accounts[key.accountId];
+    return account ? { key: publicKey(key), account: { ...account } } : undefined;
+  }
+
+  async touchKey(keyId: string, at: Date = new Date()): Promise<void> {
+    await this.#box.update((s) => {
+      const key = s.keys[keyId];
+      if (key) key.lastUsedAt = iso(at);
+    });
+  }
+
+  createSession(accountId: string, ttlMs: number): Promise<{ token: string; expiresAt: string }> {
+    const token = generateSessionToken();
+    const expiresAt = iso(new Date(Date.now() + ttlMs));
+    return this.#box.update((s) => {
+      const now = Date.now();
+      for (const [hash, session] of Object.entries(s.sessions)) {
+        if (Date.parse(session.expiresAt) <= now) delete s.sessions[hash];
+      }
+      s.sessions[sha256Hex(token)] = { accountId, expiresAt };
+      return { token, expiresAt };
+    });
+  }
+
+  async resolveSession(token: string): Promise<Session | undefined> {
+    const session = (await this.#box.read()).sessions[sha256Hex(token)];
+    return session && Date.parse(session.expiresAt) > Date.now() ? { ...session } : undefined;
+  }
+
+  async deleteSession(token: string): Promise<void> {
+    await this.#box.update((s) => {
+      delete s.sessions[sha256Hex(token)];
+    });
+  }
+
+  close(): Promise<void> {
+    return this.#box.close();
+  }
+}
+
+/** Accounts in memory only (tests). */
+export function memoryAccountStore(): LocalAccountStore {
+  return new LocalAccountStore(new MemoryStateBox());
+}
+
+/** Accounts in a JSON file (embedded `npm start`, admin CLI); validates the file now. */
+export async function openFileAccountStore(path: string): Promise<LocalAccountStore> {
+  return new LocalAccountStore(await JsonFileStateBox.open(path));
+}

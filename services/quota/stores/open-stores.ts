@@ -1,0 +1,98 @@
+// Composition-root helper: the one place that picks the store implementations, by configuration.
+// REDIS_URL set → counters, accounts, keys and sessions in Redis (shared by every replica);
+// unset → counters in memory, accounts/keys/sessions in the ACCOUNTS_FILE (embedded `npm start`).
+// Used by the embedded server, the quota server, the admin CLI and the benchmark.
+
+import type { Config } from '../../common/config.ts';
+import type { AccountStore, SessionStore } from '../account-store.ts';
+import { ComposedKeyQuota, type KeyQuota } from '../authorize.ts';
+import type { QuotaStore } from '../quota-store.ts';
+import { openFileAccountStore } from './local-account-store.ts';
+import { MemoryQuotaStore } from './memory-quota-store.ts';
+import { RedisAccountStore } from './redis-account-store.ts';
+import { connectRedis, redisReady } from './redis-connection.ts';
+import { RedisKeyQuota } from './redis-key-quota.ts';
+import { RedisQuotaStore } from './redis-quota-store.ts';
+
+export interface Stores {
+  kind: 'redis' | 'embedded';
+  quotaStore: QuotaStore;
+  accountStore: AccountStore;
+  sessionStore: SessionStore;
+  /** The key path of authorize(): resolve + count (one Redis round trip with Redis). */
+  keyQuota: KeyQuota;
+  /** Closes every store (and its connection) once. */
+  close(): Promise<void>;
+}
+
+export interface OpenStoresOptions {
+  /** A name for the Redis connections (CLIENT LIST). */
+  clientName?: string;
+  /**
+   * How long to wait for Redis at startup. A server starts anyway when Redis is not there yet
+   * (requests answer 503/5001 until it is); the admin CLI passes `required` and fails instead.
+   */
+  waitForRedisMs?: number;
+  required?: boolean;
+  onRedisNotReady?: (err: unknown) => void;
+}
+
+export async function openStores(config: Config, opts: OpenStoresOptions = {}): Promise<Stores> {
+  if (config.redisUrl === undefined) {
+    const local = await openFileAccountStore(config.accountsFile);
+    const quotaStore = new MemoryQuotaStore();
+    return {
+      kind: 'embedded',
+      quotaStore,
+      accountStore: local,
+      sessionStore: local,
+      keyQuota: new ComposedKeyQuota(local, quotaStore),
+      close: once(async () => {
+        await quotaStore.close();
+        await local.close();
+      }),
+    };
+  }
+  const connection = (role: string) =>
+    connectRedis({
+      url: config.redisUrl as string,
+      commandTimeoutMs: config.redis.commandTimeoutMs,
+      socketTimeoutMs: config.redis.socketTimeoutMs,
+      connectTimeoutMs: config.redis.connectTimeoutMs,
+      name: `${opts.clientName ?? 'nsfwdetector'}-${role}`,
+    });
+  const quotaRedis = connection('quota');
+  const accountRedis = connection('accounts');
+  const quotaStore = new RedisQuotaStore(quotaRedis, config.redis.keyPrefix);
+  const accounts = new RedisAccountStore(accountRedis, config.redis.keyPrefix);
+  const stores: Stores = {
+    kind: 'redis',
+    quotaStore,
+    accountStore: accounts,
+    sessionStore: accounts,
+    keyQuota: new RedisKeyQuota(quotaRedis, config.redis.keyPrefix),
+    close: once(async () => {
+      await quotaStore.close();
+      await accounts.close();
+    }),
+  };
+  const waitMs = opts.waitForRedisMs ?? config.redis.connectTimeoutMs;
+  try {
+    await Promise.all([redisReady(quotaRedis, waitMs), redisReady(accountRedis, waitMs)]);
+  } catch (err) {
+    if (opts.required) {
+      await stores.close();
+      throw err;
+    }
+    opts.onRedisNotReady?.(err);
+  }
+  return stores;
+}
+
+function once(fn: () => Promise<void>): () => Promise<void> {
+  let running: Promise<void> | undefined;
+  return () => {
+    running ??= fn();
+    return running;
+  };
+}

@@ -1,0 +1,141 @@
+// QuotaStore on Redis, shared by every replica. One Lua script reads the clock with Redis TIME (one
+// clock for all replicas, no skew), checks the minute and the day window, and increments both only if
+// both allow it; Redis runs scripts one at a time, so concurrent requests from any number of
+// processes are admitted exactly up to the limit. Each window is a small hash {w: window start ms,
+// n: count} that expires at its window's end; a stale `w` (expiry not yet run) reads as zero.
+
+import type { Redis } from 'ioredis';
+import type { WindowLimits } from '../../common/config.ts';
+import {
+  type QuotaOutcome,
+  type QuotaStore,
+  retryAfterSeconds,
+  type WindowState,
+  windowsAt,
+} from '../quota-store.ts';
+import { closeRedis, LuaScript } from './redis-connection.ts';
+
+/**
+ * Lua: `windows_consume(minuteKey, dayKey, perMinute, perDay, consume)` → {refused (0 none, 1 minute,
+ * 2 day), minute count, day count, now ms}. Clock: Redis TIME. Counts both windows only if both allow;
+ * each window key is a hash {w: window start ms, n: count} expiring at its window's end. Shared by
+ * every script that counts (this store's, and RedisKeyQuota's key-and-count script).
+ */
+export const WINDOWS_LUA = `
+local function windows_consume(mk, dk, perMinute, perDay, consume)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local minuteStart = now - (now % 60000)
+  local dayStart = now - (now % 86400000)
+  local function count(key, start)
+    local v = redis.call('HMGET', key, 'w', 'n')
+    if v[1] and tonumber(v[1]) == start then return tonumber(v[2]) or 0 end
+    return 0
+  end
+  local m = count(mk, minuteStart)
+  local d = count(dk, dayStart)
+  if not consume then return {0, m, d, now} end
+  if d >= perDay then return {2, m, d, now} end
+  if m >= perMinute then return {1, m, d, now} end
+  m = m + 1
+  d = d + 1
+  redis.call('HSET', mk, 'w', minuteStart, 'n', m)
+  redis.call('PEXPIREAT', mk, minuteStart + 60000)
+  redis.call('HSET', dk, 'w', dayStart, 'n', d)
+  redis.call('PEXPIREAT', dk, dayStart + 86400000)
+  return {0, m, d, now}
+end
+`;
+
+// KEYS[1] minute window, KEYS[2] day window. ARGV[1] per-minute limit, ARGV[2] per-day limit,
+// ARGV[3] '1' to consume, '0' to peek.
+const CONSUME = new LuaScript(`${WINDOWS_LUA}
+return windows_consume(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1')
+`);
+
+/** Key names of a subject's windows: `<base>:m` and `<base>:d`. */
+export function windowKeyBase(prefix: string, subject: string): string {
+  return `${prefix}q:${subject}`;
+}
+
+/** A `windows_consume` reply as the QuotaStore contract's outcome. */
+export function outcomeFromReply(reply: unknown, limits: WindowLimits): QuotaOutcome {
+  if (!Array.isArray(reply) || reply.length !== 4) {
+    throw new Error(`Unexpected reply from the quota script: ${JSON.stringify(reply)}`);
+  }
+  const [refused, m, d, now] = reply.map(Number) as [number, number, number, number];
+  const state = windows(m, d, now, limits);
+  if (refused === 0) return { allowed: true, ...state };
+  const refusedBy = refused === 2 ? 'day' : 'minute';
+  const end = (refusedBy === 'day' ? state.day.resetAt : state.minute.resetAt) * 1000;
+  return { allowed: false, refusedBy, retryAfterSeconds: retryAfterSeconds(now, end), ...state };
+}
+
+// KEYS[1] device counter. Counts one request for the current UTC day.
+const TRACK_DEVICE = new LuaScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local dayStart = now - (now % 86400000)
+local v = redis.call('HMGET', KEYS[1], 'w', 'n')
+local n = 1
+if v[1] and tonumber(v[1]) == dayStart then n = (tonumber(v[2]) or 0) + 1 end
+redis.call('HSET', KEYS[1], 'w', dayStart, 'n', n)
+redis.call('PEXPIREAT', KEYS[1], dayStart + 86400000)
+return n
+`);
+
+export class RedisQuotaStore implements QuotaStore {
+  readonly #redis: Redis;
+  readonly #prefix: string;
+
+  /** Takes ownership of the connection (closed by `close`). */
+  constructor(redis: Redis, keyPrefix: string) {
+    this.#redis = redis;
+    this.#prefix = keyPrefix;
+  }
+
+  async consume(subject: string, limits: WindowLimits): Promise<QuotaOutcome> {
+    return outcomeFromReply(await this.#run(subject, limits, true), limits);
+  }
+
+  async peek(subject: string, limits: WindowLimits): Promise<{ minute: WindowState; day: WindowState }> {
+    const { minute, day } = outcomeFromReply(await this.#run(subject, limits, false), limits);
+    return { minute, day };
+  }
+
+  async trackDevice(deviceId: string): Promise<void> {
+    await TRACK_DEVICE.run(this.#redis, [`${this.#prefix}dev:${deviceId}`], []);
+  }
+
+  /** Requests seen today from a device id (tests, abuse reports). */
+  async deviceCount(deviceId: string): Promise<number> {
+    const [w, n] = await this.#redis.hmget(`${this.#prefix}dev:${deviceId}`, 'w', 'n');
+    return Number(w) === windowsAt(Date.now()).dayStart ? Number(n) : 0;
+  }
+
+  close(): Promise<void> {
+    return closeRedis(this.#redis);
+  }
+
+  #run(subject: string, limits: WindowLimits, consume: boolean): Promise<unknown> {
+    const base = windowKeyBase(this.#prefix, subject);
+    return CONSUME.run(
+      this.#redis,
+      [`${base}:m`, `${base}:d`],
+      [limits.perMinute, limits.perDay, consume ? '1' : '0'],
+    );
+  }
+}
+
+function windows(
+  minuteUsed: number,
+  dayUsed: number,
+  nowMs: number,
+  limits: WindowLimits,
+): { minute: WindowState; day: WindowState } {
+  const { minuteEnd, dayEnd } = windowsAt(nowMs);
+  return {
+    minute: { used: minuteUsed, limit: limits.perMinute, resetAt: minuteEnd / 1000 },
+    day: { used: dayUsed, limit: limits.perDay, resetAt: dayEnd / 1000 },
+  };
+}

@@ -1,0 +1,203 @@
+// The Redis stores against a real redis-server: the account-store contract, the quota semantics
+// (windows on Redis TIME, both-or-neither counting, expiry at the window's end), and behaviour while
+// Redis is down or hung. Multi-process exactness: test/quota-redis-processes.test.ts.
+
+import type { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describeRedis } from '../../../test/support/describe-redis.ts';
+import { RedisServer } from '../../../test/support/redis-server.ts';
+import { accountStoreContract } from './account-store.contract.ts';
+import { RedisAccountStore } from './redis-account-store.ts';
+import { connectRedis, redisReady } from './redis-connection.ts';
+import { RedisQuotaStore } from './redis-quota-store.ts';
+
+let server: RedisServer;
+const open: Array<{ close(): Promise<void> }> = [];
+let prefixes = 0;
+
+function connection(commandTimeoutMs = 100): Redis {
+  return connectRedis({ url: server.url, commandTimeoutMs, socketTimeoutMs: 1000, connectTimeoutMs: 1000 });
+}
+
+async function quotaStore(): Promise<{ store: RedisQuotaStore; redis: Redis; prefix: string }> {
+  const redis = connection();
+  await redisReady(redis, 5000);
+  const prefix = `t${++prefixes}:`;
+  const store = new RedisQuotaStore(redis, prefix);
+  open.push(store);
+  return { store, redis, prefix };
+}
+
+describeRedis('Redis stores (real redis-server)', () => {
+  beforeAll(async () => {
+    server = await RedisServer.start();
+  });
+  afterEach(async () => {
+    for (const s of open.splice(0)) await s.close();
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  describe('RedisAccountStore', () => {
+    accountStoreContract(async () => {
+      const redis = connection();
+      await redisReady(redis, 5000);
+      const store = new RedisAccountStore(redis, `a${++prefixes}:`);
+      open.push(store);
+      return store;
+    });
+
+    it('keeps only hashes of keys and sessions in Redis', async () => {
+      const redis = connection();
+      await redisReady(redis, 5000);
+      const store = new RedisAccountStore(redis, 'h:');
+      open.push(store);
+      const a = await store.createAccount({ email: 'h@example.com', tier: 'free' });
+      const key = await store.createKey(a.id);
+      const { token } = await store.createSession(a.id, 60_000);
+      const dump: string[] = [];
+      for (const k of await redis.keys('h:*')) {
+        dump.push(k);
+        const type = await redis.type(k);
+        if (type === 'hash') dump.push(...Object.values(await redis.hgetall(k)));
+        if (type === 'string') dump.push((await redis.get(k)) ?? '');
+      }
+      const all = dump.join('\n');
+      expect(all).not.toContain(key?.secret as string);
+      expect(all).not.toContain(token);
+    });
+  });
+
+  describe('RedisQuotaStore', () => {
+    const limits = { perMinute: 3, perDay: 5 };
+
+    it('admits up to the minute limit and reports the windows by Redis time', async () => {
+      const { store } = await quotaStore();
+      const now = Date.now();
+      for (let i = 1; i <= 3; i++) {
+        const out = await store.consume('s', limits);
+        expect(out.allowed).toBe(true);
+        expect(out.minute.used).toBe(i);
+        expect(out.day.used).toBe(i);
+      }
+      const refused = await store.consume('s', limits);
+      // A refusal near a minute's end could straddle it; accept either a minute refusal or a fresh admit.
+      if (refused.allowed) return;
+      expect(refused.refusedBy).toBe('minute');
+      expect(refused.minute.resetAt % 60).toBe(0);
+      expect(refused.minute.resetAt * 1000).toBeGreaterThan(now);
+      expect(refused.minute.resetAt * 1000).toBeLessThanOrEqual(now + 120_000);
+      expect(refused.retryAfterSeconds).toBeGreaterThanOrEqual(1);
+      expect(refused.retryAfterSeconds).toBeLessThanOrEqual(60);
+      expect(refused.day.resetAt).toBe(Math.floor(now / 86_400_000 + 1) * 86_400);
+    });
+
+    it('counts neither window when one refuses, and the day wins when both are full', async () => {
+      const { store } = await quotaStore();
+      const wide = { perMinute: 100, perDay: 2 };
+      await store.consume('d', wide);
+      await store.consume('d', wide);
+      const refused = await store.consume('d', wide);
+      expect(refused).toMatchObject({ allowed: false, refusedBy: 'day' });
+      expect(refused.minute.used).toBe(2);
+      const peek = await store.peek('d', wide);
+      expect(peek.minute.used).toBe(2);
+      expect(peek.day.used).toBe(2);
+      const both = await store.consume('d', { perMinute: 2, perDay: 2 });
+      expect(both).toMatchObject({ allowed: false, refusedBy: 'day' });
+    });
+
+    it('peeks without counting', async () => {
+      const { store } = await quotaStore();
+      expect((await store.peek('p', limits)).day.used).toBe(0);
+      await store.consume('p', limits);
+      expect((await store.peek('p', limits)).day).toMatchObject({ used: 1, limit: 5 });
+      expect((await store.peek('p', limits)).day.used).toBe(1);
+    });
+
+    it('sets each window key to expire at its window’s end', async () => {
+      const { store, redis, prefix } = await quotaStore();
+      const out = await store.consume('x', limits);
+      const minuteExpiry = await redis.pexpiretime(`${prefix}q:x:m`);
+      const dayExpiry = await redis.pexpiretime(`${prefix}q:x:d`);
+      expect(minuteExpiry).toBe(out.minute.resetAt * 1000);
+      expect(dayExpiry).toBe(out.day.resetAt * 1000);
+    });
+
+    it('counts a device per day, and a fresh subject starts at zero', async () => {
+      const { store, redis, prefix } = await quotaStore();
+      await store.trackDevice('dev-1');
+      await store.trackDevice('dev-1');
+      expect(await store.deviceCount('dev-1')).toBe(2);
+      expect(await store.deviceCount('dev-2')).toBe(0);
+      expect(await redis.pexpiretime(`${prefix}dev:dev-1`)).toBe(
+        Math.floor(Date.now() / 86_400_000 + 1) * 86_400_000,
+      );
+    });
+
+    it('admits exactly the limit among concurrent calls on separate connections', async () => {
+      const stores = await Promise.all([quotaStore(), quotaStore(), quotaStore(), quotaStore()]);
+      const prefix = 'shared:';
+      const shared = stores.map(({ redis }) => new RedisQuotaStore(redis, prefix));
+      const big = { perMinute: 100_000, perDay: 150 };
+      const outcomes = await Promise.all(
+        Array.from({ length: 400 }, (_, i) => (shared[i % 4] as RedisQuotaStore).consume('c', big)),
+      );
+      expect(outcomes.filter((o) => o.allowed)).toHaveLength(150);
+      expect(outcomes.filter((o) => !o.allowed && o.refusedBy === 'day')).toHaveLength(250);
+    });
+  });
+
+  describe('when Redis fails', () => {
+    it('rejects at once while Redis is down, within the command timeout while it hangs, and recovers', async () => {
+      const { store } = await quotaStore();
+      const big = { perMinute: 100_000, perDay: 100_000 };
+      expect((await store.consume('f', big)).allowed).toBe(true);
+
+      const timed = async () => {
+        const started = performance.now();
+        const result = await store.consume('f', big).then(
+          () => 'ok',
+          (err: Error) => err.message,
+        );
+        return { result, ms: performance.now() - started };
+      };
+
+      await server.kill();
+      const down = await Promise.all(Array.from({ length: 50 }, timed));
+      for (const r of down) {
+        expect(r.result).not.toBe('ok');
+        expect(r.ms).toBeLessThan(250);
+      }
+
+      await server.restart();
+      const deadline = Date.now() + 5000;
+      let recovered = false;
+      while (!recovered && Date.now() < deadline) {
+        recovered = (await timed()).result === 'ok';
+        if (!recovered) await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(recovered).toBe(true);
+
+      // Hung (SIGSTOP): the connection stays open but nothing answers.
+      server.pause();
+      try {
+        const hung = await Promise.all(Array.from({ length: 50 }, timed));
+        for (const r of hung) {
+          expect(r.result).toMatch(/timed out|writeable|timeout/i);
+          expect(r.ms).toBeLessThan(250);
+        }
+      } finally {
+        server.resume();
+      }
+      const deadline2 = Date.now() + 5000;
+      recovered = false;
+      while (!recovered && Date.now() < deadline2) {
+        recovered = (await timed()).result === 'ok';
+        if (!recovered) await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(recovered).toBe(true);
+    });
+  });
+});

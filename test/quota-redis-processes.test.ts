@@ -1,0 +1,202 @@
+// The quota service as it runs in the cluster: 4 real quota processes (services/quota/server.ts)
+// sharing one real redis-server, called over HTTP the way Envoy's ext_authz calls them.
+// Exactness: 500 concurrent requests for one account admit exactly the limit.
+// Fault: Redis killed mid-run → every answer is 503/5001 within 250 ms; Redis back → service back.
+
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { AccountTier } from '../services/quota/account-store.ts';
+import { RedisAccountStore } from '../services/quota/stores/redis-account-store.ts';
+import { connectRedis, redisReady } from '../services/quota/stores/redis-connection.ts';
+import { describeRedis } from './support/describe-redis.ts';
+import { awayFromMinuteEdge } from './support/minute-edge.ts';
+import { startQuotaServer } from './support/quota-process.ts';
+import { RedisServer } from './support/redis-server.ts';
+import type { ServerProcess } from './support/server-process.ts';
+
+const PREFIX = 'mp:';
+const FREE_PER_DAY = 137;
+const PRO_PER_MINUTE = 61;
+
+let redis: RedisServer;
+let processes: ServerProcess[] = [];
+let accounts: RedisAccountStore;
+
+const LIMITS = {
+  FREE_PER_DAY: String(FREE_PER_DAY),
+  FREE_PER_MINUTE: '100000',
+  PRO_PER_MINUTE: String(PRO_PER_MINUTE),
+  PRO_PER_DAY: '100000',
+  ANON_PER_MINUTE: '100000',
+  ANON_PER_DAY: '100000',
+};
+
+async function startAll(count: number, env: Record<string, string>): Promise<void> {
+  redis = await RedisServer.start();
+  processes = await Promise.all(
+    Array.from({ length: count }, () =>
+      startQuotaServer({ REDIS_URL: redis.url, REDIS_KEY_PREFIX: PREFIX, ...LIMITS, ...env }),
+    ),
+  );
+  accounts = await openAccounts();
+}
+
+async function stopAll(): Promise<void> {
+  await accounts?.close();
+  await Promise.all(processes.map((p) => p.stop()));
+  processes = [];
+  await redis?.stop();
+}
+
+function connection(): Redis {
+  return connectRedis({
+    url: redis.url,
+    commandTimeoutMs: 1000,
+    socketTimeoutMs: 2000,
+    connectTimeoutMs: 1000,
+  });
+}
+
+async function openAccounts(): Promise<RedisAccountStore> {
+  const conn = connection();
+  await redisReady(conn, 5000);
+  return new RedisAccountStore(conn, PREFIX);
+}
+
+async function newKey(tier: AccountTier): Promise<string> {
+  const account = await accounts.createAccount({
+    email: `${tier}-${Date.now()}-${Math.random()}@example.com`,
+    tier,
+  });
+  const key = await accounts.createKey(account.id);
+  return key?.secret as string;
+}
+
+interface Answer {
+  status: number;
+  code: number | undefined;
+  ms: number;
+  headers: Headers;
+}
+
+async function call(i: number, path: string, headers: Record<string, string>): Promise<Answer> {
+  const target = processes[i % processes.length] as ServerProcess;
+  const started = performance.now();
+  const res = await fetch(`${target.url}/ext_authz${path}`, { method: 'POST', headers });
+  const text = await res.text();
+  const ms = performance.now() - started;
+  const code = text ? (JSON.parse(text) as { code: number }).code : undefined;
+  return { status: res.status, code, ms, headers: res.headers };
+}
+
+describeRedis('4 quota processes sharing one Redis: exactness', () => {
+  // Exactness, not latency, is under test here: a generous command timeout keeps a loaded CI machine
+  // from turning slow answers into (correct, but off-topic) 503s. The fault suite below uses defaults.
+  beforeAll(() => startAll(4, { REDIS_COMMAND_TIMEOUT_MS: '2000' }));
+  afterAll(stopAll);
+
+  it('admits exactly the daily limit of 500 concurrent requests for one account (4291 for the rest)', async () => {
+    const secret = await newKey('free');
+    const answers = await Promise.all(
+      Array.from({ length: 500 }, (_, i) =>
+        call(i, '/api/open/detect', { authorization: `Bearer ${secret}` }),
+      ),
+    );
+    const admitted = answers.filter((a) => a.status === 200);
+    const refused = answers.filter((a) => a.status === 429 && a.code === 4291);
+    expect(admitted).toHaveLength(FREE_PER_DAY);
+    expect(refused).toHaveLength(500 - FREE_PER_DAY);
+    // Every admitted request saw a distinct remaining count: no two were given the same slot.
+    const remaining = new Set(admitted.map((a) => a.headers.get('x-ratelimit-remaining')));
+    expect(remaining.size).toBe(FREE_PER_DAY);
+    expect(refused.every((a) => a.headers.get('retry-after') !== null)).toBe(true);
+  });
+
+  it('admits exactly the minute limit of 500 concurrent requests for one pro account (4290 for the rest)', async () => {
+    const secret = await newKey('pro');
+    await awayFromMinuteEdge();
+    const answers = await Promise.all(
+      Array.from({ length: 500 }, (_, i) =>
+        call(i, '/api/open/detect', { authorization: `Bearer ${secret}` }),
+      ),
+    );
+    expect(answers.filter((a) => a.status === 200)).toHaveLength(PRO_PER_MINUTE);
+    expect(answers.filter((a) => a.status === 429 && a.code === 4290)).toHaveLength(500 - PRO_PER_MINUTE);
+  });
+});
+
+describeRedis('quota processes when Redis fails (default timeouts)', () => {
+  // Default Redis timeouts; limits high enough that only the outage can refuse.
+  beforeAll(() => startAll(2, { PRO_PER_MINUTE: '100000' }));
+  afterAll(stopAll);
+
+  /** Runs continuous load from 16 clients across the processes; returns the answers to requests sent
+   * after `fault` completed and before the load stopped. */
+  async function underLoad(fault: () => Promise<void> | void, secret: string): Promise<Answer[]> {
+    const paths: Array<[string, Record<string, string>]> = [
+      ['/api/open/detect', { authorization: `Bearer ${secret}` }],
+      ['/api/public/detect', {}],
+    ];
+    let faulted = false;
+    let running = true;
+    const during: Answer[] = [];
+    const worker = async (w: number) => {
+      for (let i = w; running; i += 16) {
+        const [path, headers] = paths[i % 2] as [string, Record<string, string>];
+        const sentAfterFault = faulted;
+        const answer = await call(i, path, headers);
+        if (sentAfterFault) during.push(answer);
+      }
+    };
+    const workers = Promise.all(Array.from({ length: 16 }, (_, w) => worker(w)));
+    await new Promise((r) => setTimeout(r, 300));
+    await fault();
+    faulted = true;
+    await new Promise((r) => setTimeout(r, 1500));
+    running = false;
+    await workers;
+    return during;
+  }
+
+  function expectAllUnavailableQuickly(during: Answer[]): void {
+    expect(during.length).toBeGreaterThan(50);
+    const wrong = during.filter((a) => a.status !== 503 || a.code !== 5001);
+    expect(wrong).toEqual([]);
+    expect(Math.max(...during.map((a) => a.ms))).toBeLessThan(250);
+    expect(during.every((a) => Number(a.headers.get('retry-after')) >= 1)).toBe(true);
+  }
+
+  async function expectRecovery(secret: string): Promise<void> {
+    const deadline = Date.now() + 10_000;
+    const back = new Set<number>();
+    while (back.size < processes.length && Date.now() < deadline) {
+      for (let i = 0; i < processes.length; i++) {
+        const answer = await call(i, '/api/open/detect', { authorization: `Bearer ${secret}` });
+        if (answer.status === 200) back.add(i);
+      }
+      if (back.size < processes.length) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(back.size).toBe(processes.length);
+  }
+
+  it('answers 503/5001 within 250 ms while Redis is killed, never an allow, and recovers by itself', async () => {
+    const during = await underLoad(() => redis.kill(), await newKey('pro'));
+    expectAllUnavailableQuickly(during);
+
+    // Redis comes back (empty: no persistence in this test): the processes reconnect on their own.
+    await redis.restart();
+    await accounts.close();
+    accounts = await openAccounts();
+    await expectRecovery(await newKey('free'));
+  });
+
+  it('answers 503/5001 within 250 ms while Redis hangs (SIGSTOP), and recovers when it resumes', async () => {
+    const secret = await newKey('pro');
+    try {
+      expectAllUnavailableQuickly(await underLoad(() => redis.pause(), secret));
+    } finally {
+      redis.resume();
+    }
+    await expectRecovery(await newKey('free'));
+  });
+});
