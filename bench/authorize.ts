@@ -9,7 +9,7 @@ import { Agent, request } from 'node:http';
 import { cpus, loadavg } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { loadConfig } from '../services/common/config.ts';
-import { QuotaAuthorizer } from '../services/quota/authorize.ts';
+import { createAuthorizer } from '../services/quota/app.ts';
 import { openStores } from '../services/quota/stores/open-stores.ts';
 import { startQuotaServer } from '../test/support/quota-process.ts';
 import { RedisServer, redisServerPath } from '../test/support/redis-server.ts';
@@ -107,13 +107,7 @@ export async function authorizeBench(): Promise<string[]> {
     const authorization = `Bearer ${key?.secret}`;
 
     // In process: the embedded transport (the detect plugin's onRequest calls exactly this).
-    const authorizer = new QuotaAuthorizer({
-      quotaStore: stores.quotaStore,
-      accountStore: stores.accountStore,
-      keyQuota: stores.keyQuota,
-      anonymous: config.anonymous,
-      tiers: config.tiers,
-    });
+    const authorizer = createAuthorizer({ config, ...stores }, console);
     const inProcess = async () =>
       (await authorizer.authorize({ endpoint: 'open', clientIp: '127.0.0.1', authorization })).allowed;
     await openLoop(RATE, WARMUP_SECONDS, inProcess);

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../services/common/config.ts';
-import { QuotaAuthorizer } from '../services/quota/authorize.ts';
+import { createAuthorizer } from '../services/quota/app.ts';
 import { openStores } from '../services/quota/stores/open-stores.ts';
 import { fixture } from './fixtures/corpus.ts';
 import { describeRedis } from './support/describe-redis.ts';
@@ -170,13 +170,7 @@ describeRedis('admin CLI with Redis', () => {
     const config = loadConfig(env);
     const stores = await openStores(config, { required: true });
     try {
-      const authorizer = new QuotaAuthorizer({
-        quotaStore: stores.quotaStore,
-        accountStore: stores.accountStore,
-        keyQuota: stores.keyQuota,
-        anonymous: config.anonymous,
-        tiers: config.tiers,
-      });
+      const authorizer = createAuthorizer({ config, ...stores }, console);
       for (let i = 0; i < 3; i++) {
         const decision = await authorizer.authorize({
           endpoint: 'open',

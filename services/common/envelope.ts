@@ -8,6 +8,15 @@ export function ok<T>(data: T): { code: 0; message: 'ok'; data: T } {
   return { code: 0, message: 'ok', data };
 }
 
+/** JSON schema of a success envelope around `data` (responses are serialized with it). */
+export function okSchema<const T extends object>(data: T) {
+  return {
+    type: 'object',
+    required: ['code', 'message', 'data'],
+    properties: { code: { type: 'integer' }, message: { type: 'string' }, data },
+  } as const;
+}
+
 export function sendError(reply: FastifyReply, err: ApiError): FastifyReply {
   return reply.code(err.status).headers(err.headers).type('application/json; charset=utf-8').send(err.body());
 }

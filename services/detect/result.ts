@@ -1,5 +1,6 @@
 // The detection result of spec 2.2 and the JSON schema it is serialized with.
 
+import { okSchema } from '../common/envelope.ts';
 import type { ProbedImage } from './image/types.ts';
 import { type ClassScores, summarize } from './model/classifier.ts';
 
@@ -55,44 +56,29 @@ export function buildResult(args: {
 
 const number01 = { type: 'number', minimum: 0, maximum: 1 } as const;
 
-export const detectionResponseSchema = {
+export const detectionResponseSchema = okSchema({
   type: 'object',
-  required: ['code', 'message', 'data'],
+  required: ['decision', 'scores', 'thresholds', 'image', 'timing_ms'],
   properties: {
-    code: { type: 'integer' },
-    message: { type: 'string' },
-    data: {
+    decision: { type: 'string', enum: ['allow', 'review', 'block'] },
+    scores: { type: 'object', required: ['nsfw', 'sfw'], properties: { nsfw: number01, sfw: number01 } },
+    thresholds: {
       type: 'object',
-      required: ['decision', 'scores', 'thresholds', 'image', 'timing_ms'],
+      required: ['allow', 'block'],
+      properties: { allow: { type: 'number' }, block: { type: 'number' } },
+    },
+    image: {
+      type: 'object',
+      required: ['sha256', 'format', 'width', 'height', 'bytes', 'frames'],
       properties: {
-        decision: { type: 'string', enum: ['allow', 'review', 'block'] },
-        scores: { type: 'object', required: ['nsfw', 'sfw'], properties: { nsfw: number01, sfw: number01 } },
-        thresholds: {
-          type: 'object',
-          required: ['allow', 'block'],
-          properties: { allow: { type: 'number' }, block: { type: 'number' } },
-        },
-        image: {
-          type: 'object',
-          required: ['sha256', 'format', 'width', 'height', 'bytes', 'frames'],
-          properties: {
-            sha256: { type: 'string' },
-            format: { type: 'string' },
-            width: { type: 'integer' },
-            height: { type: 'integer' },
-            bytes: { type: 'integer' },
-            frames: { type: 'integer' },
-          },
-        },
-        timing_ms: { type: 'number' },
+        sha256: { type: 'string' },
+        format: { type: 'string' },
+        width: { type: 'integer' },
+        height: { type: 'integer' },
+        bytes: { type: 'integer' },
+        frames: { type: 'integer' },
       },
     },
+    timing_ms: { type: 'number' },
   },
-} as const;
-
-export const errorResponseSchema = {
-  type: 'object',
-  required: ['code', 'message'],
-  properties: { code: { type: 'integer' }, message: { type: 'string' } },
-  additionalProperties: false,
-} as const;
+});

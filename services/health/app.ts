@@ -2,29 +2,21 @@
 // so it stays up and unlimited whatever else is failing.
 
 import type { FastifyInstance } from 'fastify';
-import { ok } from '../common/envelope.ts';
+import { ok, okSchema } from '../common/envelope.ts';
 import skillRoutes from './skill/skill-routes.ts';
 import { SKILL_VERSION } from './skill/skill-version.ts';
 import { SERVICE_NAME, SERVICE_VERSION } from './versions.ts';
 
-const healthResponseSchema = {
+const healthResponseSchema = okSchema({
   type: 'object',
-  required: ['code', 'message', 'data'],
+  required: ['status', 'service', 'version', 'skill_version'],
   properties: {
-    code: { type: 'integer' },
-    message: { type: 'string' },
-    data: {
-      type: 'object',
-      required: ['status', 'service', 'version', 'skill_version'],
-      properties: {
-        status: { type: 'string' },
-        service: { type: 'string' },
-        version: { type: 'string' },
-        skill_version: { type: 'string' },
-      },
-    },
+    status: { type: 'string' },
+    service: { type: 'string' },
+    version: { type: 'string' },
+    skill_version: { type: 'string' },
   },
-} as const;
+});
 
 export default async function healthApp(app: FastifyInstance): Promise<void> {
   const body = ok({

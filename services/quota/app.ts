@@ -2,9 +2,10 @@
 // detect request, and liveness/readiness probes. The composition root hands it the authorizer; it
 // never chooses store implementations itself. `buildQuotaService` adds the console beside it.
 
-import Fastify, { type FastifyInstance, LogController } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { Config } from '../common/config.ts';
-import { installEnvelopeHandlers, ok } from '../common/envelope.ts';
+import { ok } from '../common/envelope.ts';
+import { createRootApp } from '../common/root-app.ts';
 import type { AccountStore, SessionStore } from './account-store.ts';
 import { type Authorizer, accountSubject, type KeyQuota, QuotaAuthorizer } from './authorize.ts';
 import consoleApp from './console/app.ts';
@@ -25,44 +26,54 @@ export default async function quotaApp(app: FastifyInstance, opts: QuotaAppOptio
   app.get('/internal/ready', async () => ok({ status: 'ready' }));
 }
 
-export interface QuotaServiceDeps {
+/** What the quota-and-auth service works on: the stores, chosen at a composition root. */
+export interface QuotaDeps {
   config: Config;
   quotaStore: QuotaStore;
+  /** Accounts and API keys: the file store embedded, Redis with REDIS_URL. */
   accountStore: AccountStore;
+  /** Console sessions (same implementation as the account store). */
   sessionStore: SessionStore;
   /** The key path in one step (Redis: one script); default: account store, then quota store. */
   keyQuota?: KeyQuota;
+}
+
+/** authorize() on the stores with the configured limits; failures of background work go to `log`. */
+export function createAuthorizer(deps: QuotaDeps, log: Pick<FastifyBaseLogger, 'warn'>): QuotaAuthorizer {
+  return new QuotaAuthorizer({
+    quotaStore: deps.quotaStore,
+    accountStore: deps.accountStore,
+    keyQuota: deps.keyQuota,
+    anonymous: deps.config.anonymous,
+    tiers: deps.config.tiers,
+    onBackgroundError: (err, what) => log.warn({ err }, `failed: ${what}`),
+  });
+}
+
+/** The console (accounts, API keys, usage) on the same stores. */
+export function registerConsole(app: FastifyInstance, deps: QuotaDeps) {
+  return app.register(consoleApp, {
+    accounts: deps.accountStore,
+    sessions: deps.sessionStore,
+    quotaStore: deps.quotaStore,
+    accountLimits: deps.config.tiers,
+    accountSubject,
+  });
+}
+
+export interface QuotaServiceDeps extends QuotaDeps {
   /** Tests pass `false` to keep output quiet. */
   logger?: boolean;
 }
 
 /** The quota service's root instance (ext_authz + console), as its thin server runs it; tests inject. */
 export async function buildQuotaService(deps: QuotaServiceDeps): Promise<FastifyInstance> {
-  const { config } = deps;
-  const app = Fastify({
-    logger: deps.logger === false ? false : { level: config.logLevel },
-    logController: new LogController({ disableRequestLogging: true }),
-    // Behind Envoy the client address is the X-Forwarded-For entry Envoy appended (TRUSTED_PROXY_HOPS=1).
-    trustProxy: (_address: string, hop: number) => hop < config.trustedProxyHops,
-    forceCloseConnections: 'idle',
+  const app = createRootApp({
+    config: deps.config,
+    ...(deps.logger === undefined ? {} : { logger: deps.logger }),
   });
-  installEnvelopeHandlers(app);
-  const authorizer = new QuotaAuthorizer({
-    quotaStore: deps.quotaStore,
-    accountStore: deps.accountStore,
-    keyQuota: deps.keyQuota,
-    anonymous: config.anonymous,
-    tiers: config.tiers,
-    onBackgroundError: (err, what) => app.log.warn({ err }, `failed: ${what}`),
-  });
-  await app.register(quotaApp, { authorizer });
-  // In the cluster the console (accounts, API keys) is served by this service, behind Envoy.
-  await app.register(consoleApp, {
-    accounts: deps.accountStore,
-    sessions: deps.sessionStore,
-    quotaStore: deps.quotaStore,
-    accountLimits: config.tiers,
-    accountSubject,
-  });
+  await app.register(quotaApp, { authorizer: createAuthorizer(deps, app.log) });
+  // In the cluster the console is served by this service, behind Envoy.
+  await registerConsole(app, deps);
   return app;
 }

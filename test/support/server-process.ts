@@ -31,22 +31,32 @@ export interface ServerProcess {
   stop: () => Promise<number | null>;
 }
 
-export async function startServer(env: Record<string, string> = {}, opts: { waitReady?: boolean } = {}) {
+export interface ServiceOptions {
+  /** The service's thin server, relative to the repository root. */
+  entry: string;
+  /** The variable the service reads its port from. */
+  portVar: string;
+  env?: Record<string, string>;
+  waitReady?: boolean;
+}
+
+/** Runs a service's thin server as a child process on a free port, waiting for /internal/ready. */
+export async function spawnService(opts: ServiceOptions): Promise<ServerProcess> {
   const port = await freePort();
   let output = '';
   // The same command as `npm start`, without npm in between, so signals and /proc reach the server.
-  const proc = spawn(process.execPath, ['--import', 'tsx', 'services/all-in-one/server.ts'], {
+  const proc = spawn(process.execPath, ['--import', 'tsx', opts.entry], {
     cwd: ROOT,
-    // TSX_DISABLE_CACHE as in `npm start`: no compile cache in TMPDIR.
     env: {
       ...process.env,
+      // As in `npm start`: no compile cache in TMPDIR.
       TSX_DISABLE_CACHE: '1',
       // A fresh accounts file per process unless the test names one: tests never touch .data/.
       ACCOUNTS_FILE: join(mkdtempSync(join(tmpdir(), 'nsfwdetector-accounts-')), 'accounts.json'),
       HOST: '127.0.0.1',
-      PORT: String(port),
+      [opts.portVar]: String(port),
       LOG_LEVEL: 'info',
-      ...env,
+      ...opts.env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -64,21 +74,27 @@ export async function startServer(env: Record<string, string> = {}, opts: { wait
       return exited;
     },
   };
-  if (opts.waitReady !== false) await waitReady(server);
+  if (opts.waitReady !== false) await waitReady(server, opts.entry);
   return server;
 }
 
-async function waitReady(server: ServerProcess, timeoutMs = 120_000): Promise<void> {
+/** The embedded server (`npm start`). */
+export function startServer(env: Record<string, string> = {}, opts: { waitReady?: boolean } = {}) {
+  return spawnService({ entry: 'services/all-in-one/server.ts', portVar: 'PORT', env, ...opts });
+}
+
+async function waitReady(server: ServerProcess, entry: string, timeoutMs = 120_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (server.proc.exitCode !== null) throw new Error(`server exited early:\n${server.output()}`);
+    if (server.proc.exitCode !== null) throw new Error(`${entry} exited early:\n${server.output()}`);
     try {
       const res = await fetch(`${server.url}/internal/ready`);
       if (res.status === 200) return;
     } catch {
       // not listening yet
     }
-    await new Promise((r) => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, 100));
   }
-  throw new Error(`server not ready after ${timeoutMs} ms:\n${server.output()}`);
+  await server.stop();
+  throw new Error(`${entry} not ready after ${timeoutMs} ms:\n${server.output()}`);
 }

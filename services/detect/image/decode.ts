@@ -44,6 +44,7 @@ import { signatureFormat } from './sniff.ts';
 import {
   DEFAULT_DIMENSION_LIMITS,
   type DimensionLimits,
+  FORMAT_NAMES,
   type ImageFormat,
   type ProbedImage,
 } from './types.ts';
@@ -109,15 +110,6 @@ function configureSharp(): void {
 const BACKGROUNDS: Record<AlphaBackground, { r: number; g: number; b: number }> = {
   black: { r: 0, g: 0, b: 0 },
   white: { r: 255, g: 255, b: 255 },
-};
-
-const FORMAT_NAMES: Record<ImageFormat, string> = {
-  jpeg: 'JPEG',
-  png: 'PNG',
-  gif: 'GIF',
-  webp: 'WebP',
-  bmp: 'BMP',
-  tiff: 'TIFF',
 };
 
 function undecodable(format: ImageFormat, err: unknown): ApiError {

@@ -13,6 +13,7 @@ import { ApiError, isApiError } from '../../common/errors.ts';
 import {
   DEFAULT_DIMENSION_LIMITS,
   type DimensionLimits,
+  FORMAT_NAMES,
   type ImageFormat,
   type ProbedImage,
 } from './types.ts';
@@ -375,15 +376,6 @@ const PARSERS: Record<ImageFormat, (r: Bytes) => Dims> = {
   webp: probeWebp,
   bmp: probeBmp,
   tiff: probeTiff,
-};
-
-const FORMAT_NAMES: Record<ImageFormat, string> = {
-  jpeg: 'JPEG',
-  png: 'PNG',
-  gif: 'GIF',
-  webp: 'WebP',
-  bmp: 'BMP',
-  tiff: 'TIFF',
 };
 
 /** Throws 4004 when `probed` exceeds the per-format limits of spec part 8. */

@@ -4,6 +4,16 @@
 export const IMAGE_FORMATS = ['jpeg', 'png', 'webp', 'bmp', 'tiff', 'gif'] as const;
 export type ImageFormat = (typeof IMAGE_FORMATS)[number];
 
+/** How messages name each format. */
+export const FORMAT_NAMES: Record<ImageFormat, string> = {
+  jpeg: 'JPEG',
+  png: 'PNG',
+  gif: 'GIF',
+  webp: 'WebP',
+  bmp: 'BMP',
+  tiff: 'TIFF',
+};
+
 /** What the header says, read before any pixel is decoded. */
 export interface ProbedImage {
   format: ImageFormat;
