@@ -1,7 +1,15 @@
 // A closed-loop HTTP load generator: `concurrency` workers each send the next image as soon as their
 // previous answer arrived, for a fixed time. Bounded in time and count; loopback only.
 
-import { request } from 'node:http';
+import { Agent, request } from 'node:http';
+
+// Keep-alive, as real clients do; enough sockets for the highest concurrency used.
+const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+
+/** Closes the kept-alive sockets, so the benchmark process can exit. */
+export function closeLoadConnections(): void {
+  agent.destroy();
+}
 
 export interface LoadResult {
   requests: number;
@@ -25,7 +33,7 @@ export function postOnce(
       {
         method: 'POST',
         headers: { 'content-type': contentType, 'content-length': String(body.length) },
-        agent: false,
+        agent,
       },
       (res) => {
         res.resume();

