@@ -70,4 +70,30 @@ describe('WorkerPoolScorer', () => {
     const { bytes, probed } = await load('320x240.jpg');
     await expect(spare.score(bytes, probed)).rejects.toMatchObject({ code: 5001 });
   });
+
+  it('answers 5001 for the image whose worker died, replaces the worker, and keeps serving', async () => {
+    const replaced: Error[] = [];
+    const supervised = await WorkerPoolScorer.create({
+      model: 'mobilenet_v2',
+      workers: 1,
+      intraOpThreads: 1,
+      limits: DEFAULT_DIMENSION_LIMITS,
+      entry: new URL('../../../test/support/dying-scorer-worker.mjs', import.meta.url),
+      onWorkerError: (err) => replaced.push(err),
+    });
+    try {
+      const probed = { format: 'png' as const, width: 13, height: 13, frames: 1 };
+      await expect(supervised.score(new Uint8Array(8), probed)).rejects.toMatchObject({
+        status: 503,
+        code: 5001,
+      });
+      expect(replaced).toHaveLength(1);
+      expect(replaced[0]?.message).toMatch(/exited with code 70/);
+      // The replacement takes the next image (queued until it is ready).
+      const next = await supervised.score(new Uint8Array(8), { ...probed, width: 14 });
+      expect(next.scores.neutral).toBe(1);
+    } finally {
+      await supervised.close();
+    }
+  });
 });

@@ -39,6 +39,8 @@ export interface WorkerPoolOptions {
   limits: DimensionLimits;
   /** Called when a worker dies and is replaced (for logging). */
   onWorkerError?: (err: Error) => void;
+  /** The worker script; tests substitute one that misbehaves. Default: the ONNX scoring worker. */
+  entry?: URL;
 }
 
 export class WorkerPoolScorer implements ImageScorer {
@@ -92,7 +94,7 @@ export class WorkerPoolScorer implements ImageScorer {
       intraOpThreads: this.#opts.intraOpThreads,
       limits: this.#opts.limits,
     };
-    const worker = new Worker(ENTRY, { workerData: data });
+    const worker = new Worker(this.#opts.entry ?? ENTRY, { workerData: data });
     const slot: Slot = { worker };
     this.#slots.add(slot);
     return new Promise<void>((resolve, reject) => {
