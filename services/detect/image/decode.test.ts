@@ -3,21 +3,10 @@ import * as tf from '@tensorflow/tfjs';
 import sharp from 'sharp';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { fixture } from '../../../test/fixtures/corpus.ts';
+import { prng } from '../../../test/support/prng.ts';
 import { ApiError } from '../../common/errors.ts';
 import { decodeRgb, resizeToTensor, shrinkScale, toModelInput } from './decode.ts';
 import { probeHeader } from './probe.ts';
-
-/** Deterministic PRNG (mulberry32). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 async function codeOf(p: Promise<unknown>): Promise<number | 'ok'> {
   try {

@@ -7,6 +7,7 @@ import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { buildBmp, packRows } from '../../../test/fixtures/bmp.ts';
 import { CORPUS, CORPUS_DIR, fixture } from '../../../test/fixtures/corpus.ts';
+import { prng } from '../../../test/support/prng.ts';
 import { ApiError } from '../../common/errors.ts';
 import { type DecodeOptions, decodeRgb, toModelInput } from './decode.ts';
 import { probeHeader } from './probe.ts';
@@ -57,18 +58,6 @@ function stdDev(t: ArrayLike<number>): number {
   }
   const m = s / t.length;
   return Math.sqrt(Math.max(0, s2 / t.length - m * m));
-}
-
-/** Deterministic PRNG (mulberry32). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 // ------------------------------------------------------------------------------------------ corpus
