@@ -13,7 +13,10 @@ import { FakeClassifier } from './support/fake-classifier.ts';
 
 const exporter = new InMemorySpanExporter();
 // Before anything loads the HTTP stack, exactly as services/all-in-one/server.ts does.
-startTelemetry({ serviceName: 'nsfwdetector-test', spanProcessors: [new SimpleSpanProcessor(exporter)] });
+await startTelemetry({
+  serviceName: 'nsfwdetector-test',
+  spanProcessors: [new SimpleSpanProcessor(exporter)],
+});
 const { embeddedApp } = await import('./support/embedded-app.ts');
 
 /** A raw HTTP/1.1 request over a socket: no instrumented client rewrites our traceparent. */

@@ -14,7 +14,7 @@ try {
   }
   throw err;
 }
-startTelemetry({ serviceName: 'nsfwdetector' });
+await startTelemetry({ serviceName: 'nsfwdetector' });
 
 const { buildEmbeddedApp } = await import('./app.ts');
 const { ModelSlot } = await import('../detect/model/model-slot.ts');

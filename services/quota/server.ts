@@ -15,7 +15,7 @@ try {
   }
   throw err;
 }
-startTelemetry({ serviceName: 'nsfwdetector-quota' });
+await startTelemetry({ serviceName: 'nsfwdetector-quota' });
 
 const { buildQuotaService } = await import('./app.ts');
 const { openStores } = await import('./stores/open-stores.ts');
