@@ -9,7 +9,7 @@ import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import { MODEL_INPUT_SIZE, type ModelName } from '../model/classifier.ts';
 import { disableOrtTelemetry } from '../model/onnx-classifier.ts';
 import type { ImageScorer, ScoredImage } from './image-scorer.ts';
-import type { ScorerWorkerData } from './scorer-worker.ts';
+import type { ScoreRequest, ScorerWorkerData } from './scorer-worker.ts';
 
 const ENTRY = new URL('./scorer-worker-entry.mjs', import.meta.url);
 
@@ -23,6 +23,8 @@ interface Job {
 
 interface Slot {
   worker: Worker;
+  /** This worker also holds a multi-threaded session, for an image alone in the pool. */
+  solo: boolean;
   job?: Job | undefined;
 }
 
@@ -35,6 +37,10 @@ type WorkerReply =
 export interface WorkerPoolOptions {
   model: ModelName;
   workers: number;
+  /**
+   * ONNX threads for an image that is alone in the pool (one worker holds a session with this many;
+   * each extra session costs ~26 MB for mobilenet_v2). With company, every image uses one thread.
+   */
   intraOpThreads: number;
   limits: DimensionLimits;
   /** Called when a worker dies and is replaced (for logging). */
@@ -64,7 +70,7 @@ export class WorkerPoolScorer implements ImageScorer {
     disableOrtTelemetry();
     const pool = new WorkerPoolScorer(opts);
     try {
-      await Promise.all(Array.from({ length: opts.workers }, () => pool.#spawn()));
+      await Promise.all(Array.from({ length: opts.workers }, (_, i) => pool.#spawn(i === 0)));
     } catch (err) {
       await pool.close();
       throw err;
@@ -88,14 +94,14 @@ export class WorkerPoolScorer implements ImageScorer {
     this.#idle.length = 0;
   }
 
-  #spawn(): Promise<void> {
+  #spawn(solo: boolean): Promise<void> {
     const data: ScorerWorkerData = {
       model: this.#opts.model,
-      intraOpThreads: this.#opts.intraOpThreads,
+      soloThreads: solo ? this.#opts.intraOpThreads : 1,
       limits: this.#opts.limits,
     };
     const worker = new Worker(this.#opts.entry ?? ENTRY, { workerData: data });
-    const slot: Slot = { worker };
+    const slot: Slot = { worker, solo };
     this.#slots.add(slot);
     return new Promise<void>((resolve, reject) => {
       let ready = false;
@@ -122,7 +128,7 @@ export class WorkerPoolScorer implements ImageScorer {
         if (!ready) return reject(err);
         if (this.#closed) return;
         this.#opts.onWorkerError?.(err);
-        this.#spawn().catch((spawnErr: Error) => this.#opts.onWorkerError?.(spawnErr));
+        this.#spawn(slot.solo).catch((spawnErr: Error) => this.#opts.onWorkerError?.(spawnErr));
       };
       worker.on('error', onDeath);
       worker.on('exit', (code) => onDeath(new Error(`scoring worker exited with code ${code}`)));
@@ -131,16 +137,27 @@ export class WorkerPoolScorer implements ImageScorer {
 
   #dispatch(): void {
     while (this.#idle.length > 0 && this.#queue.length > 0) {
-      const slot = this.#idle.shift() as Slot;
       const job = this.#queue.shift() as Job;
+      // Alone in the pool: give it to the worker that can spread one inference over several threads.
+      const alone = this.#queue.length === 0 && this.#busy() === 0;
+      const soloAt = alone ? this.#idle.findIndex((s) => s.solo) : -1;
+      const slot = this.#idle.splice(Math.max(0, soloAt), 1)[0] as Slot;
       slot.job = job;
+      const solo = alone && slot.solo;
       // Hand the upload over without a copy when it owns its whole buffer (large uploads do); the
       // caller is done with it. Small pooled buffers are copied.
       const { bytes } = job;
       const owns = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
       const transfer = owns && bytes.buffer instanceof ArrayBuffer ? [bytes.buffer] : [];
-      slot.worker.postMessage({ id: job.id, bytes, probed: job.probed }, transfer);
+      const request: ScoreRequest = { id: job.id, bytes, probed: job.probed, solo };
+      slot.worker.postMessage(request, transfer);
     }
+  }
+
+  #busy(): number {
+    let busy = 0;
+    for (const slot of this.#slots) if (slot.job) busy++;
+    return busy;
   }
 
   #finish(slot: Slot, reply: Exclude<WorkerReply, { ready: true } | { fatal: string }>): void {
