@@ -6,6 +6,7 @@ import { loadConfig } from '../services/common/config.ts';
 import { toModelInput } from '../services/detect/image/decode.ts';
 import { probeHeader } from '../services/detect/image/probe.ts';
 import { sniffFormat } from '../services/detect/image/sniff.ts';
+import { scoringPoolOptions } from '../services/detect/model/load.ts';
 import { createOnnxClassifier } from '../services/detect/model/onnx-classifier.ts';
 import { WorkerPoolScorer } from '../services/detect/scoring/worker-pool-scorer.ts';
 import { startServer } from '../test/support/server-process.ts';
@@ -63,12 +64,7 @@ const inferenceOnly1 = await loop(SECONDS / 2, 1, (i) =>
 // (b) decode + inference in process through the production unit of work: the same worker pool the
 // server uses, called directly. The bound the HTTP path is compared against.
 await classifier.close();
-const pool = await WorkerPoolScorer.create({
-  model: config.model,
-  workers: config.concurrency.active,
-  intraOpThreads: config.inferenceThreads,
-  limits: config.limits,
-});
+const pool = await WorkerPoolScorer.create(scoringPoolOptions(config));
 const pipeline = async (i: number) => {
   const bytes = bodies[i % bodies.length] as Buffer;
   const header = probeHeader(bytes, await sniffFormat(bytes), config.limits);

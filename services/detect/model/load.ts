@@ -3,14 +3,20 @@
 
 import type { Config } from '../../common/config.ts';
 import type { ImageScorer } from '../scoring/image-scorer.ts';
-import { WorkerPoolScorer } from '../scoring/worker-pool-scorer.ts';
+import { type WorkerPoolOptions, WorkerPoolScorer } from '../scoring/worker-pool-scorer.ts';
 
-export function loadScorer(config: Config, onWorkerError: (err: Error) => void): Promise<ImageScorer> {
-  return WorkerPoolScorer.create({
+/** The scoring pool the configuration describes: MAX_ACTIVE_IMAGES spread over SCORING_WORKERS. */
+export function scoringPoolOptions(config: Config): WorkerPoolOptions {
+  const workers = Math.min(config.scoringWorkers, config.concurrency.active);
+  return {
     model: config.model,
-    workers: config.concurrency.active,
+    workers,
+    jobsPerWorker: Math.ceil(config.concurrency.active / workers),
     intraOpThreads: config.inferenceThreads,
     limits: config.limits,
-    onWorkerError,
-  });
+  };
+}
+
+export function loadScorer(config: Config, onWorkerError: (err: Error) => void): Promise<ImageScorer> {
+  return WorkerPoolScorer.create({ ...scoringPoolOptions(config), onWorkerError });
 }

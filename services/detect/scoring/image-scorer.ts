@@ -35,6 +35,16 @@ export const epochNow = (): number => performance.timeOrigin + performance.now()
  */
 export const FULL_DECODE_MAX_PIXELS = 16_000_000;
 
+/**
+ * Upload plus decoded RGB above this is a large image (~10 MP and up): a scoring worker holds at most
+ * one at a time, and collects garbage right after it, so peak memory stays bounded by the worker count.
+ */
+export const LARGE_IMAGE_BYTES = 32 * 1024 * 1024;
+
+export function isLargeImage(bytes: Uint8Array, probed: ProbedImage): boolean {
+  return bytes.byteLength + probed.width * probed.height * 3 > LARGE_IMAGE_BYTES;
+}
+
 export function needsShrinkOnLoad(probed: ProbedImage): boolean {
   return probed.format === 'jpeg' && probed.width * probed.height > FULL_DECODE_MAX_PIXELS;
 }

@@ -14,7 +14,7 @@ import { isApiError } from '../../common/errors.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import type { ModelName } from '../model/classifier.ts';
 import { createOnnxClassifier } from '../model/onnx-classifier.ts';
-import { InProcessScorer } from './image-scorer.ts';
+import { InProcessScorer, isLargeImage } from './image-scorer.ts';
 
 export interface ScorerWorkerData {
   model: ModelName;
@@ -39,7 +39,6 @@ const data = workerData as ScorerWorkerData;
 // 4096×4000 PNG) that V8 frees only at its next collection, which may come after the next large image
 // has been decoded: the worker would briefly hold both. Collecting right after such an image (a few ms,
 // next to the ~150 ms its decoding took) keeps the server's peak memory at one large image per worker.
-const LARGE_IMAGE_BYTES = 32 * 1024 * 1024;
 setFlagsFromString('--expose-gc');
 const collectGarbage = runInNewContext('gc') as () => void;
 
@@ -64,7 +63,7 @@ try {
     await scorer.score(new Uint8Array(warmUp), { format: 'jpeg', width: 640, height: 480, frames: 1 });
   }
   port.on('message', async ({ id, bytes, probed, solo: alone }: ScoreRequest) => {
-    const large = bytes.byteLength + probed.width * probed.height * 3 > LARGE_IMAGE_BYTES;
+    const large = isLargeImage(bytes, probed);
     try {
       const scorer = alone ? solo : shared;
       port.postMessage({ id, ok: true, ...(await scorer.score(bytes, probed)) });

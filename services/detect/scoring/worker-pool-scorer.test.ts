@@ -96,4 +96,77 @@ describe('WorkerPoolScorer', () => {
       await supervised.close();
     }
   });
+
+  describe('scheduling (stand-in workers that report what they held)', () => {
+    const entry = new URL('../../../test/support/recording-scorer-worker.mjs', import.meta.url);
+    /** An image the stand-in holds for `ms`; `megapixels` decides whether it counts as large. */
+    const image = (ms: number, megapixels = 1) => ({
+      bytes: new Uint8Array(16),
+      probed: { format: 'png' as const, width: megapixels * 1000, height: 1000, frames: ms },
+    });
+    const create = (workers: number, jobsPerWorker: number) =>
+      WorkerPoolScorer.create({
+        model: 'mobilenet_v2',
+        workers,
+        jobsPerWorker,
+        intraOpThreads: 2,
+        limits: DEFAULT_DIMENSION_LIMITS,
+        entry,
+      });
+
+    it('gives an image that finds the pool empty the multi-threaded session, and none to the others', async () => {
+      const p = await create(2, 2);
+      try {
+        const lone = await p.score(image(1).bytes, image(1).probed);
+        expect(lone.scores).toMatchObject({ neutral: 1, drawing: 2 });
+        const together = await Promise.all([1, 2, 3].map(() => p.score(image(30).bytes, image(30).probed)));
+        // The first found the pool empty; the two sent while it was in flight did not.
+        expect(together.map((r) => r.scores.neutral)).toEqual([1, 0, 0]);
+        // Exactly one worker holds the multi-threaded session.
+        expect(new Set(together.map((r) => r.scores.drawing))).toEqual(new Set([1, 2]));
+      } finally {
+        await p.close();
+      }
+    });
+
+    it('holds up to jobsPerWorker images per worker, spread over the workers; the rest wait', async () => {
+      const p = await create(2, 2);
+      try {
+        const results = await Promise.all(
+          Array.from({ length: 6 }, () => p.score(image(40).bytes, image(40).probed)),
+        );
+        const held = results.map((r) => r.scores.porn);
+        expect(Math.max(...held)).toBe(2);
+        // The first four went out at once (two per worker), the last two after.
+        expect(held.slice(0, 4).sort()).toEqual([1, 1, 2, 2]);
+      } finally {
+        await p.close();
+      }
+    });
+
+    it('keeps large images to one per worker, letting small ones past a waiting large one', async () => {
+      const p = await create(1, 2);
+      try {
+        const order: string[] = [];
+        const run = (name: string, ms: number, megapixels: number) =>
+          p.score(image(ms, megapixels).bytes, image(ms, megapixels).probed).then((r) => {
+            order.push(name);
+            return r;
+          });
+        // 12 MP × 3 bytes is over the large-image threshold.
+        const [a, b, c] = await Promise.all([
+          run('large-a', 60, 12),
+          run('large-b', 10, 12),
+          run('small', 10, 1),
+        ]);
+        expect(a.scores.sexy).toBe(1);
+        expect(b.scores.sexy).toBe(1);
+        // The small image overtook large-b, which waited for large-a.
+        expect(c.scores.porn).toBe(2);
+        expect(order).toEqual(['small', 'large-a', 'large-b']);
+      } finally {
+        await p.close();
+      }
+    });
+  });
 });

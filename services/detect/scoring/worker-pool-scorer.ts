@@ -8,7 +8,7 @@ import { ApiError, errorNameForCode } from '../../common/errors.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import { MODEL_INPUT_SIZE, type ModelName } from '../model/classifier.ts';
 import { disableOrtTelemetry } from '../model/onnx-classifier.ts';
-import type { ImageScorer, ScoredImage } from './image-scorer.ts';
+import { type ImageScorer, isLargeImage, type ScoredImage } from './image-scorer.ts';
 import type { ScoreRequest, ScorerWorkerData } from './scorer-worker.ts';
 
 const ENTRY = new URL('./scorer-worker-entry.mjs', import.meta.url);
@@ -17,6 +17,8 @@ interface Job {
   id: number;
   bytes: Uint8Array;
   probed: ProbedImage;
+  /** See isLargeImage: at most one such job per worker. */
+  large: boolean;
   resolve: (scored: ScoredImage) => void;
   reject: (err: Error) => void;
 }
@@ -25,7 +27,9 @@ interface Slot {
   worker: Worker;
   /** This worker also holds a multi-threaded session, for an image alone in the pool. */
   solo: boolean;
-  job?: Job | undefined;
+  /** Jobs sent to this worker and not yet answered, by id. */
+  jobs: Map<number, Job>;
+  ready: boolean;
 }
 
 type WorkerReply =
@@ -37,6 +41,12 @@ type WorkerReply =
 export interface WorkerPoolOptions {
   model: ModelName;
   workers: number;
+  /**
+   * Images each worker takes at once (default 2): while one is inferred on the worker's JS thread, the
+   * next one is already decoding on libvips threads, filling the cores' idle gaps (decoding alone keeps
+   * ~1.1 cores busy with hand-offs). Large images count against this and are at most one per worker.
+   */
+  jobsPerWorker?: number;
   /**
    * ONNX threads for an image that is alone in the pool (one worker holds a session with this many;
    * each extra session costs ~26 MB for mobilenet_v2). With company, every image uses one thread.
@@ -53,7 +63,7 @@ export class WorkerPoolScorer implements ImageScorer {
   readonly model: ModelName;
   readonly inputSize: number;
   readonly #opts: WorkerPoolOptions;
-  readonly #idle: Slot[] = [];
+  readonly #perWorker: number;
   readonly #queue: Job[] = [];
   readonly #slots = new Set<Slot>();
   #nextId = 1;
@@ -61,6 +71,7 @@ export class WorkerPoolScorer implements ImageScorer {
 
   private constructor(opts: WorkerPoolOptions) {
     this.#opts = opts;
+    this.#perWorker = Math.max(1, opts.jobsPerWorker ?? 2);
     this.model = opts.model;
     this.inputSize = MODEL_INPUT_SIZE[opts.model];
   }
@@ -81,7 +92,14 @@ export class WorkerPoolScorer implements ImageScorer {
   score(bytes: Uint8Array, probed: ProbedImage): Promise<ScoredImage> {
     if (this.#closed) return Promise.reject(new ApiError('UNAVAILABLE', 'Scorer is shut down'));
     return new Promise<ScoredImage>((resolve, reject) => {
-      this.#queue.push({ id: this.#nextId++, bytes, probed, resolve, reject });
+      this.#queue.push({
+        id: this.#nextId++,
+        bytes,
+        probed,
+        large: isLargeImage(bytes, probed),
+        resolve,
+        reject,
+      });
       this.#dispatch();
     });
   }
@@ -91,7 +109,6 @@ export class WorkerPoolScorer implements ImageScorer {
     for (const job of this.#queue.splice(0)) job.reject(new ApiError('UNAVAILABLE', 'Scorer is shut down'));
     await Promise.all([...this.#slots].map((slot) => slot.worker.terminate()));
     this.#slots.clear();
-    this.#idle.length = 0;
   }
 
   #spawn(solo: boolean): Promise<void> {
@@ -101,31 +118,27 @@ export class WorkerPoolScorer implements ImageScorer {
       limits: this.#opts.limits,
     };
     const worker = new Worker(this.#opts.entry ?? ENTRY, { workerData: data });
-    const slot: Slot = { worker, solo };
+    const slot: Slot = { worker, solo, jobs: new Map(), ready: false };
     this.#slots.add(slot);
     return new Promise<void>((resolve, reject) => {
-      let ready = false;
       worker.on('message', (reply: WorkerReply) => {
         if ('ready' in reply) {
-          ready = true;
-          this.#idle.push(slot);
+          slot.ready = true;
           this.#dispatch();
           return resolve();
         }
         if ('fatal' in reply) return reject(new Error(`scoring worker failed to start: ${reply.fatal}`));
         this.#finish(slot, reply);
       });
-      // A worker that dies takes only its own image down: that request gets 5001, a fresh worker
+      // A worker that dies takes only its own images down: those requests get 5001, a fresh worker
       // takes its place, and the pool keeps serving.
       const onDeath = (err: Error) => {
         if (!this.#slots.delete(slot)) return;
-        const idleAt = this.#idle.indexOf(slot);
-        if (idleAt >= 0) this.#idle.splice(idleAt, 1);
-        slot.job?.reject(
-          new ApiError('UNAVAILABLE', 'Scoring failed; try again', { 'retry-after': '1' }, err),
-        );
-        slot.job = undefined;
-        if (!ready) return reject(err);
+        for (const job of slot.jobs.values()) {
+          job.reject(new ApiError('UNAVAILABLE', 'Scoring failed; try again', { 'retry-after': '1' }, err));
+        }
+        slot.jobs.clear();
+        if (!slot.ready) return reject(err);
         if (this.#closed) return;
         this.#opts.onWorkerError?.(err);
         this.#spawn(slot.solo).catch((spawnErr: Error) => this.#opts.onWorkerError?.(spawnErr));
@@ -136,14 +149,19 @@ export class WorkerPoolScorer implements ImageScorer {
   }
 
   #dispatch(): void {
-    while (this.#idle.length > 0 && this.#queue.length > 0) {
-      const job = this.#queue.shift() as Job;
-      // Alone in the pool: give it to the worker that can spread one inference over several threads.
-      const alone = this.#queue.length === 0 && this.#busy() === 0;
-      const soloAt = alone ? this.#idle.findIndex((s) => s.solo) : -1;
-      const slot = this.#idle.splice(Math.max(0, soloAt), 1)[0] as Slot;
-      slot.job = job;
-      const solo = alone && slot.solo;
+    for (let i = 0; i < this.#queue.length; ) {
+      const job = this.#queue[i] as Job;
+      const slot = this.#slotFor(job);
+      if (!slot) {
+        // A large image waits for a worker without one; smaller images behind it may go first.
+        if (job.large && this.#hasRoom()) i++;
+        else return;
+        continue;
+      }
+      this.#queue.splice(i, 1);
+      // Alone in the pool: the worker may spread this inference over several threads.
+      const solo = slot.solo && this.#inFlight() === 0 && this.#queue.length === 0;
+      slot.jobs.set(job.id, job);
       // Hand the upload over without a copy when it owns its whole buffer (large uploads do); the
       // caller is done with it. Small pooled buffers are copied.
       const { bytes } = job;
@@ -154,17 +172,34 @@ export class WorkerPoolScorer implements ImageScorer {
     }
   }
 
-  #busy(): number {
-    let busy = 0;
-    for (const slot of this.#slots) if (slot.job) busy++;
-    return busy;
+  /** The least busy ready worker with room for `job` (the solo-capable one among equals), if any. */
+  #slotFor(job: Job): Slot | undefined {
+    let best: Slot | undefined;
+    for (const slot of this.#slots) {
+      if (!slot.ready || slot.jobs.size >= this.#perWorker) continue;
+      if (job.large && [...slot.jobs.values()].some((j) => j.large)) continue;
+      if (!best || slot.jobs.size < best.jobs.size || (slot.jobs.size === best.jobs.size && slot.solo)) {
+        best = slot;
+      }
+    }
+    return best;
+  }
+
+  #hasRoom(): boolean {
+    for (const slot of this.#slots) if (slot.ready && slot.jobs.size < this.#perWorker) return true;
+    return false;
+  }
+
+  #inFlight(): number {
+    let n = 0;
+    for (const slot of this.#slots) n += slot.jobs.size;
+    return n;
   }
 
   #finish(slot: Slot, reply: Exclude<WorkerReply, { ready: true } | { fatal: string }>): void {
-    const job = slot.job;
-    slot.job = undefined;
-    this.#idle.push(slot);
-    if (job && job.id === reply.id) {
+    const job = slot.jobs.get(reply.id);
+    slot.jobs.delete(reply.id);
+    if (job) {
       if (reply.ok) {
         const { scores, decodeStartedAt, decodeMs, inferenceMs } = reply;
         job.resolve({ scores, decodeStartedAt, decodeMs, inferenceMs });
