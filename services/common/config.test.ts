@@ -1,0 +1,47 @@
+// Configuration: defaults, refusal of bad values at boot, the scoring pool it describes, and a README
+// row for every variable read.
+
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { scoringPoolOptions } from '../detect/model/load.ts';
+import { ConfigError, loadConfig } from './config.ts';
+
+describe('loadConfig', () => {
+  it('defaults to four images in flight over two scoring workers', () => {
+    const config = loadConfig({});
+    expect(config.concurrency.active).toBe(4);
+    expect(config.scoringWorkers).toBe(2);
+    expect(config.inferenceThreads).toBe(2);
+  });
+
+  it('refuses a bad value at once, naming the variable', () => {
+    expect(() => loadConfig({ SCORING_WORKERS: '0' })).toThrow(ConfigError);
+    expect(() => loadConfig({ SCORING_WORKERS: 'two' })).toThrow(/SCORING_WORKERS/);
+    expect(() => loadConfig({ MAX_ACTIVE_IMAGES: '-1' })).toThrow(/MAX_ACTIVE_IMAGES/);
+  });
+
+  it('documents every variable it reads in the README', () => {
+    const source = readFileSync(new URL('./config.ts', import.meta.url), 'utf8');
+    const names = [...source.matchAll(/Var\(env, '([A-Z0-9_]+)'/g)].map((m) => m[1]);
+    expect(names.length).toBeGreaterThan(20);
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    for (const name of names) expect(readme, name).toContain(`\`${name}\``);
+  });
+});
+
+describe('scoringPoolOptions', () => {
+  const pool = (env: Record<string, string>) => {
+    const { workers, jobsPerWorker } = scoringPoolOptions(loadConfig(env));
+    return { workers, jobsPerWorker };
+  };
+
+  it('spreads the active images over the workers', () => {
+    expect(pool({})).toEqual({ workers: 2, jobsPerWorker: 2 });
+    expect(pool({ MAX_ACTIVE_IMAGES: '5' })).toEqual({ workers: 2, jobsPerWorker: 3 });
+  });
+
+  it('never starts more workers than images may be in flight', () => {
+    expect(pool({ MAX_ACTIVE_IMAGES: '1' })).toEqual({ workers: 1, jobsPerWorker: 1 });
+    expect(pool({ MAX_ACTIVE_IMAGES: '3', SCORING_WORKERS: '8' })).toEqual({ workers: 3, jobsPerWorker: 1 });
+  });
+});
