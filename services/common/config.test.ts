@@ -7,9 +7,9 @@ import { scoringPoolOptions } from '../detect/model/load.ts';
 import { ConfigError, loadConfig } from './config.ts';
 
 describe('loadConfig', () => {
-  it('defaults to four images in flight over two scoring workers', () => {
+  it('defaults to six images in flight over two scoring workers', () => {
     const config = loadConfig({});
-    expect(config.concurrency.active).toBe(4);
+    expect(config.concurrency.active).toBe(6);
     expect(config.scoringWorkers).toBe(2);
     expect(config.inferenceThreads).toBe(2);
   });
@@ -36,7 +36,8 @@ describe('scoringPoolOptions', () => {
   };
 
   it('spreads the active images over the workers', () => {
-    expect(pool({})).toEqual({ workers: 2, jobsPerWorker: 2 });
+    expect(pool({})).toEqual({ workers: 2, jobsPerWorker: 3 });
+    expect(pool({ MAX_ACTIVE_IMAGES: '4' })).toEqual({ workers: 2, jobsPerWorker: 2 });
     expect(pool({ MAX_ACTIVE_IMAGES: '5' })).toEqual({ workers: 2, jobsPerWorker: 3 });
   });
 

@@ -43,8 +43,8 @@ export interface WorkerPoolOptions {
   workers: number;
   /**
    * Images each worker takes at once (default 2): while one is inferred on the worker's JS thread, the
-   * next one is already decoding on libvips threads, filling the cores' idle gaps (decoding alone keeps
-   * ~1.1 cores busy with hand-offs). Large images count against this and are at most one per worker.
+   * next ones are already decoding on libvips threads, filling the cores' idle gaps (a decode hands its
+   * work between threads and keeps ~1.1 cores busy). Large images are at most one per worker.
    */
   jobsPerWorker?: number;
   /**
