@@ -7,9 +7,9 @@ import { scoringPoolOptions } from '../detect/model/load.ts';
 import { ConfigError, loadConfig } from './config.ts';
 
 describe('loadConfig', () => {
-  it('defaults to six images in flight over two scoring workers', () => {
+  it('defaults to eight images in the pool over two scoring workers', () => {
     const config = loadConfig({});
-    expect(config.concurrency.active).toBe(6);
+    expect(config.concurrency.active).toBe(8);
     expect(config.scoringWorkers).toBe(2);
     expect(config.inferenceThreads).toBe(2);
   });
@@ -36,9 +36,11 @@ describe('scoringPoolOptions', () => {
   };
 
   it('spreads the active images over the workers', () => {
-    expect(pool({})).toEqual({ workers: 2, jobsPerWorker: 3 });
     expect(pool({ MAX_ACTIVE_IMAGES: '4' })).toEqual({ workers: 2, jobsPerWorker: 2 });
     expect(pool({ MAX_ACTIVE_IMAGES: '5' })).toEqual({ workers: 2, jobsPerWorker: 3 });
+    // Past three per worker the rest wait in the pool's queue.
+    expect(pool({})).toEqual({ workers: 2, jobsPerWorker: 3 });
+    expect(pool({ MAX_ACTIVE_IMAGES: '64' })).toEqual({ workers: 2, jobsPerWorker: 3 });
   });
 
   it('never starts more workers than images may be in flight', () => {

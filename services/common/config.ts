@@ -161,10 +161,10 @@ export function loadConfig(env: Env = process.env): Config {
       perDay: intVar(env, 'ANON_PER_DAY', 30, 0),
     },
     concurrency: {
-      // Three per worker: one is inferred while the next ones decode (WorkerPoolOptions.jobsPerWorker).
-      // Measured through HTTP at concurrency 8, alternating: 6 beat 4 by ~11 % in each of 3 pairs;
-      // 8 gained ~4 % more but kept ~20 MB more after load, and the RSS target is the tighter one.
-      active: intVar(env, 'MAX_ACTIVE_IMAGES', 6, 1, 256),
+      // Handed to the scoring pool at once: up to three per worker decode or infer (load.ts), the rest
+      // wait there, bodies read. Measured through HTTP at concurrency 8 in alternating pairs: 6 beat 4
+      // by ~11 % (3 of 3 pairs), 8 beat 6 by ~10 % (7 of 8 pairs).
+      active: intVar(env, 'MAX_ACTIVE_IMAGES', 8, 1, 256),
       queued: intVar(env, 'MAX_QUEUED_IMAGES', 16, 0, 10_000),
       retryAfterSeconds: intVar(env, 'OVERLOAD_RETRY_AFTER_SECONDS', 1, 1, 3600),
     },

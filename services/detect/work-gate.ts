@@ -1,7 +1,7 @@
 // Backpressure. A request takes a ticket when it arrives (before its body is read), so that uploads,
 // waiting images and running images together stay within `active + queued`. Past that the caller gets
 // 503/5001 with Retry-After at once: memory stays bounded instead of growing with the queue.
-// Only `active` tickets may decode and infer at the same time; the others wait in FIFO order.
+// Only `active` tickets are handed to the scoring pool at the same time; the others wait in FIFO order.
 
 import { ApiError } from '../common/errors.ts';
 

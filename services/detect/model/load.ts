@@ -5,13 +5,19 @@ import type { Config } from '../../common/config.ts';
 import type { ImageScorer } from '../scoring/image-scorer.ts';
 import { type WorkerPoolOptions, WorkerPoolScorer } from '../scoring/worker-pool-scorer.ts';
 
+/**
+ * Images one worker decodes and infers at once; more images handed to the pool wait in its queue.
+ * Measured at concurrency 8 on 2 cores: 3 beat 2 by ~11 %, 4 was no faster than 3 and kept more memory.
+ */
+export const MAX_JOBS_PER_WORKER = 3;
+
 /** The scoring pool the configuration describes: MAX_ACTIVE_IMAGES spread over SCORING_WORKERS. */
 export function scoringPoolOptions(config: Config): WorkerPoolOptions {
   const workers = Math.min(config.scoringWorkers, config.concurrency.active);
   return {
     model: config.model,
     workers,
-    jobsPerWorker: Math.ceil(config.concurrency.active / workers),
+    jobsPerWorker: Math.min(MAX_JOBS_PER_WORKER, Math.ceil(config.concurrency.active / workers)),
     intraOpThreads: config.inferenceThreads,
     limits: config.limits,
   };
