@@ -144,6 +144,24 @@ describe('WorkerPoolScorer', () => {
       }
     });
 
+    it('keeps large images to half the workers, letting small ones past a waiting large one', async () => {
+      const p = await create(2, 2);
+      try {
+        const order: string[] = [];
+        const run = (name: string, ms: number, megapixels: number) =>
+          p.score(image(ms, megapixels).bytes, image(ms, megapixels).probed).then((r) => {
+            order.push(name);
+            return r;
+          });
+        const all = await Promise.all([run('large-a', 60, 12), run('large-b', 10, 12), run('small', 10, 1)]);
+        // large-b waited for large-a although the other worker was free; the small image took it.
+        expect(order).toEqual(['small', 'large-a', 'large-b']);
+        expect(all.map((r) => r.scores.sexy)).toEqual([1, 1, 0]);
+      } finally {
+        await p.close();
+      }
+    });
+
     it('keeps large images to one per worker, letting small ones past a waiting large one', async () => {
       const p = await create(1, 2);
       try {

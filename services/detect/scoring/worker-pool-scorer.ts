@@ -17,7 +17,7 @@ interface Job {
   id: number;
   bytes: Uint8Array;
   probed: ProbedImage;
-  /** See isLargeImage: at most one such job per worker. */
+  /** See isLargeImage: at most one such job per worker, and on at most half the workers. */
   large: boolean;
   resolve: (scored: ScoredImage) => void;
   reject: (err: Error) => void;
@@ -64,6 +64,8 @@ export class WorkerPoolScorer implements ImageScorer {
   readonly inputSize: number;
   readonly #opts: WorkerPoolOptions;
   readonly #perWorker: number;
+  /** Workers that may hold a large image at once: half of them (rounded up) stay free for the rest. */
+  readonly #maxLarge: number;
   readonly #queue: Job[] = [];
   readonly #slots = new Set<Slot>();
   #nextId = 1;
@@ -72,6 +74,7 @@ export class WorkerPoolScorer implements ImageScorer {
   private constructor(opts: WorkerPoolOptions) {
     this.#opts = opts;
     this.#perWorker = Math.max(1, opts.jobsPerWorker ?? 2);
+    this.#maxLarge = Math.ceil(opts.workers / 2);
     this.model = opts.model;
     this.inputSize = MODEL_INPUT_SIZE[opts.model];
   }
@@ -172,12 +175,18 @@ export class WorkerPoolScorer implements ImageScorer {
     }
   }
 
-  /** The least busy ready worker with room for `job` (the solo-capable one among equals), if any. */
+  /**
+   * The least busy ready worker with room for `job` (the solo-capable one among equals), if any. A large
+   * image (~100 MB in flight for a 4096×4000 PNG) needs a worker without one, and is refused while half
+   * the workers hold one: that bounds peak memory, and ordinary images always have a worker.
+   */
   #slotFor(job: Job): Slot | undefined {
+    const holdsLarge = (slot: Slot) => [...slot.jobs.values()].some((j) => j.large);
+    if (job.large && [...this.#slots].filter(holdsLarge).length >= this.#maxLarge) return undefined;
     let best: Slot | undefined;
     for (const slot of this.#slots) {
       if (!slot.ready || slot.jobs.size >= this.#perWorker) continue;
-      if (job.large && [...slot.jobs.values()].some((j) => j.large)) continue;
+      if (job.large && holdsLarge(slot)) continue;
       if (!best || slot.jobs.size < best.jobs.size || (slot.jobs.size === best.jobs.size && slot.solo)) {
         best = slot;
       }
