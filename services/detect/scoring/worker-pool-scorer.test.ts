@@ -144,47 +144,42 @@ describe('WorkerPoolScorer', () => {
       }
     });
 
-    it('keeps large images to half the workers, letting small ones past a waiting large one', async () => {
-      const p = await create(2, 2);
+    /** Two large images then a small one, each sent at once; returns their results and finishing order. */
+    async function largeLargeSmall(workers: number) {
+      const p = await create(workers, 2);
       try {
         const order: string[] = [];
         const run = (name: string, ms: number, megapixels: number) =>
           p.score(image(ms, megapixels).bytes, image(ms, megapixels).probed).then((r) => {
             order.push(name);
-            return r;
-          });
-        const all = await Promise.all([run('large-a', 60, 12), run('large-b', 10, 12), run('small', 10, 1)]);
-        // large-b waited for large-a although the other worker was free; the small image took it.
-        expect(order).toEqual(['small', 'large-a', 'large-b']);
-        expect(all.map((r) => r.scores.sexy)).toEqual([1, 1, 0]);
-      } finally {
-        await p.close();
-      }
-    });
-
-    it('keeps large images to one per worker, letting small ones past a waiting large one', async () => {
-      const p = await create(1, 2);
-      try {
-        const order: string[] = [];
-        const run = (name: string, ms: number, megapixels: number) =>
-          p.score(image(ms, megapixels).bytes, image(ms, megapixels).probed).then((r) => {
-            order.push(name);
-            return r;
+            return r.scores;
           });
         // 12 MP × 3 bytes is over the large-image threshold.
-        const [a, b, c] = await Promise.all([
+        const scores = await Promise.all([
           run('large-a', 60, 12),
           run('large-b', 10, 12),
           run('small', 10, 1),
         ]);
-        expect(a.scores.sexy).toBe(1);
-        expect(b.scores.sexy).toBe(1);
-        // The small image overtook large-b, which waited for large-a.
-        expect(c.scores.porn).toBe(2);
-        expect(order).toEqual(['small', 'large-a', 'large-b']);
+        return { scores, order };
       } finally {
         await p.close();
       }
+    }
+
+    it('keeps large images to half the workers, letting small ones past a waiting large one', async () => {
+      const { scores, order } = await largeLargeSmall(2);
+      // large-b waited for large-a although the other worker was free; the small image took that one.
+      expect(order).toEqual(['small', 'large-a', 'large-b']);
+      expect(scores.map((s) => s.sexy)).toEqual([1, 1, 0]);
+      expect(scores[2]?.porn).toBe(1);
+    });
+
+    it('keeps large images to one per worker, letting small ones past a waiting large one', async () => {
+      const { scores, order } = await largeLargeSmall(1);
+      // The small image overtook large-b and shared the worker with large-a.
+      expect(order).toEqual(['small', 'large-a', 'large-b']);
+      expect(scores.map((s) => s.sexy)).toEqual([1, 1, 1]);
+      expect(scores[2]?.porn).toBe(2);
     });
   });
 });
