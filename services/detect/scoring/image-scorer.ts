@@ -37,7 +37,8 @@ export const FULL_DECODE_MAX_PIXELS = 16_000_000;
 
 /**
  * Upload plus decoded RGB above this is a large image (~10 MP and up): a scoring worker holds at most
- * one at a time, and collects garbage right after it, so peak memory stays bounded by the worker count.
+ * one at a time (and collects garbage right after it), and at most half the workers hold one, so peak
+ * memory stays bounded.
  */
 export const LARGE_IMAGE_BYTES = 32 * 1024 * 1024;
 
