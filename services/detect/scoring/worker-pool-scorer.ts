@@ -3,6 +3,7 @@
 // either would stall every other request (health included) for the whole image. Here the main
 // thread only does I/O, sniffing and header probes, and each core can score an image.
 
+import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import { ApiError, errorNameForCode } from '../../common/errors.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
@@ -12,6 +13,26 @@ import { type ImageScorer, isLargeImage, type ScoredImage } from './image-scorer
 import type { ScoreRequest, ScorerWorkerData } from './scorer-worker.ts';
 
 const ENTRY = new URL('./scorer-worker-entry.mjs', import.meta.url);
+
+/**
+ * The old-generation allocation limit a scoring worker's V8 heap starts with, in MB. A worker's JS
+ * heap is small (~8 MB), but every image allocates ~3.6 MB off-heap (decoded pixels and the model
+ * input), and V8 counts off-heap memory allocated since the last full collection against that limit.
+ * With V8's default limit for an 8 MB heap, a worker ran a full mark-compact every ~10 images (4-5 a
+ * second, each pausing its thread for 3-13 ms). Starting from 64 MB, the buffers die in cheap young-
+ * generation collections instead: ~10x fewer full collections, ~10% more images per second at
+ * concurrency 8 (in-process pool, 8 rounds paired against the default), and no higher peak RSS.
+ */
+const WORKER_INITIAL_OLD_SPACE_MB = 64;
+
+/**
+ * V8 reads its heap flags when an isolate is created, and a Worker's resourceLimits cannot set an
+ * initial size: set the flag just before spawning. It is process-wide; the main thread's heap,
+ * created at startup, is unaffected, and so is every other worker's limit on how far it may grow.
+ */
+function sizeNextWorkerHeaps(): void {
+  setFlagsFromString(`--initial-old-space-size=${WORKER_INITIAL_OLD_SPACE_MB}`);
+}
 
 interface Job {
   id: number;
@@ -82,6 +103,7 @@ export class WorkerPoolScorer implements ImageScorer {
   /** Resolves once every worker has loaded its model; rejects if any cannot. */
   static async create(opts: WorkerPoolOptions): Promise<WorkerPoolScorer> {
     disableOrtTelemetry();
+    sizeNextWorkerHeaps();
     const pool = new WorkerPoolScorer(opts);
     try {
       await Promise.all(Array.from({ length: opts.workers }, (_, i) => pool.#spawn(i === 0)));
