@@ -196,10 +196,13 @@ export function shrinkScale(width: number, height: number, target: number): numb
   return 1;
 }
 
-/** The float32 values tfjs holds after `toFloat().div(255)`: fround(v / 255). */
+/**
+ * The float32 values tfjs holds after `toFloat().div(255)`: fround(v / 255), stored as doubles (the
+ * kernel's arithmetic is in doubles; this saves a conversion per read, ~6% of the resize).
+ */
 const UNIT = (() => {
-  const t = new Float32Array(256);
-  for (let v = 0; v < 256; v++) t[v] = v / 255;
+  const t = new Float64Array(256);
+  for (let v = 0; v < 256; v++) t[v] = Math.fround(v / 255);
   return t;
 })();
 
