@@ -20,8 +20,10 @@ const ENTRY = new URL('./scorer-worker-entry.mjs', import.meta.url);
  * input), and V8 counts off-heap memory allocated since the last full collection against that limit.
  * With V8's default limit for an 8 MB heap, a worker ran a full mark-compact every ~10 images (4-5 a
  * second, each pausing its thread for 3-13 ms). Starting from 64 MB, the buffers die in cheap young-
- * generation collections instead: ~10x fewer full collections, ~10% more images per second at
- * concurrency 8 (in-process pool, 8 rounds paired against the default), and no higher peak RSS.
+ * generation collections instead: ~10x fewer full collections and ~10% more images per second at
+ * concurrency 8 (in-process pool, 8 rounds paired against the default; through HTTP 119-120 against
+ * 109-112 req/s in 3 alternating pairs), with the same peak RSS (8 x 49 MB uploads after load: 910-933
+ * against 913-938 MiB).
  */
 const WORKER_INITIAL_OLD_SPACE_MB = 64;
 
