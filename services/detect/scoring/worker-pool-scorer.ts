@@ -29,8 +29,9 @@ const WORKER_INITIAL_OLD_SPACE_MB = 64;
 
 /**
  * V8 reads its heap flags when an isolate is created, and a Worker's resourceLimits cannot set an
- * initial size: set the flag just before spawning. It is process-wide; the main thread's heap,
- * created at startup, is unaffected, and so is every other worker's limit on how far it may grow.
+ * initial size: set the flag just before spawning. The flag is process-wide but only reaches isolates
+ * created after it: the main thread's heap (created at startup) keeps V8's defaults, and no heap's
+ * maximum size changes.
  */
 function sizeNextWorkerHeaps(): void {
   setFlagsFromString(`--initial-old-space-size=${WORKER_INITIAL_OLD_SPACE_MB}`);
