@@ -31,15 +31,16 @@
 //
 // Safety: sharp only ever receives bytes whose own signature matches the sniffed, whitelisted format
 // (checked again here), only the whitelisted libvips loaders are enabled (see `configureSharp`),
-// `limitInputPixels` repeats the dimension limit as a second guard, `failOn: 'error'` rejects
-// truncated and corrupt data (chosen by the corpus: 'warning' also rejects the valid GeoTIFF
-// bonne.geo.tif because of libtiff warnings about unknown tags, 'error' still rejects truncated.jpg
-// and truncated.png), and a timeout bounds pathological inputs. Every decoder failure is 4005.
+// `limitInputPixels` repeats the dimension limit as a second guard, `failOn` rejects truncated and
+// corrupt data ('warning' for JPEG, PNG, WebP and GIF, 'error' for TIFF: see FAIL_ON), probe.ts
+// refuses beforehand, from the header, data too short for the size it claims, and a timeout bounds
+// pathological inputs. Every decoder failure is 4005.
 // Nothing is written to disk; sharp's operation cache is disabled so no pixels outlive a request.
 
 import sharp, { type Sharp } from 'sharp';
 import { ApiError, isApiError } from '../../common/errors.ts';
 import { decodeBmp } from './bmp.ts';
+import { checkImageData } from './probe.ts';
 import { signatureFormat } from './sniff.ts';
 import {
   DEFAULT_DIMENSION_LIMITS,
@@ -107,6 +108,28 @@ function configureSharp(): void {
   sharp.unblock({ operation: ALLOWED_LOADERS });
 }
 
+type FailOn = 'error' | 'warning';
+
+/**
+ * How strict libvips is per format. 'warning' everywhere we can: a JPEG whose scan data stops early
+ * but ends with EOI ("premature end of data segment"), a corrupt Huffman stream or a bad restart
+ * marker are only libjpeg *warnings*, and the rest of the canvas would be filled with grey and scored.
+ * TIFF stays at 'error': libtiff warns about unknown tags of valid files (the corpus GeoTIFF
+ * bonne.geo.tif); truncated TIFF data is refused from the header instead (probe.ts, strip bounds).
+ * 'truncated' is *weaker* than 'error' in sharp's order (none < truncated < error < warning).
+ */
+const FAIL_ON: Record<ImageFormat, FailOn> = {
+  jpeg: 'warning',
+  png: 'warning',
+  webp: 'warning',
+  gif: 'warning',
+  tiff: 'error',
+  bmp: 'error', // unused: BMP is decoded by bmp.ts and reaches sharp as raw pixels
+};
+
+/** libjpeg's JWRN_EXTRANEOUS_DATA: bytes skipped before a marker; no pixel is lost. */
+const BENIGN_JPEG_WARNING = /extraneous bytes before marker/i;
+
 const BACKGROUNDS: Record<AlphaBackground, { r: number; g: number; b: number }> = {
   black: { r: 0, g: 0, b: 0 },
   white: { r: 255, g: 255, b: 255 },
@@ -146,7 +169,10 @@ export async function decodeRgb(
     );
   }
 
-  try {
+  // Data too short for the size its header claims is refused before libvips sees it (cheap).
+  checkImageData(bytes, probed);
+
+  const decode = async (failOn: FailOn): Promise<DecodedRgb> => {
     let pipeline: Sharp;
     if (format === 'bmp') {
       const bmp = decodeBmp(bytes, maxPixels);
@@ -156,7 +182,7 @@ export async function decodeRgb(
       });
     } else {
       pipeline = sharp(bytes, {
-        failOn: 'error',
+        failOn,
         limitInputPixels: maxPixels,
         sequentialRead: true,
         pages: 1,
@@ -184,6 +210,19 @@ export async function decodeRgb(
       throw new Error(`unexpected decoder output: ${info.width}x${info.height}x${info.channels}`);
     }
     return { rgb: data, width: info.width, height: info.height };
+  };
+
+  try {
+    try {
+      return await decode(FAIL_ON[format]);
+    } catch (err) {
+      // The one harmless libjpeg warning (junk between the last scan and EOI, written by some
+      // cameras and editors; every pixel was decoded): accept the image as 'error' would.
+      if (format === 'jpeg' && err instanceof Error && BENIGN_JPEG_WARNING.test(err.message)) {
+        return await decode('error');
+      }
+      throw err;
+    }
   } catch (err) {
     if (isApiError(err)) throw err;
     throw undecodable(format, err);
