@@ -15,39 +15,37 @@ export interface LingerOptions {
 }
 
 /**
- * Closes a connection whose request body was refused, so that a client that writes its whole body
- * before reading (most do) still reads our answer: closing with unread data makes the kernel send a
- * reset, and a reset throws away the answer waiting in the client's receive buffer. So, as nginx's
- * "lingering close" does, we send our FIN after the answer, keep reading and dropping what the
- * client still sends, and destroy the socket when it closes its side, or past `maxBytes` or `maxMs`
- * (a client that sends more, or more slowly, was never going to read the answer anyway).
+ * Closes the connection of a request whose body was refused, so that a client that writes its whole
+ * body before reading (most do) still reads our answer: closing with unread data makes the kernel
+ * send a reset, and a reset throws away the answer waiting in the client's receive buffer. So, as
+ * nginx's "lingering close" does, once the answer is out we send our FIN, keep reading and dropping
+ * the rest of the body, and destroy the socket when the client closes its side, or past
+ * `maxBytes` / `maxMs` (a client that sends more, or more slowly, was never going to read it).
+ *
+ * Node ends a `Connection: close` response with `socket.destroySoon()`, which resets a connection
+ * that still has body bytes in flight; that one call is replaced on this socket.
  */
-export function lingerClose(socket: Socket, opts: LingerOptions): void {
-  if (socket.destroyed) return;
+export function lingerOnClose(req: IncomingMessage, opts: LingerOptions): void {
+  const socket = req.socket as (Socket & { destroySoon?: () => void }) | null;
+  if (!socket || socket.destroyed) return;
+  // Whoever was reading the body (intake, busboy) has given up: drop the rest, counted.
+  req.unpipe();
+  req.removeAllListeners('data');
   let read = 0;
   const cut = () => socket.destroy();
-  const timer = setTimeout(cut, opts.maxMs);
-  timer.unref();
-  socket.on('data', (chunk: Buffer) => {
+  req.on('data', (chunk: Buffer) => {
     read += chunk.length;
     if (read > opts.maxBytes) cut();
   });
-  socket.once('end', cut);
+  req.on('error', cut);
+  req.resume();
+  const timer = setTimeout(cut, opts.maxMs);
+  timer.unref();
   socket.once('close', () => clearTimeout(timer));
-  socket.on('error', cut);
-  socket.end(); // FIN after the answer already queued; reading goes on.
-  socket.resume();
-}
-
-/**
- * Makes Node close this request's connection by lingering instead of at once. Node ends a
- * `Connection: close` response with `socket.destroySoon()`, which resets a connection that still has
- * body bytes in flight; we swap that one call for `lingerClose`.
- */
-export function lingerOnClose(socket: Socket | null | undefined, opts: LingerOptions): void {
-  if (!socket || socket.destroyed) return;
-  const patched = socket as Socket & { destroySoon?: () => void };
-  patched.destroySoon = () => lingerClose(socket, opts);
+  socket.destroySoon = () => {
+    socket.once('end', cut); // the client closed its side: it has what it will read
+    socket.end(); // FIN after the answer already queued; reading goes on
+  };
 }
 
 /** A complete raw response: status line, envelope body, `Connection: close`. */
@@ -160,7 +158,7 @@ export function installExpectGuard(server: Server, opts: ExpectGuardOptions): vo
       opts.onRefused?.(err.code);
       const body = JSON.stringify(err.body());
       // Clients that stop waiting for 100 Continue send the body anyway: linger for them.
-      lingerOnClose(req.socket, opts.linger);
+      lingerOnClose(req, opts.linger);
       res.writeHead(err.status, {
         'content-type': 'application/json; charset=utf-8',
         'content-length': Buffer.byteLength(body),

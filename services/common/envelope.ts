@@ -109,7 +109,7 @@ export function installEnvelopeHandlers(app: FastifyInstance, opts: EnvelopeOpti
       // Errors after which reading on is pointless (too large, stalled) carry `connection: close`:
       // the answer is sent, then the connection lingers (bounded) so the client can read it.
       // Any other refusal drains the body and keeps the connection.
-      if (apiError.headers.connection === 'close') lingerOnClose(request.raw.socket, linger);
+      if (apiError.headers.connection === 'close') lingerOnClose(request.raw, linger);
       else discardBody(request, linger);
     }
     return sendError(reply, apiError);

@@ -6,11 +6,7 @@ import type { Server } from 'node:http';
 import Fastify, { type FastifyInstance, LogController } from 'fastify';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config.ts';
-import {
-  handleClientError,
-  installExpectGuard,
-  type LingerOptions,
-} from './connection-guards.ts';
+import { handleClientError, installExpectGuard, type LingerOptions } from './connection-guards.ts';
 import { allowedMethods, installEnvelopeHandlers } from './envelope.ts';
 import { RefusalLog } from './refusal-log.ts';
 
