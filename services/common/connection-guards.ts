@@ -123,7 +123,7 @@ export function clientErrorRefusal(err: ClientError, opts: ClientErrorOptions): 
 export function handleClientError(err: ClientError, socket: Socket, opts: ClientErrorOptions): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const current = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
-  if (socket.writable && (!current || !current.headersSent)) {
+  if (socket.writable && !current?.headersSent) {
     const refusal = clientErrorRefusal(err, opts);
     opts.onRefused?.(refusal.code);
     socket.end(rawEnvelopeResponse(refusal));
