@@ -32,7 +32,7 @@
 // Safety: sharp only ever receives bytes whose own signature matches the sniffed, whitelisted format
 // (checked again here), only the whitelisted libvips loaders are enabled (see `configureSharp`),
 // `limitInputPixels` repeats the dimension limit as a second guard, `failOn` rejects truncated and
-// corrupt data ('warning' for JPEG, PNG, WebP and GIF, 'error' for TIFF: see FAIL_ON), probe.ts
+// corrupt data ('warning' for JPEG, 'error' for the others: see FAIL_ON), probe.ts
 // refuses beforehand, from the header, data too short for the size it claims, and a timeout bounds
 // pathological inputs. Every decoder failure is 4005.
 // Nothing is written to disk; sharp's operation cache is disabled so no pixels outlive a request.
@@ -111,24 +111,33 @@ function configureSharp(): void {
 type FailOn = 'error' | 'warning';
 
 /**
- * How strict libvips is per format. 'warning' everywhere we can: a JPEG whose scan data stops early
- * but ends with EOI ("premature end of data segment"), a corrupt Huffman stream or a bad restart
- * marker are only libjpeg *warnings*, and the rest of the canvas would be filled with grey and scored.
- * TIFF stays at 'error': libtiff warns about unknown tags of valid files (the corpus GeoTIFF
- * bonne.geo.tif); truncated TIFF data is refused from the header instead (probe.ts, strip bounds).
- * 'truncated' is *weaker* than 'error' in sharp's order (none < truncated < error < warning).
+ * How strict libvips is per format, measured on the corpus and on truncated copies of it.
+ * JPEG: 'warning'. A JPEG whose scan data stops early but ends with EOI ("premature end of data
+ * segment"), a corrupt Huffman stream or a bad restart marker are only libjpeg *warnings*: at
+ * 'error' the rest of the canvas is filled with grey and scored. The few warnings that lose no pixel
+ * are let through (BENIGN_JPEG_WARNINGS). Every corpus JPEG decodes at 'warning'.
+ * PNG, GIF, WebP: 'error' already refuses every truncation measured (also with IEND, the GIF
+ * trailer or a patched RIFF size appended); 'warning' caught nothing more, and would refuse real
+ * PNGs for libpng's harmless warnings (e.g. "known incorrect sRGB profile").
+ * TIFF: 'error' (libtiff warns about unknown tags of valid files: the corpus GeoTIFF bonne.geo.tif);
+ * cut-off TIFF data is refused from the IFD instead (checkImageData in probe.ts).
+ * ('truncated' is *weaker* than 'error' in sharp's order: none < truncated < error < warning.)
  */
 const FAIL_ON: Record<ImageFormat, FailOn> = {
   jpeg: 'warning',
-  png: 'warning',
-  webp: 'warning',
-  gif: 'warning',
+  png: 'error',
+  webp: 'error',
+  gif: 'error',
   tiff: 'error',
   bmp: 'error', // unused: BMP is decoded by bmp.ts and reaches sharp as raw pixels
 };
 
-/** libjpeg's JWRN_EXTRANEOUS_DATA: bytes skipped before a marker; no pixel is lost. */
-const BENIGN_JPEG_WARNING = /extraneous bytes before marker/i;
+/**
+ * libjpeg warnings after which every pixel is still decoded: bytes skipped before a marker, an
+ * unknown JFIF version or Adobe transform code, an unreadable ICC marker, ignored SOS parameters.
+ */
+const BENIGN_JPEG_WARNINGS =
+  /extraneous bytes before marker|unknown JFIF revision|unknown Adobe color transform|bad ICC marker|invalid SOS parameters for sequential JPEG/i;
 
 const BACKGROUNDS: Record<AlphaBackground, { r: number; g: number; b: number }> = {
   black: { r: 0, g: 0, b: 0 },
@@ -216,9 +225,9 @@ export async function decodeRgb(
     try {
       return await decode(FAIL_ON[format]);
     } catch (err) {
-      // The one harmless libjpeg warning (junk between the last scan and EOI, written by some
-      // cameras and editors; every pixel was decoded): accept the image as 'error' would.
-      if (format === 'jpeg' && err instanceof Error && BENIGN_JPEG_WARNING.test(err.message)) {
+      // A harmless libjpeg warning (e.g. junk between segments, written by some cameras and
+      // editors; every pixel is decoded): decode again as 'error' would, and score it.
+      if (format === 'jpeg' && err instanceof Error && BENIGN_JPEG_WARNINGS.test(err.message)) {
         return await decode('error');
       }
       throw err;

@@ -346,6 +346,15 @@ describe('data that cannot hold the image it claims → 4005, found cheaply (iss
     }
   });
 
+  it('a JPEG with only a harmless libjpeg warning (extraneous bytes) still decodes, to the same pixels', async () => {
+    const bytes = read('centered_image.jpeg');
+    const at = 4 + bytes.readUInt16BE(4); // after APP0: junk before the next marker
+    const junk = Buffer.concat([bytes.subarray(0, at), Buffer.from('0123456789'), bytes.subarray(at)]);
+    const clean = await pipeline(bytes);
+    const warned = await pipeline(junk);
+    expect(Buffer.from(warned.input.tensor.buffer).equals(Buffer.from(clean.input.tensor.buffer))).toBe(true);
+  });
+
   it('truncated TIFF, PNG, WebP and GIF data of corpus images → 4005', async () => {
     const names = [
       'fogra-0-100-100-0.tif', // libtiff only warns about its cut-off strips
@@ -363,6 +372,29 @@ describe('data that cannot hold the image it claims → 4005, found cheaply (iss
       for (const fraction of [0.3, 0.6, 0.9]) {
         const cut = Buffer.from(bytes.subarray(0, Math.floor(bytes.length * fraction)));
         expect(await outcome(cut), `${name} cut at ${fraction}`).toBe(4005);
+      }
+    }
+  });
+
+  it('truncated data made to look complete (IEND, GIF trailer, RIFF size patched) → 4005', async () => {
+    const iend = Buffer.from('0000000049454e44ae426082', 'hex');
+    const endings: Array<[string, (cut: Buffer) => Buffer]> = [
+      ['swiss.png', (cut) => Buffer.concat([cut, iend])],
+      ['test-pattern.png', (cut) => Buffer.concat([cut, iend])],
+      ['Crash_test.gif', (cut) => Buffer.concat([cut, Buffer.from([0x00, 0x3b])])],
+      [
+        '4.webp',
+        (cut) => {
+          cut.writeUInt32LE(cut.length - 8, 4);
+          return cut;
+        },
+      ],
+    ];
+    for (const [name, complete] of endings) {
+      const bytes = read(name);
+      for (const fraction of [0.3, 0.6, 0.9]) {
+        const cut = complete(Buffer.from(bytes.subarray(0, Math.floor(bytes.length * fraction))));
+        expect(await outcome(cut), `${name} cut at ${fraction}, made to look complete`).toBe(4005);
       }
     }
   });
