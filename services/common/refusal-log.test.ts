@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
+import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { fixture } from '../../test/fixtures/corpus.ts';
 import { FakeClassifier } from '../../test/support/fake-classifier.ts';
@@ -14,6 +15,7 @@ import { InProcessScorer } from '../detect/scoring/image-scorer.ts';
 import { memoryAccountStore } from '../quota/stores/local-account-store.ts';
 import { MemoryQuotaStore } from '../quota/stores/memory-quota-store.ts';
 import { loadConfig } from './config.ts';
+import { RefusalLog } from './refusal-log.ts';
 
 interface LogLine {
   level: number;
@@ -144,5 +146,39 @@ describe('refusals are counted, not logged one by one (issue 10.7)', () => {
       expect(JSON.stringify(line)).not.toMatch(/stack/);
     }
     expect(summaries.some((l) => l.level === 40)).toBe(true);
+  });
+});
+
+describe('RefusalLog', () => {
+  it('a sustained flood writes one line per interval, whatever its rate', async () => {
+    const chunks: string[] = [];
+    const stream = new Writable({
+      write(chunk, _enc, done) {
+        chunks.push(chunk.toString());
+        done();
+      },
+    });
+    const { log } = Fastify({ logger: { level: 'info', stream } });
+    const refusals = new RefusalLog(log, 100);
+    const until = Date.now() + 550;
+    let recorded = 0;
+    while (Date.now() < until) {
+      for (let i = 0; i < 500; i++) refusals.record(i % 2 ? 4011 : 5001, 'Overloaded');
+      recorded += 500;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    refusals.flush();
+    const lines = chunks
+      .join('')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as LogLine);
+    console.log(`${recorded} refusals in 550 ms → ${lines.length} lines`);
+    expect(lines.length).toBeGreaterThanOrEqual(2);
+    expect(lines.length).toBeLessThanOrEqual(8);
+    expect(lines.reduce((sum, l) => sum + (l.refused?.['4011'] ?? 0) + (l.refused?.['5001'] ?? 0), 0)).toBe(
+      recorded,
+    );
+    for (const line of lines) expect(line.level).toBe(40);
   });
 });

@@ -4,7 +4,6 @@
 
 import type { Server } from 'node:http';
 import Fastify, { type FastifyInstance, LogController } from 'fastify';
-import type { DestinationStream } from 'pino';
 import type { Config } from './config.ts';
 import { handleClientError, installExpectGuard, type LingerOptions } from './connection-guards.ts';
 import { allowedMethods, installEnvelopeHandlers } from './envelope.ts';
@@ -15,7 +14,7 @@ export interface RootAppOptions {
   /** Tests pass `false` to keep output quiet. */
   logger?: boolean | undefined;
   /** Where log lines go (default stdout); tests capture them. */
-  logStream?: DestinationStream | undefined;
+  logStream?: { write(line: string): unknown } | undefined;
   /** Interval of the refusal summary lines (default 10 s). */
   refusalLogIntervalMs?: number | undefined;
 }
