@@ -12,6 +12,8 @@ export interface LingerOptions {
   maxBytes: number;
   /** The longest time spent lingering, in ms. */
   maxMs: number;
+  /** Cut when nothing arrives for this long, in ms (a stalled client sends nothing more). */
+  idleMs: number;
 }
 
 /**
@@ -20,7 +22,8 @@ export interface LingerOptions {
  * send a reset, and a reset throws away the answer waiting in the client's receive buffer. So, as
  * nginx's "lingering close" does, once the answer is out we send our FIN, keep reading and dropping
  * the rest of the body, and destroy the socket when the client closes its side, or past
- * `maxBytes` / `maxMs` (a client that sends more, or more slowly, was never going to read it).
+ * `maxBytes` / `maxMs`, or after `idleMs` without data (a client that sends more, or more slowly,
+ * was never going to read it).
  *
  * Node ends a `Connection: close` response with `socket.destroySoon()`, which resets a connection
  * that still has body bytes in flight; that one call is replaced on this socket.
@@ -33,15 +36,21 @@ export function lingerOnClose(req: IncomingMessage, opts: LingerOptions): void {
   req.removeAllListeners('data');
   let read = 0;
   const cut = () => socket.destroy();
+  const timer = setTimeout(cut, opts.maxMs);
+  timer.unref();
+  const idle = setTimeout(cut, opts.idleMs);
+  idle.unref();
   req.on('data', (chunk: Buffer) => {
+    idle.refresh();
     read += chunk.length;
     if (read > opts.maxBytes) cut();
   });
   req.on('error', cut);
   req.resume();
-  const timer = setTimeout(cut, opts.maxMs);
-  timer.unref();
-  socket.once('close', () => clearTimeout(timer));
+  socket.once('close', () => {
+    clearTimeout(timer);
+    clearTimeout(idle);
+  });
   socket.destroySoon = () => {
     socket.once('end', cut); // the client closed its side: it has what it will read
     socket.end(); // FIN after the answer already queued; reading goes on

@@ -64,21 +64,33 @@ export interface EnvelopeOptions {
   refusals?: RefusalLog;
 }
 
-const DEFAULT_LINGER: LingerOptions = { maxBytes: 2 * 52_428_800 + 1024 * 1024, maxMs: 10_000 };
+const DEFAULT_LINGER: LingerOptions = {
+  maxBytes: 2 * 52_428_800 + 1024 * 1024,
+  maxMs: 10_000,
+  idleMs: 2_000,
+};
 
 /** Reads and drops the rest of a refused request body on a kept-alive connection, within `linger`. */
 function discardBody(request: FastifyRequest, linger: LingerOptions): void {
   const raw = request.raw;
   let discarded = 0;
-  const timer = setTimeout(() => raw.socket?.destroy(), linger.maxMs);
+  const cut = () => raw.socket?.destroy();
+  const timer = setTimeout(cut, linger.maxMs);
   timer.unref();
+  const idle = setTimeout(cut, linger.idleMs);
+  idle.unref();
+  const stop = () => {
+    clearTimeout(timer);
+    clearTimeout(idle);
+  };
   raw.on('data', (chunk: Buffer) => {
+    idle.refresh();
     discarded += chunk.length;
-    if (discarded > linger.maxBytes) raw.socket?.destroy();
+    if (discarded > linger.maxBytes) cut();
   });
-  raw.on('end', () => clearTimeout(timer));
-  raw.on('close', () => clearTimeout(timer));
-  raw.on('error', () => raw.socket?.destroy());
+  raw.on('end', stop);
+  raw.on('close', stop);
+  raw.on('error', cut);
   raw.resume();
 }
 
@@ -97,9 +109,10 @@ export function installEnvelopeHandlers(app: FastifyInstance, opts: EnvelopeOpti
   app.setErrorHandler((err: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const apiError = toApiError(err);
     if (isApiError(err)) {
-      // A refusal we chose (overload, bad key, rate limit …): counted, never a stack trace.
-      const cause = err.cause instanceof Error ? err.cause.message : undefined;
-      refusals.record(apiError.code, cause ?? apiError.message);
+      // A refusal we chose (overload, bad key, rate limit …): counted, no stack trace; the fault
+      // behind a 5xx refusal, if any, is logged once per interval (refusal-log.ts).
+      const fault = err.cause instanceof Error ? err.cause : undefined;
+      refusals.record(apiError.code, fault?.message ?? apiError.message, fault);
     } else if (apiError.status >= 500) {
       request.log.error({ err }, 'request failed');
     } else {

@@ -181,4 +181,28 @@ describe('RefusalLog', () => {
     );
     for (const line of lines) expect(line.level).toBe(40);
   });
+
+  it('a fault behind 5xx refusals (e.g. the quota store down) is logged with its stack once per interval', () => {
+    const chunks: string[] = [];
+    const stream = new Writable({
+      write(chunk, _enc, done) {
+        chunks.push(chunk.toString());
+        done();
+      },
+    });
+    const { log } = Fastify({ logger: { level: 'info', stream } });
+    const refusals = new RefusalLog(log, 60_000);
+    for (let i = 0; i < 1000; i++)
+      refusals.record(5001, 'Connection is closed.', new Error('Connection is closed.'));
+    refusals.flush();
+    const lines = chunks
+      .join('')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as LogLine);
+    expect(lines).toHaveLength(2);
+    expect(lines[0]?.level).toBe(50);
+    expect(lines[0]?.err?.stack).toMatch(/Connection is closed/);
+    expect(lines[1]).toMatchObject({ level: 40, refused: { 5001: 1000 }, msg: 'requests refused' });
+  });
 });

@@ -53,7 +53,11 @@ export function createRootApp({
   const refusals = new RefusalLog(app.log, refusalLogIntervalMs);
   // A refused upload's connection lingers (reading and dropping) for at most two upload limits
   // plus framing, or 10 s, so that clients writing their whole body first still read the answer.
-  const linger: LingerOptions = { maxBytes: 2 * config.maxFileBytes + FRAMING_BYTES, maxMs: 10_000 };
+  const linger: LingerOptions = {
+    maxBytes: 2 * config.maxFileBytes + FRAMING_BYTES,
+    maxMs: 10_000,
+    idleMs: 2_000,
+  };
   installEnvelopeHandlers(app, { linger, refusals });
   installExpectGuard(app.server as Server, {
     maxFileBytes: config.maxFileBytes,
