@@ -8,6 +8,9 @@
 //   4005 (UNDECODABLE)          — header truncated before the size, zero or inconsistent dimensions;
 //   4004 (DIMENSIONS_EXCEEDED)  — a well-formed header whose size exceeds the limits.
 // Width and height are those of the first frame / page as stored, i.e. before EXIF rotation.
+// `checkImageData`, run by decode just before the decoder, asks the next header-only question: can
+// the data hold the image its header claims (JPEG: one bit per block; TIFF: first page inside the
+// data)? If not: 4005, in microseconds, instead of a grey half-decoded canvas.
 
 import { ApiError, isApiError } from '../../common/errors.ts';
 import {
