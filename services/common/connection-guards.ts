@@ -16,6 +16,11 @@ export interface LingerOptions {
   idleMs: number;
 }
 
+/** Destroys a real socket (light-my-request's stand-in for tests has no `destroy`). */
+export function destroySocket(socket: Socket | null | undefined): void {
+  if (socket && typeof socket.destroy === 'function') socket.destroy();
+}
+
 /**
  * Closes the connection of a request whose body was refused, so that a client that writes its whole
  * body before reading (most do) still reads our answer: closing with unread data makes the kernel
@@ -30,12 +35,12 @@ export interface LingerOptions {
  */
 export function lingerOnClose(req: IncomingMessage, opts: LingerOptions): void {
   const socket = req.socket as (Socket & { destroySoon?: () => void }) | null;
-  if (!socket || socket.destroyed) return;
+  if (!socket || socket.destroyed || typeof socket.destroy !== 'function') return;
   // Whoever was reading the body (intake, busboy) has given up: drop the rest, counted.
   req.unpipe();
   req.removeAllListeners('data');
   let read = 0;
-  const cut = () => socket.destroy();
+  const cut = () => destroySocket(socket);
   const timer = setTimeout(cut, opts.maxMs);
   timer.unref();
   const idle = setTimeout(cut, opts.idleMs);

@@ -3,7 +3,7 @@
 // exceptions are logged one by one, at error, with their stack.
 
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { type LingerOptions, lingerOnClose } from './connection-guards.ts';
+import { destroySocket, type LingerOptions, lingerOnClose } from './connection-guards.ts';
 import { ApiError, isApiError } from './errors.ts';
 import { RefusalLog } from './refusal-log.ts';
 
@@ -73,8 +73,9 @@ const DEFAULT_LINGER: LingerOptions = {
 /** Reads and drops the rest of a refused request body on a kept-alive connection, within `linger`. */
 function discardBody(request: FastifyRequest, linger: LingerOptions): void {
   const raw = request.raw;
+  if (raw.readableEnded) return;
   let discarded = 0;
-  const cut = () => raw.socket?.destroy();
+  const cut = () => destroySocket(raw.socket);
   const timer = setTimeout(cut, linger.maxMs);
   timer.unref();
   const idle = setTimeout(cut, linger.idleMs);
