@@ -62,7 +62,7 @@ installShutdown({
 });
 
 await app.listen({ port: config.port, host: config.host });
-announceListening(app, 'nsfwdetector');
+announceListening(app);
 try {
   const started = performance.now();
   model.fill(await loadScorer(config, (err) => app.log.error({ err }, 'scoring worker replaced')));

@@ -5,7 +5,7 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 
-export function announceListening(app: FastifyInstance, service: string): void {
+export function announceListening(app: FastifyInstance): void {
   const { address, port } = app.server.address() as AddressInfo;
-  process.stdout.write(`${JSON.stringify({ msg: 'listening', service, address, port })}\n`);
+  process.stdout.write(`${JSON.stringify({ msg: 'listening', address, port })}\n`);
 }

@@ -53,5 +53,5 @@ installShutdown({
 });
 
 await app.listen({ port: config.quotaPort, host: config.host });
-announceListening(app, 'nsfwdetector-quota');
+announceListening(app);
 app.log.info({ stores: stores.kind }, 'quota service ready');
