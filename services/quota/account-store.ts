@@ -21,7 +21,7 @@ export function isAccountTier(value: unknown): value is AccountTier {
 export interface Account {
   /** `acc_` + 16 lowercase hex. */
   id: string;
-  /** Normalised: trimmed, lowercase. Unique across accounts. */
+  /** Normalised by `normaliseEmail` (NFKC, case-folded, trimmed). Unique across accounts. */
   email: string;
   tier: AccountTier;
   /**
@@ -76,11 +76,22 @@ export class EmailTakenError extends Error {
   }
 }
 
+/** The email holds characters that no address may hold (createAccount). */
+export class InvalidEmailError extends Error {
+  override name = 'InvalidEmailError';
+}
+
 export interface AccountStore {
-  /** Rejects with EmailTakenError when the (normalised) email exists. */
+  /**
+   * Rejects with EmailTakenError when the (normalised) email exists, InvalidEmailError when it holds
+   * characters `emailProblem` refuses.
+   */
   createAccount(input: NewAccount): Promise<Account>;
   getAccount(accountId: string): Promise<Account | undefined>;
-  /** Email is normalised (trim + lowercase) before lookup. */
+  /**
+   * Email is normalised (`normaliseEmail`) before lookup; accounts stored before NFKC normalisation
+   * (trim + lowercase only) are found too. Undefined for an email `emailProblem` refuses.
+   */
   findAccountByEmail(email: string): Promise<Account | undefined>;
   /** All accounts, oldest first (admin CLI). */
   listAccounts(): Promise<Account[]>;
@@ -127,6 +138,45 @@ export interface SessionStore {
   close(): Promise<void>;
 }
 
+// ---- emails ----------------------------------------------------------------------------------------
+// One person, one account: two spellings a reader cannot tell apart must be the same address. So every
+// email that enters (console, admin CLI, both stores) goes through `normaliseEmail`, and characters
+// that exist only to look like something else (controls, zero-width and other format characters,
+// fillers) are refused with `emailProblem` rather than silently dropped.
+
+/**
+ * Unicode NFKC (fullwidth `ＡＤＡ` → `ADA`, ligature `ﬁ` → `fi`), then case folding (upper then lower
+ * case, so `ß`/`SS`/`ss` and `ς`/`σ` meet, as full case folding does), NFKC again (folding can
+ * un-normalise), trimmed.
+ */
 export function normaliseEmail(email: string): string {
+  return email.normalize('NFKC').toUpperCase().toLowerCase().normalize('NFKC').trim();
+}
+
+/** The form emails were stored in before NFKC normalisation: still found by lookups. */
+export function legacyNormaliseEmail(email: string): string {
   return email.trim().toLowerCase();
+}
+
+// Cc controls, Cf format characters (zero-width space/joiners, bidi controls, soft hyphen, BOM…),
+// Zl/Zp separators, surrogates, private use, unassigned code points; default-ignorable look-alikes
+// outside those classes (combining grapheme joiner, Hangul fillers, variation selectors); and any
+// whitespace inside the address.
+const INVISIBLE =
+  /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}\p{Co}\p{Cn}\u034F\u115F\u1160\u3164\uFFA0\u180B-\u180F\uFE00-\uFE0F\u{E0100}-\u{E01EF}]/u;
+
+/**
+ * Why this email cannot be an account's address (a sentence for the user), or undefined when it can.
+ * Checked on the raw input and on its normalised form (NFKC can produce a space from U+00A0 etc.).
+ */
+export function emailProblem(email: string): string | undefined {
+  for (const form of [email, normaliseEmail(email)]) {
+    const found = INVISIBLE.exec(form);
+    if (found) {
+      const cp = (found[0].codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0');
+      return `The email contains an invisible or control character (U+${cp}); type the address again`;
+    }
+  }
+  if (/\s/u.test(normaliseEmail(email))) return 'The email must not contain spaces';
+  return undefined;
 }

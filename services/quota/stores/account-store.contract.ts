@@ -2,7 +2,12 @@
 // file and Redis implementations.
 
 import { expect, it } from 'vitest';
-import { type AccountStore, EmailTakenError, type SessionStore } from '../account-store.ts';
+import {
+  type AccountStore,
+  EmailTakenError,
+  InvalidEmailError,
+  type SessionStore,
+} from '../account-store.ts';
 import { hashApiKey, isValidApiKeyFormat } from '../api-keys.ts';
 
 type Store = AccountStore & SessionStore;
@@ -24,6 +29,47 @@ export function accountStoreContract(open: () => Promise<Store>): void {
     const b = await store.createAccount({ email: 'bob@example.com', tier: 'pro' });
     expect(b.passwordHash).toBe('');
     expect((await store.listAccounts()).map((x) => x.id)).toEqual([a.id, b.id]);
+  });
+
+  it('maps look-alike emails (case, fullwidth, NFKC-equivalent) to one account', async () => {
+    const store = await open();
+    const a = await store.createAccount({ email: 'Strasse.ﬁ@Example.com', tier: 'free' });
+    expect(a.email).toBe('strasse.fi@example.com');
+    for (const lookAlike of [
+      'STRASSE.FI@EXAMPLE.COM', // case
+      'ｓｔｒａｓｓｅ.ｆｉ＠ｅｘａｍｐｌｅ.ｃｏｍ', // fullwidth letters and at sign
+      'straße.fi@example.com', // ß case-folds to ss
+      'strasse.\uFB01@example.com', // the fi ligature is NFKC-equivalent to fi
+      ' strasse.fi@example.com\u00A0', // no-break space trimmed after NFKC
+    ]) {
+      expect((await store.findAccountByEmail(lookAlike))?.id, lookAlike).toBe(a.id);
+      await expect(store.createAccount({ email: lookAlike, tier: 'free' }), lookAlike).rejects.toBeInstanceOf(
+        EmailTakenError,
+      );
+    }
+    expect(await store.listAccounts()).toHaveLength(1);
+  });
+
+  it('refuses control, zero-width and other invisible characters in emails', async () => {
+    const store = await open();
+    for (const bad of [
+      'ada\u200B@example.com', // zero-width space
+      'ad\u200Da@example.com', // zero-width joiner
+      'ada@exa\u00ADmple.com', // soft hyphen
+      'ada@example.com\u202E', // right-to-left override
+      'a\u0000da@example.com', // NUL
+      'ada\n@example.com', // newline
+      'ada@ex\u3164ample.com', // Hangul filler
+      'ada@example.com\uFE0F', // variation selector
+      'a da@example.com', // a space inside
+    ]) {
+      await expect(
+        store.createAccount({ email: bad, tier: 'free' }),
+        JSON.stringify(bad),
+      ).rejects.toBeInstanceOf(InvalidEmailError);
+      expect(await store.findAccountByEmail(bad)).toBeUndefined();
+    }
+    expect(await store.listAccounts()).toHaveLength(0);
   });
 
   it('changes tier and password hash, and says when the account does not exist', async () => {

@@ -15,6 +15,8 @@ import {
   type ApiKeyRecord,
   type CreatedKey,
   EmailTakenError,
+  emailProblem,
+  InvalidEmailError,
   isAccountTier,
   type NewAccount,
   normaliseEmail,
@@ -255,6 +257,19 @@ function iso(at: Date = new Date()): string {
   return at.toISOString();
 }
 
+/**
+ * The (oldest) account whose email normalises to `email`. Stored emails are normalised here too, so
+ * accounts written before NFKC normalisation (trim + lowercase only) are still found and still block
+ * a look-alike sign-up.
+ */
+function findByEmail(state: State, email: string): Account | undefined {
+  let found: Account | undefined;
+  for (const a of Object.values(state.accounts)) {
+    if (normaliseEmail(a.email) === email && (!found || a.createdAt < found.createdAt)) found = a;
+  }
+  return found;
+}
+
 /** Key-hash → key id, rebuilt only when the state object changes (i.e. after a reload or update). */
 const hashIndex = new WeakMap<State, Map<string, string>>();
 function keyIdByHash(state: State, hash: string): string | undefined {
@@ -274,9 +289,11 @@ export class LocalAccountStore implements AccountStore, SessionStore {
   }
 
   async createAccount(input: NewAccount): Promise<Account> {
+    const problem = emailProblem(input.email);
+    if (problem) throw new InvalidEmailError(problem);
     const email = normaliseEmail(input.email);
     return this.#box.update((s) => {
-      if (Object.values(s.accounts).some((a) => a.email === email)) throw new EmailTakenError(email);
+      if (findByEmail(s, email)) throw new EmailTakenError(email);
       const account: Account = {
         id: newId('acc_'),
         email,
@@ -295,8 +312,8 @@ export class LocalAccountStore implements AccountStore, SessionStore {
   }
 
   async findAccountByEmail(email: string): Promise<Account | undefined> {
-    const wanted = normaliseEmail(email);
-    const account = Object.values((await this.#box.read()).accounts).find((a) => a.email === wanted);
+    if (emailProblem(email)) return undefined;
+    const account = findByEmail(await this.#box.read(), normaliseEmail(email));
     return account && { ...account };
   }
 

@@ -4,7 +4,8 @@
 //
 // Layout (P = key prefix):
 //   P:acct:<accountId>      hash   id, email, tier, passwordHash, createdAt
-//   P:email:<email>         string accountId (uniqueness of emails)
+//   P:email:<email>         string accountId (uniqueness of emails; `normaliseEmail` form, or the older
+//                           trim + lowercase form for accounts created before NFKC normalisation)
 //   P:accts                 zset   accountId by creation time (ms)
 //   P:key:<keyId>           hash   ApiKeyRecord fields + hash (SHA-256 of the secret); '' = null
 //   P:keyhash:<sha256>      string keyId (removed on revocation)
@@ -21,7 +22,10 @@ import {
   type ApiKeyRecord,
   type CreatedKey,
   EmailTakenError,
+  emailProblem,
+  InvalidEmailError,
   isAccountTier,
+  legacyNormaliseEmail,
   type NewAccount,
   normaliseEmail,
   type ResolvedKey,
@@ -39,8 +43,9 @@ import {
 } from '../api-keys.ts';
 import { closeRedis, LuaScript } from './redis-connection.ts';
 
-// KEYS: email, acct, accts. ARGV: id, email, tier, passwordHash, createdAt, createdAtMs.
+// KEYS: email, acct, accts, legacy email. ARGV: id, email, tier, passwordHash, createdAt, createdAtMs.
 const CREATE_ACCOUNT = new LuaScript(`
+if redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX') then return 0 end
 redis.call('HSET', KEYS[2], 'id', ARGV[1], 'email', ARGV[2], 'tier', ARGV[3],
   'passwordHash', ARGV[4], 'createdAt', ARGV[5])
@@ -136,6 +141,8 @@ export class RedisAccountStore implements AccountStore, SessionStore {
   }
 
   async createAccount(input: NewAccount): Promise<Account> {
+    const problem = emailProblem(input.email);
+    if (problem) throw new InvalidEmailError(problem);
     const now = new Date();
     const account: Account = {
       id: newId('acc_'),
@@ -146,7 +153,12 @@ export class RedisAccountStore implements AccountStore, SessionStore {
     };
     const created = await CREATE_ACCOUNT.run(
       this.#redis,
-      [`${this.#p}email:${account.email}`, `${this.#p}acct:${account.id}`, `${this.#p}accts`],
+      [
+        `${this.#p}email:${account.email}`,
+        `${this.#p}acct:${account.id}`,
+        `${this.#p}accts`,
+        `${this.#p}email:${legacyNormaliseEmail(input.email)}`,
+      ],
       [account.id, account.email, account.tier, account.passwordHash, account.createdAt, now.getTime()],
     );
     if (Number(created) !== 1) throw new EmailTakenError(account.email);
@@ -158,8 +170,18 @@ export class RedisAccountStore implements AccountStore, SessionStore {
   }
 
   async findAccountByEmail(email: string): Promise<Account | undefined> {
-    const id = await this.#redis.get(`${this.#p}email:${normaliseEmail(email)}`);
-    return id === null ? undefined : this.getAccount(id);
+    if (emailProblem(email)) return undefined;
+    const key = `${this.#p}email:${normaliseEmail(email)}`;
+    const id = await this.#redis.get(key);
+    if (id !== null) return this.getAccount(id);
+    // An account created before NFKC normalisation is indexed under its trim + lowercase form. Found
+    // that way, it is indexed under the normalised form too, so a look-alike sign-up is refused.
+    const legacy = `${this.#p}email:${legacyNormaliseEmail(email)}`;
+    if (legacy === key) return undefined;
+    const legacyId = await this.#redis.get(legacy);
+    if (legacyId === null) return undefined;
+    await this.#redis.set(key, legacyId, 'NX');
+    return this.getAccount(legacyId);
   }
 
   async listAccounts(): Promise<Account[]> {

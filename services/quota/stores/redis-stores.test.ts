@@ -6,6 +6,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { RedisServer } from '../../../test/support/redis-server.ts';
 import { describeWithTool, REDIS_SERVER } from '../../../test/support/tools.ts';
+import { EmailTakenError } from '../account-store.ts';
 import { accountStoreContract } from './account-store.contract.ts';
 import { RedisAccountStore } from './redis-account-store.ts';
 import { connectRedis, redisReady } from './redis-connection.ts';
@@ -67,6 +68,33 @@ describeWithTool(REDIS_SERVER, 'Redis stores (real redis-server)', () => {
       expect(all).not.toContain(key?.secret as string);
       expect(all).not.toContain(token);
     });
+  });
+
+  it('finds an account stored before NFKC normalisation and refuses its look-alikes', async () => {
+    const redis = connection();
+    await redisReady(redis, 5000);
+    const store = new RedisAccountStore(redis, 'legacy:');
+    open.push(store);
+    // As the previous release stored it: trim + lowercase only, so fullwidth letters stayed.
+    const old = 'ａｄａ@example.com';
+    await redis.hset('legacy:acct:acc_00000000000000aa', {
+      id: 'acc_00000000000000aa',
+      email: old,
+      tier: 'free',
+      passwordHash: '',
+      createdAt: '2026-01-01T00:00:00.000Z',
+    });
+    await redis.set(`legacy:email:${old}`, 'acc_00000000000000aa');
+    await redis.zadd('legacy:accts', 1, 'acc_00000000000000aa');
+    expect((await store.findAccountByEmail(' ＡＤＡ@example.com'))?.id).toBe('acc_00000000000000aa');
+    await expect(store.createAccount({ email: 'ＡＤＡ@EXAMPLE.COM', tier: 'free' })).rejects.toBeInstanceOf(
+      EmailTakenError,
+    );
+    // Once found, the account is indexed under the normalised form too.
+    expect((await store.findAccountByEmail('ada@example.com'))?.id).toBe('acc_00000000000000aa');
+    await expect(store.createAccount({ email: 'Ada@example.com', tier: 'free' })).rejects.toBeInstanceOf(
+      EmailTakenError,
+    );
   });
 
   describe('RedisQuotaStore', () => {
