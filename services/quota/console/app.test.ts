@@ -4,7 +4,13 @@ import { installEnvelopeHandlers } from '../../common/envelope.ts';
 import { accountSubject } from '../authorize.ts';
 import { type LocalAccountStore, memoryAccountStore } from '../stores/local-account-store.ts';
 import { MemoryQuotaStore } from '../stores/memory-quota-store.ts';
-import consoleApp, { type ConsoleAttemptLimits, csrfToken, readCookie, SESSION_COOKIE } from './app.ts';
+import consoleApp, {
+  type ConsoleAttemptLimits,
+  csrfToken,
+  DEVICE_COOKIE,
+  readCookie,
+  SESSION_COOKIE,
+} from './app.ts';
 import { hashPassword, verifyPassword } from './passwords.ts';
 
 const FAST_SCRYPT = { N: 2 ** 10, r: 8, p: 1 };
@@ -378,6 +384,179 @@ describe('console login limits', () => {
       expect((await signup(1)).statusCode).toBe(201);
       expect((await signup(2)).statusCode).toBe(201);
       expect((await signup(3)).json().code).toBe(4290);
+    } finally {
+      await ctx.app.close();
+    }
+  });
+});
+
+describe('console emails', () => {
+  it('maps look-alike emails (case, fullwidth, NFKC-equivalent) to one account', async () => {
+    const ctx = await build({
+      loginPerIp: { perMinute: 100, perDay: 1000 },
+      loginPerEmail: { perMinute: 100, perDay: 1000 },
+      signupPerIp: { perMinute: 100, perDay: 1000 },
+    });
+    try {
+      const { body } = await signUp(ctx.app, 'Ada.Lovelace@Example.com');
+      expect(body.data.account.email).toBe('ada.lovelace@example.com');
+      for (const lookAlike of [
+        'ADA.LOVELACE@EXAMPLE.COM',
+        'ａｄａ.ｌｏｖｅｌａｃｅ＠ｅｘａｍｐｌｅ.ｃｏｍ',
+        'ada.lov\u212Flace@example.com', // SCRIPT SMALL E, NFKC-equivalent to e
+        '\u{1D41A}da.lovelace@example.com', // MATHEMATICAL BOLD SMALL A
+        ' ada.lovelace@example.com\u00A0',
+      ]) {
+        const signup = await ctx.app.inject({
+          method: 'POST',
+          url: '/console/api/signup',
+          payload: { email: lookAlike, password: PASSWORD },
+        });
+        expect(signup.json(), lookAlike).toMatchObject({
+          code: 4001,
+          message: expect.stringMatching(/already exists/),
+        });
+        const login = await ctx.app.inject({
+          method: 'POST',
+          url: '/console/api/login',
+          payload: { email: lookAlike, password: PASSWORD },
+        });
+        expect(login.statusCode, lookAlike).toBe(200);
+        expect(login.json().data.account.id).toBe(body.data.account.id);
+      }
+      expect(await ctx.accounts.listAccounts()).toHaveLength(1);
+    } finally {
+      await ctx.app.close();
+    }
+  });
+
+  it('refuses control and zero-width characters with 4001 and says why', async () => {
+    const ctx = await build();
+    try {
+      for (const email of [
+        'ada\u200B@example.com',
+        'ada@exam\u200Dple.com',
+        'ada\u0007@example.com',
+        'ada@example.com\u2066',
+      ]) {
+        for (const url of ['/console/api/signup', '/console/api/login']) {
+          const res = await ctx.app.inject({ method: 'POST', url, payload: { email, password: PASSWORD } });
+          expect(res.statusCode, `${url} ${JSON.stringify(email)}`).toBe(400);
+          expect(res.json().code).toBe(4001);
+          expect(res.json().message).toMatch(/invisible or control character \(U\+[0-9A-F]{4}\)/);
+        }
+      }
+      expect(await ctx.accounts.listAccounts()).toHaveLength(0);
+    } finally {
+      await ctx.app.close();
+    }
+  });
+});
+
+describe('console known devices', () => {
+  const limits: ConsoleAttemptLimits = {
+    loginPerIp: { perMinute: 100, perDay: 1000 },
+    // A day's allowance a stranger can use up in a minute: the lock-out this design must survive.
+    loginPerEmail: { perMinute: 100, perDay: 5 },
+    signupPerIp: { perMinute: 100, perDay: 1000 },
+    loginPerKnownDevice: { perMinute: 3, perDay: 5 },
+  };
+  const login = (
+    app: FastifyInstance,
+    ip: string,
+    password: string,
+    cookie?: string,
+    email = 'ada@example.com',
+  ) =>
+    app.inject({
+      method: 'POST',
+      url: '/console/api/login',
+      headers: { 'x-forwarded-for': ip, ...(cookie ? { cookie } : {}) },
+      payload: { email, password },
+    });
+  /** The known-device cookie pair a response sets, and its attributes. */
+  function deviceCookieOf(res: LightMyRequestResponse): { pair: string; line: string } {
+    const header = res.headers['set-cookie'];
+    const line = (Array.isArray(header) ? header : [header]).find((l) => l?.startsWith(`${DEVICE_COOKIE}=`));
+    if (!line) throw new Error('no known-device cookie');
+    return { pair: line.split(';')[0] as string, line };
+  }
+
+  it('a stranger exhausting the per-email limit stays limited; the owner’s known device still logs in', async () => {
+    const ctx = await build(limits);
+    try {
+      await signUp(ctx.app, 'ada@example.com');
+      // The owner's device logs in once (day one) and keeps the cookie.
+      const first = await login(ctx.app, '10.0.1.1', PASSWORD);
+      expect(first.statusCode).toBe(200);
+      const device = deviceCookieOf(first);
+      expect(device.line).toMatch(/HttpOnly/);
+      expect(device.line).toMatch(/SameSite=Strict/);
+      expect(device.line).toMatch(/Path=\/console\/api\/login/);
+      // A stranger guesses until the email's whole daily allowance is gone (the owner's first login
+      // above had no device cookie yet, so it counted too).
+      const codes: number[] = [];
+      for (let i = 0; i < 6; i++)
+        codes.push((await login(ctx.app, `10.0.2.${i}`, `guess number ${i}`)).json().code);
+      expect(codes).toEqual([4011, 4011, 4011, 4011, 4291, 4291]);
+      // The stranger stays limited, even with the right password (which they do not have, but a
+      // limit that opened for the right password would be an oracle).
+      expect((await login(ctx.app, '10.0.2.9', PASSWORD)).statusCode).toBe(429);
+      // A new device of the owner is limited too: nobody can tell it from the stranger.
+      expect((await login(ctx.app, '10.0.1.2', PASSWORD)).statusCode).toBe(429);
+      // The owner's known device logs in.
+      const again = await login(ctx.app, '10.0.1.1', PASSWORD, device.pair);
+      expect(again.statusCode).toBe(200);
+      expect(again.json().data.account.email).toBe('ada@example.com');
+      // The device keeps its id.
+      expect(deviceCookieOf(again).pair).toBe(device.pair);
+      // ... and the stranger is still limited afterwards.
+      expect((await login(ctx.app, '10.0.2.10', 'another guess!')).statusCode).toBe(429);
+    } finally {
+      await ctx.app.close();
+    }
+  });
+
+  it('a known device has a limit of its own, and a forged or foreign device cookie counts as a stranger', async () => {
+    const ctx = await build(limits);
+    try {
+      await signUp(ctx.app, 'ada@example.com');
+      await signUp(ctx.app, 'eve@example.com');
+      const eveDevice = deviceCookieOf(
+        await login(ctx.app, '10.0.3.1', PASSWORD, undefined, 'eve@example.com'),
+      );
+      const adaDevice = deviceCookieOf(await login(ctx.app, '10.0.3.2', PASSWORD));
+      // Eve's device cookie, or one with a made-up proof, does not make Eve's browser a known device
+      // of Ada's: those attempts count against Ada's email (1 used above, 5 a day).
+      const [, eveId] = /=([0-9a-f]{32})\./.exec(eveDevice.pair) ?? [];
+      const forged = `${DEVICE_COOKIE}=${eveId}.${'0'.repeat(64)}`;
+      const codes: number[] = [];
+      for (const cookie of [eveDevice.pair, forged, eveDevice.pair, forged, eveDevice.pair])
+        codes.push((await login(ctx.app, '10.0.3.1', 'a wrong guess', cookie)).json().code);
+      expect(codes).toEqual([4011, 4011, 4011, 4011, 4291]);
+      // Ada's known device guessing wrong is limited by the per-device limit (3 a minute).
+      const own: number[] = [];
+      for (let i = 0; i < 4; i++)
+        own.push((await login(ctx.app, '10.0.3.2', 'wrong again!', adaDevice.pair)).json().code);
+      expect(own).toEqual([4011, 4011, 4011, 4290]);
+      expect((await login(ctx.app, '10.0.3.2', PASSWORD, adaDevice.pair)).statusCode).toBe(429);
+    } finally {
+      await ctx.app.close();
+    }
+  });
+
+  it('signing up makes the browser a known device too', async () => {
+    const ctx = await build(limits);
+    try {
+      const res = await ctx.app.inject({
+        method: 'POST',
+        url: '/console/api/signup',
+        payload: { email: 'ada@example.com', password: PASSWORD },
+      });
+      const device = deviceCookieOf(res);
+      for (let i = 0; i < 6; i++) await login(ctx.app, `10.0.4.${i}`, `guess number ${i}`);
+      expect((await login(ctx.app, '10.0.4.9', PASSWORD)).statusCode).toBe(429);
+      expect((await login(ctx.app, '10.0.4.1', PASSWORD, device.pair)).statusCode).toBe(200);
     } finally {
       await ctx.app.close();
     }

@@ -10,11 +10,16 @@
 //   bodies (no HTML form can send one cross-site), and a per-session token derived from the session
 //   token (HMAC), required in `X-CSRF-Token` on every state-changing request of a logged-in user;
 // - login attempts limited per client IP and per email, sign-ups per IP, through the QuotaStore (so the
-//   limits hold across replicas on Redis).
+//   limits hold across replicas on Redis). A device that has logged in to the account before carries a
+//   "known device" cookie signed with the account's password hash: its attempts count against a limit
+//   of their own instead of the per-email one, so a stranger guessing can exhaust the email's limit
+//   (and stays limited) without locking the owner out of their own devices;
+// - emails normalised (NFKC, case-folded, trimmed) and refused when they hold invisible or control
+//   characters (account-store.ts), so nobody can hold look-alike accounts.
 // Every JSON error is an ApiError of the common table: 4001 bad input, 4011 not logged in / bad
 // credentials / missing CSRF proof, 4290/4291 too many attempts, 5001 store down.
 
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { WindowLimits } from '../../common/config.ts';
@@ -26,6 +31,8 @@ import {
   type AccountTier,
   type ApiKeyRecord,
   EmailTakenError,
+  emailProblem,
+  InvalidEmailError,
   normaliseEmail,
   type SessionStore,
 } from '../account-store.ts';
@@ -46,12 +53,18 @@ export interface ConsoleAttemptLimits {
   loginPerEmail: WindowLimits;
   /** Account creations per client IP. */
   signupPerIp: WindowLimits;
+  /**
+   * Login attempts per known device (one that has logged in to the account before); its attempts do
+   * not count against `loginPerEmail`. Default: DEFAULT_ATTEMPT_LIMITS.loginPerKnownDevice.
+   */
+  loginPerKnownDevice?: WindowLimits;
 }
 
 export const DEFAULT_ATTEMPT_LIMITS: ConsoleAttemptLimits = {
   loginPerIp: { perMinute: 10, perDay: 200 },
   loginPerEmail: { perMinute: 5, perDay: 50 },
   signupPerIp: { perMinute: 5, perDay: 20 },
+  loginPerKnownDevice: { perMinute: 5, perDay: 50 },
 };
 
 export interface ConsoleOptions {
@@ -71,6 +84,10 @@ export interface ConsoleOptions {
 }
 
 export const SESSION_COOKIE = 'nsd_session';
+/** `<device id: 32 hex>.<HMAC-SHA256 of account id + device id, keyed by the password hash>`. */
+export const DEVICE_COOKIE = 'nsd_device';
+const DEVICE_TTL_S = 400 * 24 * 60 * 60; // browsers cap cookie lifetimes at 400 days
+const DEVICE_FORMAT = /^([0-9a-f]{32})\.([0-9a-f]{64})$/;
 const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 const MAX_ACTIVE_KEYS = 20;
 const PASSWORD_MIN = 10;
@@ -176,7 +193,13 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
     const previous = readCookie(request.headers.cookie, SESSION_COOKIE);
     if (previous && TOKEN_FORMAT.test(previous)) await opts.sessions.deleteSession(previous);
     const { token } = await opts.sessions.createSession(account.id, ttlMs);
-    reply.header('set-cookie', sessionCookie(token, Math.floor(ttlMs / 1000), request.protocol === 'https'));
+    const secure = request.protocol === 'https';
+    // The device keeps its id across logins to the same account; otherwise it gets a fresh one.
+    const deviceId = knownDevice(request, account) ?? randomBytes(16).toString('hex');
+    reply.header('set-cookie', [
+      sessionCookie(token, Math.floor(ttlMs / 1000), secure),
+      deviceCookie(`${deviceId}.${deviceProof(account, deviceId)}`, DEVICE_TTL_S, secure),
+    ]);
     return sessionView(account, token);
   }
 
@@ -186,7 +209,6 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
   app.post('/console/api/signup', small, async (request, reply) => {
     assertSameOrigin(request);
     const { email, password } = credentials(request.body);
-    if (!EMAIL_FORMAT.test(email)) throw new ApiError('BAD_REQUEST', 'Enter a valid email address');
     if (password.length < PASSWORD_MIN)
       throw new ApiError('BAD_REQUEST', `Use a password of at least ${PASSWORD_MIN} characters`);
     await limit(`console:signup:ip:${request.ip}`, limits.signupPerIp, 'sign-ups from this address');
@@ -197,6 +219,7 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
     } catch (err) {
       if (err instanceof EmailTakenError)
         throw new ApiError('BAD_REQUEST', 'An account with this email already exists; log in instead');
+      if (err instanceof InvalidEmailError) throw new ApiError('BAD_REQUEST', err.message);
       throw err;
     }
     reply.code(201);
@@ -207,12 +230,23 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
     assertSameOrigin(request);
     const { email, password } = credentials(request.body);
     await limit(`console:login:ip:${request.ip}`, limits.loginPerIp, 'login attempts from this address');
-    await limit(
-      `console:login:email:${sha256(email)}`,
-      limits.loginPerEmail,
-      'login attempts for this account',
-    );
     const account = await opts.accounts.findAccountByEmail(email);
+    // A device that has logged in to this account before has its own limit (so a stranger exhausting
+    // the email's limit cannot lock the owner out); every other attempt counts against the email.
+    const device = account && knownDevice(request, account);
+    if (device) {
+      await limit(
+        `console:login:device:${device}`,
+        limits.loginPerKnownDevice ?? DEFAULT_LOGIN_PER_KNOWN_DEVICE,
+        'login attempts from this device',
+      );
+    } else {
+      await limit(
+        `console:login:email:${sha256(email)}`,
+        limits.loginPerEmail,
+        'login attempts for this account',
+      );
+    }
     const valid = account ? await verifyPassword(password, account.passwordHash) : await burn(password);
     if (!account || !valid) throw new ApiError('INVALID_API_KEY', 'Wrong email or password');
     return ok(await startSession(reply, request, account));
@@ -271,6 +305,42 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
 }
 
 // ---- pure helpers ----------------------------------------------------------------------------------
+
+const DEFAULT_LOGIN_PER_KNOWN_DEVICE = DEFAULT_ATTEMPT_LIMITS.loginPerKnownDevice as WindowLimits;
+
+/**
+ * Proof that this device logged in to this account: keyed by the account's password hash, a secret
+ * only the server holds (so no server-wide key to configure, the same on every replica, and a password
+ * change forgets every device).
+ */
+function deviceProof(account: Account, deviceId: string): string {
+  return createHmac('sha256', account.passwordHash)
+    .update(`nsfwdetector console known device v1\n${account.id}\n${deviceId}`)
+    .digest('hex');
+}
+
+/** The device id of a valid known-device cookie for this account, else undefined. */
+function knownDevice(request: FastifyRequest, account: Account): string | undefined {
+  // No password, no console login — and an HMAC keyed by '' would be forgeable.
+  if (account.passwordHash === '') return undefined;
+  const match = DEVICE_FORMAT.exec(readCookie(request.headers.cookie, DEVICE_COOKIE) ?? '');
+  if (!match) return undefined;
+  const [, deviceId = '', proof = ''] = match;
+  const expected = Buffer.from(deviceProof(account, deviceId));
+  return timingSafeEqual(Buffer.from(proof), expected) ? deviceId : undefined;
+}
+
+/** Sent only to the login endpoint (the only place it is read). */
+function deviceCookie(value: string, maxAgeSeconds: number, secure: boolean): string {
+  return [
+    `${DEVICE_COOKIE}=${value}`,
+    'Path=/console/api/login',
+    'HttpOnly',
+    'SameSite=Strict',
+    `Max-Age=${maxAgeSeconds}`,
+    ...(secure ? ['Secure'] : []),
+  ].join('; ');
+}
 
 async function burn(password: string): Promise<false> {
   await burnPasswordCheck(password);
@@ -359,13 +429,18 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 function credentials(body: unknown): { email: string; password: string } {
   if (!isRecord(body)) throw new ApiError('BAD_REQUEST', 'Send a JSON object with email and password');
   const { email, password } = body;
-  if (typeof email !== 'string' || email.trim() === '') throw new ApiError('BAD_REQUEST', 'Enter your email');
+  if (typeof email !== 'string' || normaliseEmail(email) === '')
+    throw new ApiError('BAD_REQUEST', 'Enter your email');
   if (typeof password !== 'string' || password === '')
     throw new ApiError('BAD_REQUEST', 'Enter your password');
   if (email.length > EMAIL_MAX) throw new ApiError('BAD_REQUEST', 'Email address too long');
   if (password.length > PASSWORD_MAX)
     throw new ApiError('BAD_REQUEST', `Use a password of at most ${PASSWORD_MAX} characters`);
-  return { email: normaliseEmail(email), password };
+  const problem = emailProblem(email);
+  if (problem) throw new ApiError('BAD_REQUEST', problem);
+  const normalised = normaliseEmail(email);
+  if (!EMAIL_FORMAT.test(normalised)) throw new ApiError('BAD_REQUEST', 'Enter a valid email address');
+  return { email: normalised, password };
 }
 
 function keyName(body: unknown): string {
