@@ -131,6 +131,15 @@ describe('admin CLI with the embedded store and `npm start`', () => {
     const taken = await admin(env, 'create-account', '--email', 'e2e@example.com');
     expect(taken.code).toBe(1);
     expect(taken.stderr).toMatch(/already exists/);
+    // Emails are normalised as in the console: a look-alike is the same account, and invisible
+    // characters are refused with the reason.
+    const lookAlike = await admin(env, 'create-account', '--email', ' Ｅ２Ｅ@EXAMPLE.com');
+    expect(lookAlike.code).toBe(1);
+    expect(lookAlike.stderr).toMatch(/already exists/);
+    expect((await admin(env, 'list-keys', 'Ｅ２Ｅ@Example.COM')).code).toBe(0);
+    const invisible = await admin(env, 'create-account', '--email', 'e2e\u200B@example.com');
+    expect(invisible.code).toBe(2);
+    expect(invisible.stderr).toMatch(/invisible or control character \(U\+200B\)/);
     const usage = await adminJson<{ usage: unknown; note: string }>(env, 'usage', 'e2e@example.com');
     expect(usage.usage).toBeNull();
     expect(usage.note).toMatch(/memory of the running embedded server/);

@@ -9,7 +9,10 @@ import {
   type AccountStore,
   type ApiKeyRecord,
   EmailTakenError,
+  emailProblem,
+  InvalidEmailError,
   isAccountTier,
+  normaliseEmail,
 } from './account-store.ts';
 import { maskedKey } from './api-keys.ts';
 import { accountSubject } from './authorize.ts';
@@ -64,6 +67,11 @@ function parse(argv: string[]): { command: string | undefined; args: string[]; o
 
 async function findAccount(store: AccountStore, ref: string | undefined): Promise<Account> {
   if (!ref) throw new UsageError('an account id (acc_…) or email is required');
+  if (ref.includes('@')) {
+    // The stores normalise too; refusing here says why instead of "no account".
+    const problem = emailProblem(ref);
+    if (problem) throw new UsageError(problem);
+  }
   const account = ref.includes('@') ? await store.findAccountByEmail(ref) : await store.getAccount(ref);
   if (!account) throw new NotFound(`no account ${ref}`);
   return account;
@@ -102,7 +110,11 @@ async function runCommand(
   switch (command) {
     case 'create-account': {
       const email = opts.email ?? args[0];
-      if (!email || !/^[^@\s]+@[^@\s]+$/.test(email.trim()))
+      if (!email) throw new UsageError('--email <address> is required');
+      // Normalised as everywhere (NFKC, case-folded, trimmed); invisible characters refused.
+      const problem = emailProblem(email);
+      if (problem) throw new UsageError(problem);
+      if (!/^[^@\s]+@[^@\s]+$/.test(normaliseEmail(email)))
         throw new UsageError('--email <address> is required');
       const account = await accounts.createAccount({ email, tier: tierOf(opts.tier ?? 'free') });
       return {
@@ -255,7 +267,7 @@ async function main(argv: string[]): Promise<number> {
       console.error(`${err.message}\n\n${HELP}`);
       return 2;
     }
-    if (err instanceof NotFound || err instanceof EmailTakenError) {
+    if (err instanceof NotFound || err instanceof EmailTakenError || err instanceof InvalidEmailError) {
       console.error(err.message);
       return 1;
     }
