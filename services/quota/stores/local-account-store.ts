@@ -4,10 +4,18 @@
 // the change and writes it atomically (temp file + fsync + rename); every read first checks (one stat)
 // whether the file changed since it was loaded. So a key revoked or a tier changed by the CLI applies
 // to the server's very next request, and neither process can overwrite the other's change.
+//
+// Crash safety (`kill -9` at any instruction): the file is only ever replaced by rename, so it is always
+// the old or the new state. The lock file names its owner (pid, host, and the process's start time
+// from /proc, so a recycled pid is not mistaken for the owner); a lock whose owner is dead is taken
+// away at once — at start and by any writer that meets it — and temp files a dead writer left behind
+// (they hold key and password hashes) are removed under the lock.
 
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readFile, rename, rm, stat, unlink } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { link, mkdir, open, readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { basename, dirname, join } from 'node:path';
 import {
   type Account,
   type AccountStore,
@@ -79,7 +87,79 @@ export class AccountsFileError extends Error {
 }
 
 const LOCK_WAIT_MS = 5_000;
+/**
+ * A lock whose owner cannot be checked (another host sharing the file, or an unreadable lock) is
+ * taken as abandoned after this long; a live holder keeps it for milliseconds.
+ */
 const LOCK_STALE_MS = 10_000;
+/** Leftover lock-attempt files of processes that may be alive are removed after this long. */
+const LEFTOVER_MS = 60_000;
+
+export interface FileStoreOptions {
+  /** How long a writer waits for a live holder's lock before failing (tests lower it). */
+  lockWaitMs?: number;
+}
+
+/** Who holds the lock: written into the lock file. */
+interface LockOwner {
+  pid: number;
+  host: string;
+  /** Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); absent off Linux. */
+  start?: string;
+}
+
+/** The start time of a process, from /proc (Linux); undefined where /proc is not available. */
+export function processStartTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may hold spaces and parentheses: count from its closing one.
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  } catch {
+    return undefined;
+  }
+}
+
+const SELF: LockOwner = (() => {
+  const start = processStartTime(process.pid);
+  return { pid: process.pid, host: hostname(), ...(start === undefined ? {} : { start }) };
+})();
+
+/** 'dead' only when certain: no such process here, or its pid now belongs to a younger process. */
+export function lockOwnerState(owner: LockOwner): 'alive' | 'dead' | 'unknown' {
+  if (owner.host !== SELF.host) return 'unknown';
+  try {
+    process.kill(owner.pid, 0);
+  } catch (err) {
+    // EPERM: the process exists (another user's).
+    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return 'dead';
+  }
+  if (owner.start !== undefined) {
+    const now = processStartTime(owner.pid);
+    if (now !== undefined && now !== owner.start) return 'dead';
+  }
+  return 'alive';
+}
+
+function parseLockOwner(text: string): LockOwner | undefined {
+  // Earlier releases wrote the bare pid.
+  if (/^\d+$/.test(text.trim())) return { pid: Number(text.trim()), host: SELF.host };
+  try {
+    const o = JSON.parse(text) as Partial<LockOwner>;
+    if (Number.isSafeInteger(o.pid) && typeof o.host === 'string')
+      return {
+        pid: o.pid as number,
+        host: o.host,
+        ...(typeof o.start === 'string' ? { start: o.start } : {}),
+      };
+  } catch {
+    // not ours, or half-written by an older release: judged by age
+  }
+  return undefined;
+}
+
+function errno(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException)?.code;
+}
 
 interface FileVersion {
   ino: bigint;
@@ -93,14 +173,20 @@ export class JsonFileStateBox implements StateBox {
   #version: FileVersion | undefined;
   /** Serialises this process's own updates; the lock file serialises them with other processes. */
   #queue: Promise<unknown> = Promise.resolve();
+  readonly #lockPath: string;
+  readonly #lockWaitMs: number;
+  /** Remove a dead writer's leftovers at the next update: set at open and after breaking a lock. */
+  #sweep = true;
 
-  private constructor(path: string) {
+  private constructor(path: string, opts: FileStoreOptions) {
     this.path = path;
+    this.#lockPath = `${path}.lock`;
+    this.#lockWaitMs = opts.lockWaitMs ?? LOCK_WAIT_MS;
   }
 
   /** Validates (or creates) the file at boot; a bad file stops the process with a clear message. */
-  static async open(path: string): Promise<JsonFileStateBox> {
-    const box = new JsonFileStateBox(path);
+  static async open(path: string, opts: FileStoreOptions = {}): Promise<JsonFileStateBox> {
+    const box = new JsonFileStateBox(path, opts);
     try {
       await mkdir(dirname(path), { recursive: true, mode: 0o700 });
     } catch (err) {
@@ -131,6 +217,7 @@ export class JsonFileStateBox implements StateBox {
   async #locked<T>(change: (state: State) => T): Promise<T> {
     const release = await this.#lock();
     try {
+      if (this.#sweep) await this.#removeLeftovers();
       const current = await this.#currentVersion();
       if (!sameVersion(current, this.#version)) await this.#load(current);
       const next = structuredClone(this.#state);
@@ -187,34 +274,128 @@ export class JsonFileStateBox implements StateBox {
     this.#version = await this.#currentVersion();
   }
 
-  /** An exclusive lock file (O_EXCL); a lock older than LOCK_STALE_MS belongs to a dead process. */
+  /**
+   * An exclusive lock file that names its owner. It is created complete or not at all: the owner is
+   * written to a file of our own, which is then hard-linked to the lock name (fails if it exists).
+   */
   async #lock(): Promise<() => Promise<void>> {
-    const lockPath = `${this.path}.lock`;
-    const deadline = Date.now() + LOCK_WAIT_MS;
-    for (;;) {
-      try {
-        const handle = await open(lockPath, 'wx', 0o600);
-        await handle.writeFile(String(process.pid));
-        await handle.close();
-        return async () => {
-          await unlink(lockPath).catch((err: NodeJS.ErrnoException) => {
-            if (err.code !== 'ENOENT') throw err;
-          });
-        };
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
-          throw new AccountsFileError(`cannot lock ACCOUNTS_FILE ${this.path}`, { cause: err });
+    const lockPath = this.#lockPath;
+    const attempt = `${lockPath}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+    try {
+      await writeFile(attempt, JSON.stringify(SELF), { flag: 'wx', mode: 0o600 });
+    } catch (err) {
+      throw new AccountsFileError(`cannot lock ACCOUNTS_FILE ${this.path}`, { cause: err });
+    }
+    const deadline = Date.now() + this.#lockWaitMs;
+    try {
+      for (;;) {
+        try {
+          await link(attempt, lockPath);
+          return () => this.#unlock();
+        } catch (err) {
+          if (errno(err) !== 'EEXIST')
+            throw new AccountsFileError(`cannot lock ACCOUNTS_FILE ${this.path}`, { cause: err });
         }
+        if (await this.#breakIfAbandoned()) continue;
+        if (Date.now() > deadline) {
+          const holder = await readFile(lockPath, 'utf8').catch(() => '?');
+          throw new AccountsFileError(
+            `ACCOUNTS_FILE ${this.path} stayed locked by a live process (${lockPath}: ${holder})`,
+          );
+        }
+        await new Promise((r) => setTimeout(r, 5 + Math.random() * 10));
       }
-      const held = await stat(lockPath).catch(() => undefined);
-      if (held && Date.now() - held.mtimeMs > LOCK_STALE_MS) {
-        await unlink(lockPath).catch(() => undefined);
+    } finally {
+      await rm(attempt, { force: true });
+    }
+  }
+
+  async #unlock(): Promise<void> {
+    await unlink(this.#lockPath).catch((err: unknown) => {
+      if (errno(err) !== 'ENOENT') throw err;
+    });
+  }
+
+  /**
+   * Takes away a lock whose owner is dead (or, when that cannot be checked, that is older than
+   * LOCK_STALE_MS). Returns true when the caller should try to lock again at once.
+   */
+  async #breakIfAbandoned(): Promise<boolean> {
+    const lockPath = this.#lockPath;
+    let text: string;
+    let ino: bigint;
+    let ageMs: number;
+    try {
+      const handle = await open(lockPath, 'r');
+      try {
+        const s = await handle.stat({ bigint: true });
+        ino = s.ino;
+        ageMs = Date.now() - Number(s.mtimeMs);
+        text = await handle.readFile('utf8');
+      } finally {
+        await handle.close();
+      }
+    } catch (err) {
+      if (errno(err) === 'ENOENT') return true; // released meanwhile
+      throw new AccountsFileError(`cannot read the lock ${lockPath}`, { cause: err });
+    }
+    const owner = parseLockOwner(text);
+    const state = owner ? lockOwnerState(owner) : 'unknown';
+    if (state === 'alive' || (state === 'unknown' && ageMs <= LOCK_STALE_MS)) return false;
+    // Move it aside (atomic) and check that what we moved is the lock we judged: another process may
+    // have broken it and taken a fresh lock in between, which must then be put back.
+    const aside = `${lockPath}.${process.pid}.${randomBytes(4).toString('hex')}.stale`;
+    try {
+      await rename(lockPath, aside);
+    } catch (err) {
+      if (errno(err) === 'ENOENT') return true;
+      throw new AccountsFileError(`cannot remove the abandoned lock ${lockPath}`, { cause: err });
+    }
+    try {
+      if ((await stat(aside, { bigint: true })).ino !== ino) {
+        await link(aside, lockPath).catch(() => undefined);
+        return false;
+      }
+      this.#sweep = true;
+      return true;
+    } finally {
+      await rm(aside, { force: true });
+    }
+  }
+
+  /**
+   * Removes what dead writers left beside the file: temp copies of the state (they hold key and
+   * password hashes) and lock attempts. Runs under the lock, and state temp files are only written
+   * under the lock, so every one found belongs to a writer that died; a lock attempt may be a live
+   * process's (waiting for the lock), so it goes only when its process is dead or it is old.
+   */
+  async #removeLeftovers(): Promise<void> {
+    const dir = dirname(this.path);
+    const base = basename(this.path).replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    const stateTemp = new RegExp(`^${base}\\.\\d+\\.[0-9a-f]{8}\\.tmp$`);
+    const lockLeftover = new RegExp(`^${base}\\.lock\\.(\\d+)\\.[0-9a-f]{8}\\.(tmp|stale)$`);
+    let names: string[];
+    try {
+      names = await readdir(dir);
+    } catch (err) {
+      throw new AccountsFileError(`cannot list the directory of ACCOUNTS_FILE ${this.path}`, { cause: err });
+    }
+    for (const name of names) {
+      const file = join(dir, name);
+      if (stateTemp.test(name)) {
+        await rm(file, { force: true });
         continue;
       }
-      if (Date.now() > deadline)
-        throw new AccountsFileError(`ACCOUNTS_FILE ${this.path} stayed locked by ${lockPath}`);
-      await new Promise((r) => setTimeout(r, 5 + Math.random() * 10));
+      const match = lockLeftover.exec(name);
+      if (!match) continue;
+      const pid = Number(match[1]);
+      if (pid === process.pid) continue;
+      const old = await stat(file)
+        .then((st) => Date.now() - st.mtimeMs > LEFTOVER_MS)
+        .catch(() => false);
+      if (old || lockOwnerState({ pid, host: SELF.host }) === 'dead') await rm(file, { force: true });
     }
+    this.#sweep = false;
   }
 }
 
@@ -428,6 +609,9 @@ export function memoryAccountStore(): LocalAccountStore {
 }
 
 /** Accounts in a JSON file (embedded `npm start`, admin CLI); validates the file now. */
-export async function openFileAccountStore(path: string): Promise<LocalAccountStore> {
-  return new LocalAccountStore(await JsonFileStateBox.open(path));
+export async function openFileAccountStore(
+  path: string,
+  opts: FileStoreOptions = {},
+): Promise<LocalAccountStore> {
+  return new LocalAccountStore(await JsonFileStateBox.open(path, opts));
 }
