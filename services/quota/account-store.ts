@@ -159,11 +159,10 @@ export function legacyNormaliseEmail(email: string): string {
 }
 
 // Cc controls, Cf format characters (zero-width space/joiners, bidi controls, soft hyphen, BOM…),
-// Zl/Zp separators, surrogates, private use, unassigned code points; default-ignorable look-alikes
-// outside those classes (combining grapheme joiner, Hangul fillers, variation selectors); and any
-// whitespace inside the address.
-const INVISIBLE =
-  /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}\p{Co}\p{Cn}\u034F\u115F\u1160\u3164\uFFA0\u180B-\u180F\uFE00-\uFE0F\u{E0100}-\u{E01EF}]/u;
+// Zl/Zp separators, surrogates, private use, unassigned code points, and every other default-ignorable
+// code point (combining grapheme joiner, Hangul fillers, variation selectors…): characters a reader
+// does not see. Whitespace inside the address is refused separately.
+const INVISIBLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}\p{Co}\p{Cn}\p{Default_Ignorable_Code_Point}]/u;
 
 /**
  * Why this email cannot be an account's address (a sentence for the user), or undefined when it can.
