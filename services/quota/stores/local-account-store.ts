@@ -286,7 +286,8 @@ export class JsonFileStateBox implements StateBox {
     } catch (err) {
       throw new AccountsFileError(`cannot lock ACCOUNTS_FILE ${this.path}`, { cause: err });
     }
-    const deadline = Date.now() + this.#lockWaitMs;
+    let deadline = Date.now() + this.#lockWaitMs;
+    const latest = deadline + LOCK_STALE_MS + 100;
     try {
       for (;;) {
         try {
@@ -296,7 +297,12 @@ export class JsonFileStateBox implements StateBox {
           if (errno(err) !== 'EEXIST')
             throw new AccountsFileError(`cannot lock ACCOUNTS_FILE ${this.path}`, { cause: err });
         }
-        if (await this.#breakIfAbandoned()) continue;
+        const verdict = await this.#breakIfAbandoned();
+        if (verdict === 'retry') continue;
+        // A lock we cannot check becomes abandoned at a known time: wait for it rather than fail (a
+        // container restarted under a new hostname must come up, a few seconds late).
+        if (typeof verdict === 'number')
+          deadline = Math.min(latest, Math.max(deadline, Date.now() + verdict + 100));
         if (Date.now() > deadline) {
           const holder = await readFile(lockPath, 'utf8').catch(() => '?');
           throw new AccountsFileError(
@@ -318,9 +324,10 @@ export class JsonFileStateBox implements StateBox {
 
   /**
    * Takes away a lock whose owner is dead (or, when that cannot be checked, that is older than
-   * LOCK_STALE_MS). Returns true when the caller should try to lock again at once.
+   * LOCK_STALE_MS). 'retry': try to lock again at once; 'held': a live owner holds it; a number: the
+   * owner cannot be checked and the lock counts as abandoned in that many milliseconds.
    */
-  async #breakIfAbandoned(): Promise<boolean> {
+  async #breakIfAbandoned(): Promise<'retry' | 'held' | number> {
     const lockPath = this.#lockPath;
     let text: string;
     let ino: bigint;
@@ -336,28 +343,29 @@ export class JsonFileStateBox implements StateBox {
         await handle.close();
       }
     } catch (err) {
-      if (errno(err) === 'ENOENT') return true; // released meanwhile
+      if (errno(err) === 'ENOENT') return 'retry'; // released meanwhile
       throw new AccountsFileError(`cannot read the lock ${lockPath}`, { cause: err });
     }
     const owner = parseLockOwner(text);
     const state = owner ? lockOwnerState(owner) : 'unknown';
-    if (state === 'alive' || (state === 'unknown' && ageMs <= LOCK_STALE_MS)) return false;
+    if (state === 'alive') return 'held';
+    if (state === 'unknown' && ageMs <= LOCK_STALE_MS) return LOCK_STALE_MS - ageMs;
     // Move it aside (atomic) and check that what we moved is the lock we judged: another process may
     // have broken it and taken a fresh lock in between, which must then be put back.
     const aside = `${lockPath}.${process.pid}.${randomBytes(4).toString('hex')}.stale`;
     try {
       await rename(lockPath, aside);
     } catch (err) {
-      if (errno(err) === 'ENOENT') return true;
+      if (errno(err) === 'ENOENT') return 'retry';
       throw new AccountsFileError(`cannot remove the abandoned lock ${lockPath}`, { cause: err });
     }
     try {
       if ((await stat(aside, { bigint: true })).ino !== ino) {
         await link(aside, lockPath).catch(() => undefined);
-        return false;
+        return 'held';
       }
       this.#sweep = true;
-      return true;
+      return 'retry';
     } finally {
       await rm(aside, { force: true });
     }
