@@ -439,6 +439,8 @@ function credentials(body: unknown): { email: string; password: string } {
   const problem = emailProblem(email);
   if (problem) throw new ApiError('BAD_REQUEST', problem);
   const normalised = normaliseEmail(email);
+  // NFKC can lengthen text (one ligature or square symbol becomes several letters).
+  if (normalised.length > EMAIL_MAX) throw new ApiError('BAD_REQUEST', 'Email address too long');
   if (!EMAIL_FORMAT.test(normalised)) throw new ApiError('BAD_REQUEST', 'Enter a valid email address');
   return { email: normalised, password };
 }
