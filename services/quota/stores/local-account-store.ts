@@ -175,6 +175,8 @@ export class JsonFileStateBox implements StateBox {
   #queue: Promise<unknown> = Promise.resolve();
   readonly #lockPath: string;
   readonly #lockWaitMs: number;
+  /** False once the file system refused a hard link (some network and FAT mounts). */
+  #canLink = true;
   /** Remove a dead writer's leftovers at the next update: set at open and after breaking a lock. */
   #sweep = true;
 
@@ -291,7 +293,7 @@ export class JsonFileStateBox implements StateBox {
     try {
       for (;;) {
         try {
-          await link(attempt, lockPath);
+          await this.#createLock(attempt);
           return () => this.#unlock();
         } catch (err) {
           if (errno(err) !== 'EEXIST')
@@ -314,6 +316,20 @@ export class JsonFileStateBox implements StateBox {
     } finally {
       await rm(attempt, { force: true });
     }
+  }
+
+  /** Hard link where the file system has them; else O_EXCL then write (an empty lock is judged by age). */
+  async #createLock(attempt: string): Promise<void> {
+    if (this.#canLink) {
+      try {
+        await link(attempt, this.#lockPath);
+        return;
+      } catch (err) {
+        if (!['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS', 'EXDEV'].includes(errno(err) ?? '')) throw err;
+        this.#canLink = false;
+      }
+    }
+    await writeFile(this.#lockPath, JSON.stringify(SELF), { flag: 'wx', mode: 0o600 });
   }
 
   async #unlock(): Promise<void> {
