@@ -4,68 +4,55 @@
 // hold key and password hashes) may survive a restart, and a writer that meets a dead process's lock
 // while running (the server, when the admin CLI was killed) must recover it too.
 
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openFileAccountStore } from '../services/quota/stores/local-account-store.ts';
+import { type Child, spawnChild } from './support/children.ts';
 import { prng } from './support/prng.ts';
 import { ROOT } from './support/server-process.ts';
 
 const ROUNDS = 20;
 const dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-accounts-crash-'));
 const path = join(dir, 'accounts.json');
-const children: ChildProcess[] = [];
-
-/** Kills the child's whole process group (it was started detached, as its group's leader). */
-function killGroup(child: ChildProcess): void {
-  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
-  try {
-    process.kill(-child.pid, 'SIGKILL');
-  } catch {
-    // already gone
-  }
-}
 
 afterAll(() => {
-  for (const child of children) killGroup(child);
   rmSync(dir, { recursive: true, force: true });
 });
 
 interface Writer {
-  child: ChildProcess;
+  child: Child;
   ready: { accounts: number; files: string[] };
-  exited: Promise<unknown>;
 }
 
-/** Starts the writer and waits until it has opened the store and begun writing. */
+/** Starts the writer (its own process group) and waits until it has opened the store and is writing. */
 async function startWriter(): Promise<Writer> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'test/support/accounts-writer.ts'], {
-    cwd: ROOT,
-    env: { ...process.env, TSX_DISABLE_CACHE: '1', ACCOUNTS_FILE: path, LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
-  children.push(child);
-  const exited = new Promise((resolve) => child.once('exit', resolve));
   let output = '';
-  try {
-    const ready = await new Promise<Writer['ready']>((resolve, reject) => {
-      let readyLine: Writer['ready'] | undefined;
-      const onData = (chunk: Buffer) => {
+  let resolveReady: (ready: Writer['ready']) => void = () => undefined;
+  const ready = new Promise<Writer['ready']>((resolve) => {
+    resolveReady = resolve;
+  });
+  const child = spawnChild(
+    'accounts writer',
+    process.execPath,
+    ['--import', 'tsx', 'test/support/accounts-writer.ts'],
+    {
+      cwd: ROOT,
+      env: { ...process.env, TSX_DISABLE_CACHE: '1', ACCOUNTS_FILE: path, LOG_LEVEL: 'warn' },
+      onOutput: (chunk) => {
         output += chunk;
         const lines = output.split('\n');
-        if (!readyLine && lines.length > 1) readyLine = JSON.parse(lines[0] as string);
-        if (readyLine && lines.includes('writing')) resolve(readyLine);
-      };
-      child.stdout?.on('data', onData);
-      child.stderr?.on('data', (c) => (output += c));
-      void exited.then(() => reject(new Error(`the writer exited before writing:\n${output}`)));
-    });
-    return { child, ready, exited };
+        if (lines.length > 1 && lines.includes('writing')) resolveReady(JSON.parse(lines[0] as string));
+      },
+    },
+  );
+  try {
+    const first = await Promise.race([ready, child.exited.then(() => undefined)]);
+    if (!first) throw new Error(`the writer exited before writing:\n${child.output()}`);
+    return { child, ready: first };
   } catch (err) {
-    killGroup(child);
+    await child.kill();
     throw err;
   }
 }
@@ -91,8 +78,8 @@ describe('embedded accounts file after kill -9', () => {
         expect(writer.ready.files, `round ${round}`).toEqual(['accounts.json']);
         expect(writer.ready.accounts).toBeGreaterThanOrEqual(accounts);
         await new Promise((r) => setTimeout(r, 5 + random() * 60));
-        killGroup(writer.child);
-        await writer.exited;
+        // SIGKILL to its whole group, like a crash.
+        await writer.child.kill();
         const left = leftovers();
         if (left.some((n) => n === 'accounts.json.lock')) locksLeft++;
         if (left.some((n) => n.endsWith('.tmp'))) tempsLeft++;
