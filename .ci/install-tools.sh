@@ -46,3 +46,12 @@ if [[ ! -x "${node_dir}/bin/node" ]]; then
   rm -rf "$node_dir" && mv "$node_tmp/package" "$node_dir"
   rm -rf "$node_tmp"
 fi
+
+# schemathesis fuzzes the live embedded server against /openapi.json (test/openapi-schemathesis.test.ts),
+# in its own venv in the tools cache (the test looks there). Keep the version in step with that test.
+SCHEMATHESIS_VERSION=4.32.5
+st_venv="${TOOLS_CACHE:-/root/.cache/nsfwdetector-tools}/schemathesis-${SCHEMATHESIS_VERSION}"
+if [[ ! -x "${st_venv}/bin/st" ]]; then
+  python3 -m venv "$st_venv"
+  "${st_venv}/bin/pip" install --quiet --disable-pip-version-check "schemathesis==${SCHEMATHESIS_VERSION}"
+fi

@@ -69,3 +69,13 @@ try {
   app.log.fatal({ err }, 'model failed to load');
   process.exit(1);
 }
+// The one line to wait for: printed only now that detect can score (model loaded, every worker warmed
+// by one image). Health answers from the first moment; /internal/ready is the readiness probe.
+console.log(`nsfwdetector: ready — detect is scoring at ${publicUrl(app.server.address())}`);
+
+function publicUrl(address: ReturnType<typeof app.server.address>): string {
+  if (address === null || typeof address === 'string') return String(address);
+  const wildcard = address.address === '0.0.0.0' || address.address === '::';
+  const host = wildcard ? 'localhost' : address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return `http://${host}:${address.port}`;
+}

@@ -15,14 +15,14 @@ export function codesFor(status: Status): number[] {
 /** `{code, message}` restricted to the codes of `status`. */
 export function errorBodySchema(status: Status) {
   return {
-    type: 'object',
+    type: 'object' as const,
     required: ['code', 'message'],
     additionalProperties: false,
     properties: {
-      code: { type: 'integer', enum: codesFor(status) },
-      message: { type: 'string' },
+      code: { type: 'integer' as const, enum: codesFor(status) },
+      message: { type: 'string' as const },
     },
-  } as const;
+  };
 }
 
 const describe = (status: Status) =>

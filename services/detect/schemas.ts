@@ -9,7 +9,14 @@ import { errorResponse } from '../common/error-schemas.ts';
 import { detectionResponseSchema } from './result.ts';
 
 /** The raw-body media types (way B); each must match the image's content. */
-export const RAW_IMAGE_TYPES = ['image/jpeg', 'image/png', 'image/webp', 'image/bmp', 'image/tiff', 'image/gif'];
+export const RAW_IMAGE_TYPES = [
+  'image/jpeg',
+  'image/png',
+  'image/webp',
+  'image/bmp',
+  'image/tiff',
+  'image/gif',
+];
 
 const binary = { type: 'string', format: 'binary', contentMediaType: 'application/octet-stream' } as const;
 

@@ -18,8 +18,9 @@ export const healthResponseSchema = okSchema({
 export const healthSchema = {
   tags: ['health'],
   summary: 'Service identity and liveness (spec 4.3)',
-  description: 'Answers from constants: never probes the model or a store, never rate limited. '
-    + 'Not the readiness signal: a fresh process answers ok here before detect can score.',
+  description:
+    'Answers from constants: never probes the model or a store, never rate limited. ' +
+    'Not the readiness signal: a fresh process answers ok here before detect can score.',
   response: { 200: { description: 'The service is up.', ...healthResponseSchema } },
 } as const;
 

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { embeddedApp } from '../../test/support/embedded-app.ts';
 import { ERRORS } from '../common/errors.ts';
 
+// biome-ignore lint/suspicious/noExplicitAny: the document is untyped JSON, walked by path.
 type Json = Record<string, any>;
 
 let app: Awaited<ReturnType<typeof embeddedApp>>['app'];
@@ -59,7 +60,8 @@ describe('GET /openapi.json', () => {
   });
 
   it('lists every public route and no internal one', () => {
-    for (const [method, path] of PUBLIC_OPERATIONS) expect(op(method, path), `${method} ${path}`).toBeDefined();
+    for (const [method, path] of PUBLIC_OPERATIONS)
+      expect(op(method, path), `${method} ${path}`).toBeDefined();
     const paths = Object.keys(doc.paths);
     expect(paths.filter((p) => p.startsWith('/internal') || p.startsWith('/ext_authz'))).toEqual([]);
   });
@@ -79,7 +81,9 @@ describe('GET /openapi.json', () => {
 
   it('documents the request and response headers of the spec', () => {
     const headerNames = (operation: Json) =>
-      (operation.parameters ?? []).filter((p: Json) => p.in === 'header').map((p: Json) => p.name.toLowerCase());
+      (operation.parameters ?? [])
+        .filter((p: Json) => p.in === 'header')
+        .map((p: Json) => p.name.toLowerCase());
     expect(headerNames(op('post', '/api/public/detect'))).toContain('x-device-id');
     expect(headerNames(op('post', '/api/open/detect'))).toContain('x-device-id');
     // OpenAPI describes `Authorization` as a security scheme, never as a header parameter.
@@ -89,10 +93,19 @@ describe('GET /openapi.json', () => {
       const responses = op('post', path).responses;
       const ok = Object.keys(responses['200'].headers ?? {}).map((h) => h.toLowerCase());
       expect(ok).toEqual(
-        expect.arrayContaining(['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'x-quota-tier']),
+        expect.arrayContaining([
+          'x-ratelimit-limit',
+          'x-ratelimit-remaining',
+          'x-ratelimit-reset',
+          'x-quota-tier',
+        ]),
       );
-      expect(Object.keys(responses['429'].headers ?? {}).map((h) => h.toLowerCase())).toContain('retry-after');
-      expect(Object.keys(responses['503'].headers ?? {}).map((h) => h.toLowerCase())).toContain('retry-after');
+      expect(Object.keys(responses['429'].headers ?? {}).map((h) => h.toLowerCase())).toContain(
+        'retry-after',
+      );
+      expect(Object.keys(responses['503'].headers ?? {}).map((h) => h.toLowerCase())).toContain(
+        'retry-after',
+      );
     }
     const notAllowed = deref(doc.components.responses.MethodNotAllowed);
     expect(Object.keys(notAllowed.headers).map((h) => h.toLowerCase())).toContain('allow');
@@ -113,7 +126,9 @@ describe('GET /openapi.json', () => {
       }
     }
     for (const response of Object.values<Json>(doc.components.responses)) {
-      const status = Object.values(ERRORS).find((e) => deref(response).description.includes(String(e.code)))?.status;
+      const status = Object.values(ERRORS).find((e) =>
+        deref(response).description.includes(String(e.code)),
+      )?.status;
       if (status) collect(String(status), response);
     }
     const expected = Object.values(ERRORS).map((e) => `${e.status}/${e.code}`);

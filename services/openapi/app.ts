@@ -65,7 +65,10 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         tags: ['contract'],
         summary: 'This OpenAPI 3.1 document',
         response: {
-          200: { description: 'The document.', content: { 'application/json': { schema: { type: 'object' } } } },
+          200: {
+            description: 'The document.',
+            content: { 'application/json': { schema: { type: 'object' } } },
+          },
         },
       },
     },
@@ -89,7 +92,12 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         schema: {
           tags: ['contract'],
           summary,
-          response: { 200: { description: summary, content: { [type.split(';')[0] ?? type]: { schema: { type: 'string' } } } } },
+          response: {
+            200: {
+              description: summary,
+              content: { [type.split(';')[0] ?? type]: { schema: { type: 'string' } } },
+            },
+          },
         },
       },
       async (_request, reply) =>
@@ -100,8 +108,18 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
           .header('cache-control', 'public, max-age=300')
           .send(body),
     );
-  pageRoute('/docs/api', 'text/html; charset=utf-8', page, 'The API reference for people (renders /openapi.json)');
-  pageRoute('/docs/api/viewer.js', 'text/javascript; charset=utf-8', viewer, 'Script of the API reference page');
+  pageRoute(
+    '/docs/api',
+    'text/html; charset=utf-8',
+    page,
+    'The API reference for people (renders /openapi.json)',
+  );
+  pageRoute(
+    '/docs/api/viewer.js',
+    'text/javascript; charset=utf-8',
+    viewer,
+    'Script of the API reference page',
+  );
   pageRoute('/docs/api/viewer.css', 'text/css; charset=utf-8', styles, 'Styles of the API reference page');
 }
 

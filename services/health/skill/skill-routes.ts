@@ -84,7 +84,7 @@ export default async function skillRoutes(app: FastifyInstance): Promise<void> {
   );
   app.get(
     '/skill/nsfwdetector.py',
-    { schema: documentSchema("The companion client (Python), talking to this service", TYPES.python) },
+    { schema: documentSchema('The companion client (Python), talking to this service', TYPES.python) },
     serve((base) => renderCli(docs.cli, base), TYPES.python),
   );
 }

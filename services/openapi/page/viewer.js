@@ -30,7 +30,14 @@ function parameters(doc, op) {
     el(
       'table',
       {},
-      el('tr', {}, el('th', {}, 'Name'), el('th', {}, 'In'), el('th', {}, 'Required'), el('th', {}, 'Description')),
+      el(
+        'tr',
+        {},
+        el('th', {}, 'Name'),
+        el('th', {}, 'In'),
+        el('th', {}, 'Required'),
+        el('th', {}, 'Description'),
+      ),
       params.map((p) =>
         el(
           'tr',
@@ -73,7 +80,11 @@ function responses(doc, op) {
       el('td', {}, el('code', {}, status)),
       el('td', { class: 'desc' }, response.description ?? ''),
       el('td', {}, headers),
-      el('td', {}, media.map(([type, m]) => el('div', {}, el('code', {}, type), schemaBlock(m.schema ?? {})))),
+      el(
+        'td',
+        {},
+        media.map(([type, m]) => el('div', {}, el('code', {}, type), schemaBlock(m.schema ?? {}))),
+      ),
     );
   });
   return [
@@ -81,7 +92,14 @@ function responses(doc, op) {
     el(
       'table',
       {},
-      el('tr', {}, el('th', {}, 'Status'), el('th', {}, 'Meaning'), el('th', {}, 'Headers'), el('th', {}, 'Body')),
+      el(
+        'tr',
+        {},
+        el('th', {}, 'Status'),
+        el('th', {}, 'Meaning'),
+        el('th', {}, 'Headers'),
+        el('th', {}, 'Body'),
+      ),
       rows,
     ),
   ];
@@ -113,7 +131,13 @@ function render(doc) {
   main.replaceChildren(
     el('h1', {}, `${doc.info.title} ${doc.info.version}`),
     el('p', { class: 'desc' }, doc.info.description ?? ''),
-    el('p', {}, 'Machine-readable: ', el('a', { href: '/openapi.json' }, '/openapi.json'), ` (OpenAPI ${doc.openapi}).`),
+    el(
+      'p',
+      {},
+      'Machine-readable: ',
+      el('a', { href: '/openapi.json' }, '/openapi.json'),
+      ` (OpenAPI ${doc.openapi}).`,
+    ),
     operations,
     shared.length ? [el('h2', {}, 'On any path'), el('ul', {}, shared)] : null,
   );
