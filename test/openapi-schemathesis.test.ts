@@ -5,12 +5,14 @@
 // Needs schemathesis (.ci/install-tools.sh); under CI=true a missing one fails the suite.
 
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bmpFromRgb } from './fixtures/bmp.ts';
+import { fixture } from './fixtures/corpus.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const SCHEMATHESIS_VERSION = '4.32.5';
@@ -18,6 +20,7 @@ const TOOLS = process.env.TOOLS_CACHE ?? join(homedir(), '.cache', 'nsfwdetector
 const ST = join(TOOLS, `schemathesis-${SCHEMATHESIS_VERSION}`, 'bin', 'st');
 const INSTALL_HINT = 'bash .ci/install-tools.sh';
 const run = promisify(execFile);
+const HOOKS = join(ROOT, 'test', 'schemathesis', 'real_images.py');
 
 const HIGH = '1000000';
 const limits = {
@@ -28,6 +31,10 @@ const limits = {
   PRO_PER_MINUTE: HIGH,
   PRO_PER_DAY: HIGH,
 };
+
+interface HarLog {
+  log: { entries: { request: { url: string }; response: { status: number } }[] };
+}
 
 function describeSchemathesis(name: string, body: () => void) {
   if (existsSync(ST)) return describe(name, body);
@@ -117,6 +124,23 @@ describeSchemathesis('schemathesis against the live embedded server', () => {
       '60',
       '--no-color',
     ];
+    // Real images per media type for the hooks (BMP: none in the corpus, so one is built).
+    const bmp = join(dir, 'grey.bmp');
+    writeFileSync(bmp, bmpFromRgb(new Uint8Array(16 * 16 * 3).fill(128), 16, 16));
+    const images = join(dir, 'images.json');
+    writeFileSync(
+      images,
+      JSON.stringify({
+        'image/jpeg': [fixture('320x240.jpg')],
+        'image/png': [fixture('2x2_fdcce6.png'), fixture('Flag_of_the_Netherlands-alpha.png')],
+        'image/webp': [fixture('5_webp_a.webp')],
+        'image/bmp': [bmp],
+        'image/tiff': [fixture('8bit_depth.tiff')],
+        'image/gif': [fixture('Crash_test.gif')],
+      }),
+    );
+    const har = join(dir, 'run.har');
+    args.push('--report-har-path', har);
     let code = 0;
     let stdout = '';
     let stderr = '';
@@ -124,7 +148,7 @@ describeSchemathesis('schemathesis against the live embedded server', () => {
       ({ stdout, stderr } = await run(ST, args, {
         cwd: dir,
         maxBuffer: 64 * 1024 * 1024,
-        env: { ...process.env, NO_COLOR: '1' },
+        env: { ...process.env, NO_COLOR: '1', SCHEMATHESIS_HOOKS: HOOKS, NSFWDETECTOR_FUZZ_IMAGES: images },
       }));
     } catch (err) {
       const failed = err as { code?: number; stdout?: string; stderr?: string };
@@ -139,6 +163,22 @@ describeSchemathesis('schemathesis against the live embedded server', () => {
     expect(code, `schemathesis failed:\n${stdout}\n${stderr}\nserver output:\n${output}`).toBe(0);
     expect(stdout).toMatch(/\d+ generated, \d+ passed/);
     expect(stdout).not.toMatch(/\d+ failed/);
+    // The fuzz reached the scoring path of both detect endpoints, so 200 answers were checked too.
+    const entries = (JSON.parse(readFileSync(har, 'utf8')) as HarLog).log.entries;
+    const byStatus = new Map<number, number>();
+    for (const e of entries) byStatus.set(e.response.status, (byStatus.get(e.response.status) ?? 0) + 1);
+    console.log(
+      `answers by status: ${[...byStatus]
+        .sort(([a], [b]) => a - b)
+        .map(([status, n]) => `${status}×${n}`)
+        .join(', ')}`,
+    );
+    for (const path of ['/api/public/detect', '/api/open/detect']) {
+      const scored = entries.filter(
+        (e) => new URL(e.request.url).pathname === path && e.response.status === 200,
+      );
+      expect(scored.length, `200 answers from ${path}`).toBeGreaterThan(0);
+    }
     // The server neither crashed nor logged a failure while being fuzzed.
     expect(server?.exitCode).toBeNull();
   }, 600_000);
