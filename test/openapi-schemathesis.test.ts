@@ -88,7 +88,7 @@ describeSchemathesis('schemathesis against the live embedded server', () => {
     baseUrl = await new Promise<string>((resolve, reject) => {
       const onData = (chunk: Buffer) => {
         output += chunk;
-        const ready = /ready — detect is scoring at (http:\/\/\S+)/.exec(output);
+        const ready = /^ready — (http:\/\/\S+) is scoring images/m.exec(output);
         if (ready?.[1]) resolve(ready[1]);
       };
       server?.stdout?.on('data', onData);

@@ -43,7 +43,7 @@ describe('the ready line of npm start', () => {
     const url = await new Promise<string>((resolve, reject) => {
       server.stdout.on('data', (chunk: Buffer) => {
         output += chunk;
-        const ready = /^nsfwdetector: ready — detect is scoring at (http:\/\/\S+)$/m.exec(output);
+        const ready = /^ready — (http:\/\/\S+) is scoring images/m.exec(output);
         if (ready?.[1]) resolve(ready[1]);
       });
       server.once('exit', (code) => reject(new Error(`server exited (${code}) before ready:\n${output}`)));

