@@ -51,6 +51,9 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
           MethodNotAllowed: errorResponseObject(405, 'The path exists, not with this method.', {
             allow: { description: 'The methods the path accepts.', schema: { type: 'string' } },
           }),
+          // Answers of the HTTP layer itself, before any route.
+          RequestTimeout: errorResponseObject(408, 'The request did not arrive in time.'),
+          HeadersTooLarge: errorResponseObject(431, 'The request headers are too large.'),
         },
       },
     },
@@ -123,7 +126,11 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
   pageRoute('/docs/api/viewer.css', 'text/css; charset=utf-8', styles, 'Styles of the API reference page');
 }
 
-function errorResponseObject(status: 404 | 405, description: string, headers: Record<string, object> = {}) {
+function errorResponseObject(
+  status: 404 | 405 | 408 | 431,
+  description: string,
+  headers: Record<string, object> = {},
+) {
   const { description: codes, headers: _none, ...schema } = errorResponse(status);
   return {
     description: `${description} ${codes}`,
