@@ -4,21 +4,23 @@
 // type, headers, body schema). Limits are raised so rate limiting cannot stand in for real answers.
 // Needs schemathesis (.ci/install-tools.sh); under CI=true a missing one fails the suite.
 
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bmpFromRgb } from './fixtures/bmp.ts';
 import { fixture } from './fixtures/corpus.ts';
+import { type Child, spawnChild } from './support/children.ts';
+import { describeWithTool, tool } from './support/tools.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const SCHEMATHESIS_VERSION = '4.32.5';
 const TOOLS = process.env.TOOLS_CACHE ?? join(homedir(), '.cache', 'nsfwdetector-tools');
 const ST = join(TOOLS, `schemathesis-${SCHEMATHESIS_VERSION}`, 'bin', 'st');
-const INSTALL_HINT = 'bash .ci/install-tools.sh';
+const SCHEMATHESIS = tool(`schemathesis ${SCHEMATHESIS_VERSION}`, 'bash .ci/install-tools.sh', ST);
 const run = promisify(execFile);
 const HOOKS = join(ROOT, 'test', 'schemathesis', 'real_images.py');
 
@@ -36,22 +38,9 @@ interface HarLog {
   log: { entries: { request: { url: string }; response: { status: number } }[] };
 }
 
-function describeSchemathesis(name: string, body: () => void) {
-  if (existsSync(ST)) return describe(name, body);
-  if (process.env.CI === 'true') {
-    return describe(name, () => {
-      it('needs schemathesis', () => {
-        throw new Error(`schemathesis ${SCHEMATHESIS_VERSION} is not installed at ${ST}: ${INSTALL_HINT}`);
-      });
-    });
-  }
-  console.warn(`[skipped] ${name}: schemathesis is not installed. Install it with: ${INSTALL_HINT}`);
-  return describe.skip(name, body);
-}
-
-describeSchemathesis('schemathesis against the live embedded server', () => {
+describeWithTool(SCHEMATHESIS, 'schemathesis against the live embedded server', () => {
   let dir: string;
-  let server: ChildProcess | undefined;
+  let server: Child | undefined;
   let baseUrl: string;
   let apiKey: string;
   let output = '';
@@ -78,33 +67,29 @@ describeSchemathesis('schemathesis against the live embedded server', () => {
     await admin('create-account', '--email', 'fuzz@example.com', '--tier', 'pro');
     apiKey = (await admin('issue-key', 'fuzz@example.com', '--name', 'schemathesis')).secret;
 
-    // Its own process group, so the whole tree goes on cleanup even if start-up fails.
-    server = spawn(process.execPath, ['--import', 'tsx', 'services/all-in-one/server.ts'], {
+    let announce: (url: string) => void = () => {};
+    const ready = new Promise<string>((resolve) => {
+      announce = resolve;
+    });
+    server = spawnChild('npm start', process.execPath, ['--import', 'tsx', 'services/all-in-one/server.ts'], {
       cwd: ROOT,
       env: { ...env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      detached: true,
-    });
-    baseUrl = await new Promise<string>((resolve, reject) => {
-      const onData = (chunk: Buffer) => {
+      onOutput: (chunk) => {
         output += chunk;
-        const ready = /^ready — (http:\/\/\S+) is scoring images/m.exec(output);
-        if (ready?.[1]) resolve(ready[1]);
-      };
-      server?.stdout?.on('data', onData);
-      server?.stderr?.on('data', (chunk: Buffer) => (output += chunk));
-      server?.once('exit', (code) => reject(new Error(`server exited (${code}) before ready:\n${output}`)));
+        const line = /^ready — (http:\/\/\S+) is scoring images/m.exec(output);
+        if (line?.[1]) announce(line[1]);
+      },
     });
+    baseUrl = await Promise.race([
+      ready,
+      server.exited.then((code) => {
+        throw new Error(`server exited (${code}) before ready:\n${output}`);
+      }),
+    ]);
   }, 180_000);
 
-  afterAll(() => {
-    if (server?.pid !== undefined && server.exitCode === null) {
-      try {
-        process.kill(-server.pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
+  afterAll(async () => {
+    await server?.kill();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
@@ -180,6 +165,6 @@ describeSchemathesis('schemathesis against the live embedded server', () => {
       expect(scored.length, `200 answers from ${path}`).toBeGreaterThan(0);
     }
     // The server neither crashed nor logged a failure while being fuzzed.
-    expect(server?.exitCode).toBeNull();
+    expect(server?.running()).toBe(true);
   }, 600_000);
 });
