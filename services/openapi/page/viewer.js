@@ -128,7 +128,8 @@ function render(doc) {
   const shared = Object.entries(doc.components?.responses ?? {}).map(([name, response]) =>
     el('li', {}, el('strong', {}, name), ` — ${response.description ?? ''}`),
   );
-  main.replaceChildren(
+  // replaceChildren does not flatten arrays (it would print them as text): flatten first.
+  const children = [
     el('h1', {}, `${doc.info.title} ${doc.info.version}`),
     el('p', { class: 'desc' }, doc.info.description ?? ''),
     el(
@@ -140,7 +141,8 @@ function render(doc) {
     ),
     operations,
     shared.length ? [el('h2', {}, 'On any path'), el('ul', {}, shared)] : null,
-  );
+  ];
+  main.replaceChildren(...children.flat(2).filter((child) => child !== null));
 }
 
 fetch('/openapi.json')
