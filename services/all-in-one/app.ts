@@ -7,6 +7,7 @@ import detectApp from '../detect/app.ts';
 import type { ModelSlot } from '../detect/model/model-slot.ts';
 import { WorkGate } from '../detect/work-gate.ts';
 import healthApp from '../health/app.ts';
+import { registerOpenApi } from '../openapi/app.ts';
 import { createAuthorizer, type QuotaDeps, registerConsole } from '../quota/app.ts';
 
 export interface EmbeddedDeps extends QuotaDeps {
@@ -26,6 +27,8 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   const { config } = deps;
   const app = createRootApp({ config, logger: deps.logger, logStream: deps.logStream });
   const gate = new WorkGate(config.concurrency);
+  // First: the OpenAPI document collects the routes registered after it.
+  await registerOpenApi(app);
   await app.register(healthApp);
   await app.register(detectApp, {
     model: deps.model,

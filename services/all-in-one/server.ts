@@ -71,3 +71,17 @@ try {
   app.log.fatal({ err }, 'model failed to load');
   process.exit(1);
 }
+// The one line to wait for: printed only now that detect can score (model loaded, every worker warmed
+// by one image). Health answers from the first moment; /internal/ready is the readiness probe.
+// (Worded without the service's name or routes: test/server-process.test.ts checks that nothing about
+// requests reaches the output, by looking for "detect".)
+console.log(
+  `ready — ${publicUrl(app.server.address())} is scoring images (model ${config.model} loaded, workers warm)`,
+);
+
+function publicUrl(address: ReturnType<typeof app.server.address>): string {
+  if (address === null || typeof address === 'string') return String(address);
+  const wildcard = address.address === '0.0.0.0' || address.address === '::';
+  const host = wildcard ? 'localhost' : address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return `http://${host}:${address.port}`;
+}

@@ -13,7 +13,8 @@ import { sniffFormat } from './image/sniff.ts';
 import type { DimensionLimits } from './image/types.ts';
 import { type IntakeLimits, readImage } from './intake.ts';
 import type { ModelSlot } from './model/model-slot.ts';
-import { buildResult, detectionResponseSchema, type Thresholds } from './result.ts';
+import { buildResult, type Thresholds } from './result.ts';
+import { describeOnly, openDetectSchema, publicDetectSchema } from './schemas.ts';
 import type { Ticket, WorkGate } from './work-gate.ts';
 
 export interface DetectOptions {
@@ -32,8 +33,8 @@ declare module 'fastify' {
 }
 
 const ENDPOINTS = [
-  { url: '/api/public/detect', endpoint: 'public' },
-  { url: '/api/open/detect', endpoint: 'open' },
+  { url: '/api/public/detect', endpoint: 'public', schema: publicDetectSchema },
+  { url: '/api/open/detect', endpoint: 'open', schema: openDetectSchema },
 ] as const;
 
 export default async function detectApp(app: FastifyInstance, opts: DetectOptions): Promise<void> {
@@ -41,9 +42,10 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
 
-  for (const { url, endpoint } of ENDPOINTS) {
+  for (const { url, endpoint, schema } of ENDPOINTS) {
     app.post(url, {
-      schema: { response: { 200: detectionResponseSchema } },
+      schema,
+      validatorCompiler: describeOnly,
       // Admission and quota run before the body is read, so refusals cost no upload.
       onRequest: async (request, reply) => {
         // Unavailable before anything is counted: a request we cannot serve uses no quota.

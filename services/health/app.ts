@@ -2,21 +2,11 @@
 // so it stays up and unlimited whatever else is failing.
 
 import type { FastifyInstance } from 'fastify';
-import { ok, okSchema } from '../common/envelope.ts';
+import { ok } from '../common/envelope.ts';
+import { healthSchema } from './schemas.ts';
 import skillRoutes from './skill/skill-routes.ts';
 import { SKILL_VERSION } from './skill/skill-version.ts';
 import { SERVICE_NAME, SERVICE_VERSION } from './versions.ts';
-
-const healthResponseSchema = okSchema({
-  type: 'object',
-  required: ['status', 'service', 'version', 'skill_version'],
-  properties: {
-    status: { type: 'string' },
-    service: { type: 'string' },
-    version: { type: 'string' },
-    skill_version: { type: 'string' },
-  },
-});
 
 export default async function healthApp(app: FastifyInstance): Promise<void> {
   const body = ok({
@@ -25,6 +15,6 @@ export default async function healthApp(app: FastifyInstance): Promise<void> {
     version: SERVICE_VERSION,
     skill_version: SKILL_VERSION,
   });
-  app.get('/api/public/health', { schema: { response: { 200: healthResponseSchema } } }, async () => body);
+  app.get('/api/public/health', { schema: healthSchema }, async () => body);
   await app.register(skillRoutes);
 }

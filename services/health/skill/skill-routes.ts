@@ -12,6 +12,7 @@ import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendError } from '../../common/envelope.ts';
 import { ApiError } from '../../common/errors.ts';
+import { documentSchema } from '../schemas.ts';
 import { CLI_PATH } from './skill-version.ts';
 
 const PLACEHOLDER = '{{BASE_URL}}';
@@ -73,14 +74,17 @@ export default async function skillRoutes(app: FastifyInstance): Promise<void> {
 
   app.get(
     '/docs/skill.md',
+    { schema: documentSchema("The companion client's guide for people (Markdown)", TYPES.markdown) },
     serve((base) => renderMarkdown(docs.humanDocs, base), TYPES.markdown),
   );
   app.get(
     '/skill/SKILL.md',
+    { schema: documentSchema("The companion client's skill file for agents (Markdown)", TYPES.markdown) },
     serve((base) => renderMarkdown(docs.skillMd, base), TYPES.markdown),
   );
   app.get(
     '/skill/nsfwdetector.py',
+    { schema: documentSchema('The companion client (Python), talking to this service', TYPES.python) },
     serve((base) => renderCli(docs.cli, base), TYPES.python),
   );
 }

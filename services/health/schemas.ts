@@ -1,0 +1,37 @@
+// The health service's route schemas (spec 2.3, 4.3): published in the OpenAPI document and used to
+// serialize the answers.
+
+import { okSchema } from '../common/envelope.ts';
+import { errorResponse } from '../common/error-schemas.ts';
+
+export const healthResponseSchema = okSchema({
+  type: 'object',
+  required: ['status', 'service', 'version', 'skill_version'],
+  properties: {
+    status: { type: 'string' },
+    service: { type: 'string' },
+    version: { type: 'string' },
+    skill_version: { type: 'string' },
+  },
+});
+
+export const healthSchema = {
+  tags: ['health'],
+  summary: 'Service identity and liveness (spec 4.3)',
+  description:
+    'Answers from constants: never probes the model or a store, never rate limited. ' +
+    'Not the readiness signal: a fresh process answers ok here before detect can score.',
+  response: { 200: { description: 'The service is up.', ...healthResponseSchema } },
+} as const;
+
+/** The companion client's documents (spec part 1), served with the request's base URL substituted. */
+export function documentSchema(summary: string, mediaType: string) {
+  return {
+    tags: ['skill'],
+    summary,
+    response: {
+      200: { description: summary, content: { [mediaType]: { schema: { type: 'string' } } } },
+      400: { ...errorResponse(400), description: '4001: the Host header is not a plain host[:port].' },
+    },
+  } as const;
+}
