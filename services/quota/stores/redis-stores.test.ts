@@ -149,6 +149,69 @@ describeRedis('Redis stores (real redis-server)', () => {
     });
   });
 
+  describe('refunds', () => {
+    const big = { perMinute: 100_000, perDay: 100_000 };
+
+    it('uncounts a charge once, and a refund that comes first cancels its consume', async () => {
+      const { store } = await quotaStore();
+      await store.consume('r', big, 'req-1');
+      await store.consume('r', big, 'req-2');
+      await store.refund('req-1');
+      await store.refund('req-1');
+      expect((await store.peek('r', big)).day.used).toBe(1);
+      expect((await store.peek('r', big)).minute.used).toBe(1);
+      await store.refund('req-3');
+      await expect(store.consume('r', big, 'req-3')).rejects.toThrow(/already/);
+      expect((await store.peek('r', big)).day.used).toBe(1);
+    });
+
+    it('leaves a window alone that is not the one the request was counted in', async () => {
+      const { store, redis, prefix } = await quotaStore();
+      await store.consume('w', big, 'old');
+      // As if the minute had rolled over since: the minute key now holds another window.
+      await redis.hset(`${prefix}q:w:m`, 'w', '0', 'n', '7');
+      await store.refund('old');
+      expect(await redis.hget(`${prefix}q:w:m`, 'n')).toBe('7');
+      expect((await store.peek('w', big)).day.used).toBe(0);
+    });
+
+    it('makes a timed-out count and its 503 agree: refunded calls leave exactly the answered ones counted', async () => {
+      // A 1 ms command timeout on a process kept busy: many scripts run in Redis after their caller
+      // gave up. Every call that failed is refunded; the counters must equal the successes.
+      const redis = connection(1);
+      await redisReady(redis, 5000);
+      const store = new RedisQuotaStore(redis, 'to:');
+      let ok = 0;
+      let failed = 0;
+      for (let round = 0; round < 20; round++) {
+        const calls = Array.from({ length: 50 }, (_, i) => {
+          const id = `r${round}-${i}`;
+          return store.consume('t', big, id).then(
+            () => {
+              ok += 1;
+            },
+            () => {
+              failed += 1;
+              return store.refund(id).catch(() => undefined);
+            },
+          );
+        });
+        const busyUntil = performance.now() + 3;
+        while (performance.now() < busyUntil) {
+          // keep the event loop busy, as a loaded process would
+        }
+        await Promise.all(calls);
+      }
+      await store.close();
+      const reader = connection(1000);
+      await redisReady(reader, 5000);
+      const check = new RedisQuotaStore(reader, 'to:');
+      open.push(check);
+      expect(failed).toBeGreaterThan(0);
+      expect((await check.peek('t', big)).day.used).toBe(ok);
+    });
+  });
+
   describe('when Redis fails', () => {
     it('rejects at once while Redis is down, within the command timeout while it hangs, and recovers', async () => {
       const { store } = await quotaStore();
