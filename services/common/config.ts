@@ -184,11 +184,13 @@ export function loadConfig(env: Env = process.env): Config {
       // by ~11 % (3 of 3 pairs), 8 beat 6 by ~10 % (7 of 8 pairs).
       active: intVar(env, 'MAX_ACTIVE_IMAGES', 8, 1, 256),
       // Requests in progress cost a socket and their bytes (bounded below), not CPU: many may upload
-      // at once; a few clients cannot take them all.
+      // at once, and a few clients cannot take them all. Per client, 16 is above the default per-minute
+      // limits (anonymous and free: 10), so a burst within its allowance never meets this bound.
       uploads: intVar(env, 'MAX_UPLOADS', 64, 1, 100_000),
-      uploadsPerClient: intVar(env, 'MAX_UPLOADS_PER_CLIENT', 8, 1, 100_000),
-      // 8 × 50 MiB: the memory figure README gives (8 concurrent 50 MB uploads) stays the worst case.
-      uploadBytes: intVar(env, 'MAX_UPLOAD_BYTES_IN_PROGRESS', 8 * 52_428_800, 1),
+      uploadsPerClient: intVar(env, 'MAX_UPLOADS_PER_CLIENT', 16, 1, 100_000),
+      // 8 full uploads (50 MiB + multipart framing): the memory figure README gives (8 concurrent
+      // 50 MB uploads) stays the worst case.
+      uploadBytes: intVar(env, 'MAX_UPLOAD_BYTES_IN_PROGRESS', 8 * (52_428_800 + 1_048_576), 1),
       retryAfterSeconds: intVar(env, 'OVERLOAD_RETRY_AFTER_SECONDS', 1, 1, 3600),
     },
     // One per core.
