@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import SkipReporter from './test/support/skip-reporter.ts';
 
 export default defineConfig({
   test: {
@@ -8,5 +9,11 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    // The run's temp dir and its final check: no child left running, no temp dir left behind.
+    globalSetup: ['test/support/run-guard.ts'],
+    // Per file: its own temp dir, its children and temp dirs checked after its hooks.
+    setupFiles: ['test/support/file-guard.ts'],
+    // Skipped suites (missing tools) listed, and counted, before the summary.
+    reporters: [new SkipReporter()],
   },
 });

@@ -8,12 +8,13 @@
 // `k6 run` and exits with k6's exit code (k6 exits non-zero when a check or threshold fails).
 // test/k6/quota.test.ts runs the same functions under vitest.
 
-import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { fixture } from '../test/fixtures/corpus.ts';
+import { spawnChild } from '../test/support/children.ts';
 import { REDIS_INSTALL_HINT, RedisServer, redisServerPath } from '../test/support/redis-server.ts';
 import { ROOT, type ServerProcess, startServer } from '../test/support/server-process.ts';
 
@@ -63,7 +64,7 @@ interface Stack {
 }
 
 async function startStack(limits: Record<string, string>): Promise<Stack> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'nsfwd-k6-'));
+  const dataDir = mkdtempSync(join(tmpdir(), 'nsfwdetector-k6-'));
   const redis = await RedisServer.start();
   const env = {
     REDIS_URL: redis.url,
@@ -127,22 +128,15 @@ function runK6(script: string, env: Record<string, string>, onOutput?: (chunk: s
   const bin = k6Path();
   if (!bin) throw new Error(`k6 is not installed: ${K6_INSTALL_HINT}`);
   return new Promise<RunResult>((resolve, reject) => {
-    let output = '';
-    const proc: ChildProcess = spawn(bin, ['run', '--quiet', '--no-color', join(ROOT, 'loadtests', script)], {
+    // Its own process group, stopped with the run if a test gives up on it (test/support/children.ts).
+    const child = spawnChild('k6', bin, ['run', '--quiet', '--no-color', join(ROOT, 'loadtests', script)], {
       cwd: ROOT,
       // k6 reads its inputs from env (--env would show keys in `ps`); no usage report.
       env: { ...process.env, K6_NO_USAGE_REPORT: 'true', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      onOutput,
     });
-    const take = (chunk: Buffer) => {
-      const text = chunk.toString();
-      output += text;
-      onOutput?.(text);
-    };
-    proc.stdout?.on('data', take);
-    proc.stderr?.on('data', take);
-    proc.on('error', reject);
-    proc.on('exit', (code) => resolve({ exitCode: code, output }));
+    child.proc.on('error', reject);
+    void child.exited.then((code) => resolve({ exitCode: code, output: child.output() }));
   });
 }
 

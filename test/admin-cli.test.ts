@@ -10,9 +10,10 @@ import { loadConfig } from '../services/common/config.ts';
 import { createAuthorizer } from '../services/quota/app.ts';
 import { openStores } from '../services/quota/stores/open-stores.ts';
 import { fixture } from './fixtures/corpus.ts';
-import { describeRedis } from './support/describe-redis.ts';
+import { childEnv } from './support/children.ts';
 import { RedisServer } from './support/redis-server.ts';
 import { ROOT, type ServerProcess, startServer } from './support/server-process.ts';
+import { describeWithTool, REDIS_SERVER } from './support/tools.ts';
 
 const JPEG = readFileSync(fixture('320x240.jpg'));
 
@@ -27,7 +28,7 @@ function admin(env: Record<string, string>, ...args: string[]): Promise<CliResul
     execFile(
       process.execPath,
       ['--import', 'tsx', 'services/quota/admin-cli.ts', ...args],
-      { cwd: ROOT, env: { ...process.env, TSX_DISABLE_CACHE: '1', ...env } },
+      { cwd: ROOT, env: childEnv({ ...process.env, TSX_DISABLE_CACHE: '1', ...env }) },
       (err, stdout, stderr) => {
         const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
         resolve({ code, stdout, stderr });
@@ -42,7 +43,7 @@ async function adminJson<T>(env: Record<string, string>, ...args: string[]): Pro
   return JSON.parse(result.stdout) as T;
 }
 
-const dir = mkdtempSync(join(tmpdir(), 'nsfwd-admin-'));
+const dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-admin-'));
 const servers: ServerProcess[] = [];
 afterAll(async () => {
   await Promise.all(servers.map((s) => s.stop()));
@@ -146,7 +147,7 @@ describe('admin CLI with the embedded store and `npm start`', () => {
   });
 });
 
-describeRedis('admin CLI with Redis', () => {
+describeWithTool(REDIS_SERVER, 'admin CLI with Redis', () => {
   let redis: RedisServer;
   beforeAll(async () => {
     redis = await RedisServer.start();

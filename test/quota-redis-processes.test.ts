@@ -8,11 +8,11 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { AccountTier } from '../services/quota/account-store.ts';
 import { RedisAccountStore } from '../services/quota/stores/redis-account-store.ts';
 import { connectRedis, redisReady } from '../services/quota/stores/redis-connection.ts';
-import { describeRedis } from './support/describe-redis.ts';
 import { awayFromMinuteEdge } from './support/minute-edge.ts';
 import { startQuotaServer } from './support/quota-process.ts';
 import { RedisServer } from './support/redis-server.ts';
 import type { ServerProcess } from './support/server-process.ts';
+import { describeWithTool, REDIS_SERVER } from './support/tools.ts';
 
 const PREFIX = 'mp:';
 const FREE_PER_DAY = 137;
@@ -20,7 +20,7 @@ const PRO_PER_MINUTE = 61;
 
 let redis: RedisServer;
 let processes: ServerProcess[] = [];
-let accounts: RedisAccountStore;
+let accounts: RedisAccountStore | undefined;
 
 const LIMITS = {
   FREE_PER_DAY: String(FREE_PER_DAY),
@@ -33,16 +33,25 @@ const LIMITS = {
 
 async function startAll(count: number, env: Record<string, string>): Promise<void> {
   redis = await RedisServer.start();
-  processes = await Promise.all(
+  // Each server binds port 0 and reports its port; one that fails to start stops its own process
+  // group, and the ones that did start are stopped here before the error is raised.
+  const started = await Promise.allSettled(
     Array.from({ length: count }, () =>
       startQuotaServer({ REDIS_URL: redis.url, REDIS_KEY_PREFIX: PREFIX, ...LIMITS, ...env }),
     ),
   );
+  processes = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) {
+    await stopAll();
+    throw failed.reason;
+  }
   accounts = await openAccounts();
 }
 
 async function stopAll(): Promise<void> {
   await accounts?.close();
+  accounts = undefined;
   await Promise.all(processes.map((p) => p.stop()));
   processes = [];
   await redis?.stop();
@@ -64,6 +73,7 @@ async function openAccounts(): Promise<RedisAccountStore> {
 }
 
 async function newKey(tier: AccountTier): Promise<string> {
+  if (!accounts) throw new Error('not started');
   const account = await accounts.createAccount({
     email: `${tier}-${Date.now()}-${Math.random()}@example.com`,
     tier,
@@ -89,7 +99,7 @@ async function call(i: number, path: string, headers: Record<string, string>): P
   return { status: res.status, code, ms, headers: res.headers };
 }
 
-describeRedis('4 quota processes sharing one Redis: exactness', () => {
+describeWithTool(REDIS_SERVER, '4 quota processes sharing one Redis: exactness', () => {
   // Exactness, not latency, is under test here: a generous command timeout keeps a loaded CI machine
   // from turning slow answers into (correct, but off-topic) 503s. The fault suite below uses defaults.
   beforeAll(() => startAll(4, { REDIS_COMMAND_TIMEOUT_MS: '2000' }));
@@ -125,7 +135,7 @@ describeRedis('4 quota processes sharing one Redis: exactness', () => {
   });
 });
 
-describeRedis('quota processes when Redis fails (default timeouts)', () => {
+describeWithTool(REDIS_SERVER, 'quota processes when Redis fails (default timeouts)', () => {
   // Default Redis timeouts; limits high enough that only the outage can refuse.
   beforeAll(() => startAll(2, { PRO_PER_MINUTE: '100000' }));
   afterAll(stopAll);
@@ -185,7 +195,7 @@ describeRedis('quota processes when Redis fails (default timeouts)', () => {
 
     // Redis comes back (empty: no persistence in this test): the processes reconnect on their own.
     await redis.restart();
-    await accounts.close();
+    await accounts?.close();
     accounts = await openAccounts();
     await expectRecovery(await newKey('free'));
   });

@@ -2,7 +2,7 @@
 // quota checks. The cluster wires the same plugins into separate processes behind Envoy.
 
 import type { FastifyInstance } from 'fastify';
-import { createRootApp } from '../common/root-app.ts';
+import { createRootApp, type RootAppOptions } from '../common/root-app.ts';
 import detectApp from '../detect/app.ts';
 import type { ModelSlot } from '../detect/model/model-slot.ts';
 import { WorkGate } from '../detect/work-gate.ts';
@@ -13,6 +13,8 @@ export interface EmbeddedDeps extends QuotaDeps {
   model: ModelSlot;
   /** Tests pass `false` to keep output quiet. */
   logger?: boolean;
+  /** Where log lines go (default stdout); tests capture them. */
+  logStream?: RootAppOptions['logStream'];
 }
 
 export interface EmbeddedApp {
@@ -22,7 +24,7 @@ export interface EmbeddedApp {
 
 export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp> {
   const { config } = deps;
-  const app = createRootApp({ config, logger: deps.logger });
+  const app = createRootApp({ config, logger: deps.logger, logStream: deps.logStream });
   const gate = new WorkGate(config.concurrency);
   await app.register(healthApp);
   await app.register(detectApp, {

@@ -1,6 +1,7 @@
 // `npm start`: the whole service in one process. Telemetry starts before anything that loads the
 // HTTP stack, which is therefore imported dynamically below.
 
+import { announceListening } from '../common/announce-listening.ts';
 import { ConfigError, loadConfig } from '../common/config.ts';
 import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
 
@@ -61,6 +62,7 @@ installShutdown({
 });
 
 await app.listen({ port: config.port, host: config.host });
+announceListening(app);
 try {
   const started = performance.now();
   model.fill(await loadScorer(config, (err) => app.log.error({ err }, 'scoring worker replaced')));

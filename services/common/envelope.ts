@@ -1,8 +1,11 @@
 // The response envelope of spec 2.1 and the hooks that make every failure, including Fastify's own
-// and routing misses, leave in that shape. Only 5xx are logged: 4xx are the caller's business.
+// and routing misses, leave in that shape. Refusals are counted (refusal-log.ts); only unexpected
+// exceptions are logged one by one, at error, with their stack.
 
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { destroySocket, type LingerOptions, lingerOnClose } from './connection-guards.ts';
 import { ApiError, isApiError } from './errors.ts';
+import { RefusalLog } from './refusal-log.ts';
 
 export function ok<T>(data: T): { code: 0; message: 'ok'; data: T } {
   return { code: 0, message: 'ok', data };
@@ -44,46 +47,91 @@ export function toApiError(err: unknown): ApiError {
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
-export interface EnvelopeOptions {
-  /**
-   * The most body bytes discarded after a refusal before the connection is cut. Refusals (401, 429,
-   * 503, a bad type …) are answered before the upload is read; a client that sends its whole body
-   * before reading the answer (most do) would see a reset instead of our answer if we closed at once.
-   * So the rest of the body is read and thrown away — never stored — up to the upload limit.
-   */
-  maxDiscardBytes?: number;
+/** The methods `path` is routed for (empty: no such route), for 405 and its `Allow` header. */
+export function allowedMethods(app: FastifyInstance, path: string): string[] {
+  return METHODS.filter((method) => app.hasRoute({ url: path, method }));
 }
 
-const DEFAULT_MAX_DISCARD_BYTES = 52_428_800 + 1024 * 1024;
+export interface EnvelopeOptions {
+  /**
+   * After a refusal, how much of the rest of the body is read and dropped (bytes and time) before the
+   * connection is cut. Refusals (401, 429, 503, too large, a bad type …) are answered before the
+   * upload is read; a client that sends its whole body before reading the answer (most do) would see
+   * a reset instead of our answer if we closed at once. Never stored.
+   */
+  linger?: LingerOptions;
+  /** Where refusals are counted (one summary line per interval); default: a RefusalLog on app.log. */
+  refusals?: RefusalLog;
+}
 
-/** Reads and drops the rest of a refused request body; cuts the connection past `maxBytes`. */
-function discardBody(request: FastifyRequest, maxBytes: number): void {
+const DEFAULT_LINGER: LingerOptions = {
+  maxBytes: 2 * 52_428_800 + 1024 * 1024,
+  maxMs: 10_000,
+  idleMs: 2_000,
+};
+
+/** Reads and drops the rest of a refused request body on a kept-alive connection, within `linger`. */
+function discardBody(request: FastifyRequest, linger: LingerOptions): void {
   const raw = request.raw;
+  if (raw.readableEnded) return;
   let discarded = 0;
+  const cut = () => destroySocket(raw.socket);
+  const timer = setTimeout(cut, linger.maxMs);
+  timer.unref();
+  const idle = setTimeout(cut, linger.idleMs);
+  idle.unref();
+  const stop = () => {
+    clearTimeout(timer);
+    clearTimeout(idle);
+  };
   raw.on('data', (chunk: Buffer) => {
+    idle.refresh();
     discarded += chunk.length;
-    if (discarded > maxBytes) raw.socket?.destroy();
+    if (discarded > linger.maxBytes) cut();
   });
-  raw.on('error', () => raw.socket?.destroy());
+  raw.on('end', stop);
+  raw.on('close', stop);
+  raw.on('error', cut);
   raw.resume();
 }
 
 /** Error, 404 and 405 handling in the envelope shape; call once on the root instance. */
 export function installEnvelopeHandlers(app: FastifyInstance, opts: EnvelopeOptions = {}): void {
-  const maxDiscardBytes = opts.maxDiscardBytes ?? DEFAULT_MAX_DISCARD_BYTES;
+  const linger = opts.linger ?? DEFAULT_LINGER;
+  const refusals = opts.refusals ?? new RefusalLog(app.log);
+  app.addHook('onClose', async () => refusals.flush());
+  // HTTP/1.1 requires Host (RFC 9112 3.2). Node would answer an empty 400 itself; the root app turns
+  // that off (requireHostHeader: false) so that the refusal is in the envelope.
+  app.addHook('onRequest', async (request) => {
+    if (request.raw.httpVersion === '1.1' && !request.headers.host) {
+      throw new ApiError('BAD_REQUEST', 'Bad request: missing Host header', { connection: 'close' });
+    }
+  });
   app.setErrorHandler((err: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const apiError = toApiError(err);
-    if (apiError.status >= 500) request.log.error({ err }, 'request failed');
-    // Errors after which reading on is pointless (too large, stalled) carry `connection: close`
-    // themselves: a 2 GB upload is cut off there. Any other refusal drains the body.
-    if (!request.raw.complete && apiError.headers.connection !== 'close')
-      discardBody(request, maxDiscardBytes);
+    if (isApiError(err)) {
+      // A refusal we chose (overload, bad key, rate limit …): counted, no stack trace; the fault
+      // behind a 5xx refusal, if any, is logged once per interval (refusal-log.ts).
+      const fault = err.cause instanceof Error ? err.cause : undefined;
+      refusals.record(apiError.code, fault?.message ?? apiError.message, fault);
+    } else if (apiError.status >= 500) {
+      request.log.error({ err }, 'request failed');
+    } else {
+      refusals.record(apiError.code);
+    }
+    if (!request.raw.complete) {
+      // Errors after which reading on is pointless (too large, stalled) carry `connection: close`:
+      // the answer is sent, then the connection lingers (bounded) so the client can read it.
+      // Any other refusal drains the body and keeps the connection.
+      if (apiError.headers.connection === 'close') lingerOnClose(request.raw, linger);
+      else discardBody(request, linger);
+    }
     return sendError(reply, apiError);
   });
 
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0] ?? '/';
-    const allowed = METHODS.filter((method) => app.hasRoute({ url: path, method }));
+    const allowed = allowedMethods(app, path);
     if (allowed.length > 0) {
       reply.header('allow', allowed.join(', '));
       return sendError(

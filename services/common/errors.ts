@@ -22,6 +22,13 @@ export const ERRORS = {
   // Not in part 7 (which lists detection failures): routing failures keep the same envelope shape.
   NOT_FOUND: { status: 404, code: 4040, message: 'Not found' },
   METHOD_NOT_ALLOWED: { status: 405, code: 4050, message: 'Method not allowed' },
+  // Raised by the HTTP layer itself, before any route: they keep their HTTP status, in the envelope.
+  REQUEST_TIMEOUT: {
+    status: 408,
+    code: 4080,
+    message: 'Request timeout: the request did not arrive in time',
+  },
+  HEADERS_TOO_LARGE: { status: 431, code: 4310, message: 'Request header fields too large' },
 } as const satisfies Record<string, { status: number; code: number; message: string }>;
 
 export type ErrorName = keyof typeof ERRORS;

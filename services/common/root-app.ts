@@ -1,20 +1,37 @@
 // Every service's root Fastify instance: the same logging, proxy trust, time-outs and envelope
-// handling, so a refusal looks the same whichever process answers it.
+// handling, so a refusal looks the same whichever process answers it — including the refusals the
+// HTTP layer raises before any route (connection-guards.ts).
 
+import type { Server } from 'node:http';
 import Fastify, { type FastifyInstance, LogController } from 'fastify';
 import type { Config } from './config.ts';
-import { installEnvelopeHandlers } from './envelope.ts';
+import { handleClientError, installExpectGuard, type LingerOptions } from './connection-guards.ts';
+import { allowedMethods, installEnvelopeHandlers } from './envelope.ts';
+import { RefusalLog } from './refusal-log.ts';
 
 export interface RootAppOptions {
   config: Config;
   /** Tests pass `false` to keep output quiet. */
   logger?: boolean | undefined;
+  /** Where log lines go (default stdout); tests capture them. */
+  logStream?: { write(line: string): unknown } | undefined;
+  /** Interval of the refusal summary lines (default 10 s). */
+  refusalLogIntervalMs?: number | undefined;
 }
 
-export function createRootApp({ config, logger }: RootAppOptions): FastifyInstance {
-  const app = Fastify({
-    logger: logger === false ? false : { level: config.logLevel },
-    // Only failures are logged (5xx, by the error handler); never request bodies.
+/** Multipart framing allowed on top of the file limit (as intake allows). */
+const FRAMING_BYTES = 1024 * 1024;
+
+export function createRootApp({
+  config,
+  logger,
+  logStream,
+  refusalLogIntervalMs,
+}: RootAppOptions): FastifyInstance {
+  const app: FastifyInstance = Fastify({
+    logger:
+      logger === false ? false : { level: config.logLevel, ...(logStream ? { stream: logStream } : {}) },
+    // Only faults are logged one by one (by the error handler); refusals are counted; never bodies.
     logController: new LogController({ disableRequestLogging: true }),
     // Trust exactly as many X-Forwarded-For hops as the edge in front of us adds (Envoy: 1).
     trustProxy: (_address: string, hop: number) => hop < config.trustedProxyHops,
@@ -24,8 +41,29 @@ export function createRootApp({ config, logger }: RootAppOptions): FastifyInstan
     // Shutdown answers through the services (the work gate), in the envelope, not Fastify's bare 503.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
+    // A missing Host is refused by the envelope's own hook (Node's answer is an empty 400).
+    http: { requireHostHeader: false },
+    // Framing errors, 431 and 408 in the envelope (Fastify's default answers {error, statusCode}).
+    clientErrorHandler: (err, socket) =>
+      handleClientError(err, socket, {
+        allowedMethods: (path) => allowedMethods(app, path),
+        onRefused: (code) => refusals.record(code),
+      }),
   });
-  // Refused uploads are drained up to the upload limit (plus multipart framing), then cut.
-  installEnvelopeHandlers(app, { maxDiscardBytes: config.maxFileBytes + 1024 * 1024 });
+  const refusals = new RefusalLog(app.log, refusalLogIntervalMs);
+  // A refused upload's connection lingers (reading and dropping) for at most two upload limits
+  // plus framing, or 10 s, so that clients writing their whole body first still read the answer.
+  const linger: LingerOptions = {
+    maxBytes: 2 * config.maxFileBytes + FRAMING_BYTES,
+    maxMs: 10_000,
+    idleMs: 2_000,
+  };
+  installEnvelopeHandlers(app, { linger, refusals });
+  installExpectGuard(app.server as Server, {
+    maxFileBytes: config.maxFileBytes,
+    framingBytes: FRAMING_BYTES,
+    linger,
+    onRefused: (code) => refusals.record(code),
+  });
   return app;
 }

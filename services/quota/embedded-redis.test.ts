@@ -5,9 +5,9 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { fixture } from '../../test/fixtures/corpus.ts';
-import { describeRedis } from '../../test/support/describe-redis.ts';
 import { FakeClassifier } from '../../test/support/fake-classifier.ts';
 import { RedisServer } from '../../test/support/redis-server.ts';
+import { describeWithTool, REDIS_SERVER } from '../../test/support/tools.ts';
 import { buildEmbeddedApp, type EmbeddedApp } from '../all-in-one/app.ts';
 import { loadConfig } from '../common/config.ts';
 import { ModelSlot } from '../detect/model/model-slot.ts';
@@ -41,7 +41,7 @@ async function replica(env: Record<string, string>) {
 const post = (app: EmbeddedApp['app'], url: string, headers: Record<string, string> = {}) =>
   app.inject({ method: 'POST', url, payload: JPEG, headers: { 'content-type': 'image/jpeg', ...headers } });
 
-describeRedis('embedded composition on Redis', () => {
+describeWithTool(REDIS_SERVER, 'embedded composition on Redis', () => {
   beforeAll(async () => {
     redis = await RedisServer.start();
   });

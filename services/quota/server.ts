@@ -2,6 +2,7 @@
 // QUOTA_PORT (default 8081). Stores by configuration: REDIS_URL → Redis, otherwise the embedded ones
 // (only useful for a single replica).
 
+import { announceListening } from '../common/announce-listening.ts';
 import { ConfigError, loadConfig } from '../common/config.ts';
 import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
 
@@ -52,4 +53,5 @@ installShutdown({
 });
 
 await app.listen({ port: config.quotaPort, host: config.host });
+announceListening(app);
 app.log.info({ stores: stores.kind }, 'quota service ready');

@@ -1,8 +1,8 @@
 """Fixtures for the CLI suite: real servers in embedded mode, local stub servers, and a CLI runner.
 
 The real servers are `npx tsx services/all-in-one/server.ts` (the same thing `npm start` runs), each
-on a free port with its own limits and thresholds, started on first use and stopped at the end of
-the session. The CLI under test is always the copy downloaded from the running server, exactly as a
+on a port the OS picks (the server reports it) with its own limits and thresholds, started on first
+use and stopped at the end of the session. The CLI under test is always the copy downloaded from the running server, exactly as a
 user installs it.
 """
 
@@ -78,13 +78,15 @@ def clean_env(**extra):
 class RealServer:
     def __init__(self, name, env, log_dir):
         self.name = name
-        self.port = free_port()
-        self.base_url = "http://127.0.0.1:%d" % self.port
+        # PORT=0: the OS picks the port and the server reports it ({"msg":"listening",...} on stdout,
+        # read from the log in wait_ready); a port chosen here could be taken before the server binds it.
+        self.port = None
+        self.base_url = None
         self.log_path = log_dir / ("server-%s.log" % name)
         tsx = ROOT / "node_modules" / ".bin" / "tsx"
         command = [str(tsx)] if tsx.exists() else ["npx", "tsx"]
         full_env = clean_env(
-            PORT=self.port, HOST="127.0.0.1", LOG_LEVEL="warn", SHUTDOWN_GRACE_MS="2000",
+            PORT=0, HOST="127.0.0.1", LOG_LEVEL="warn", SHUTDOWN_GRACE_MS="2000",
             **env,
         )
         for name in ("REDIS_URL", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
@@ -102,6 +104,21 @@ class RealServer:
         except OSError:
             return ""
 
+    def listening_port(self):
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return None
+        for line in lines:
+            if line.startswith("{") and '"listening"' in line:
+                try:
+                    parsed = json.loads(line)
+                except ValueError:
+                    continue
+                if parsed.get("msg") == "listening" and isinstance(parsed.get("port"), int):
+                    return parsed["port"]
+        return None
+
     def wait_ready(self):
         deadline = time.monotonic() + STARTUP_TIMEOUT
         healthy = False
@@ -109,6 +126,12 @@ class RealServer:
             if self.process.poll() is not None:
                 raise RuntimeError("server %s exited with %s:\n%s" % (self.name, self.process.returncode,
                                                                        self.log_tail()))
+            if self.port is None:
+                self.port = self.listening_port()
+                if self.port is None:
+                    time.sleep(0.1)
+                    continue
+                self.base_url = "http://127.0.0.1:%d" % self.port
             try:
                 if not healthy:
                     status, _, _ = http_get(self.base_url + "/api/public/health", timeout=2)

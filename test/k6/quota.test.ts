@@ -3,18 +3,12 @@
 // this test asserts the exit code and shows k6's output when it fails. Takes 1–2 minutes, mostly
 // waiting for UTC minute boundaries. k6 or redis-server missing: fails under CI=true, else skipped.
 
-import { describe, expect, it } from 'vitest';
-import { missingTools, runQuota } from '../../loadtests/run.ts';
+import { expect, it } from 'vitest';
+import { runQuota } from '../../loadtests/run.ts';
+import { describeWithTool, K6, REDIS_SERVER } from '../support/tools.ts';
 
-const missing = missingTools();
-
-if (missing && process.env.CI !== 'true') {
-  console.warn(`[skipped] k6 quota scenario: ${missing}`);
-}
-
-describe.skipIf(missing !== undefined && process.env.CI !== 'true')('k6 quota scenario', () => {
+describeWithTool([K6, REDIS_SERVER], 'k6 quota scenario', () => {
   it('counts, refuses and labels every request exactly per tier', { timeout: 300_000 }, async () => {
-    if (missing) throw new Error(`${missing}; CI=true requires this suite`);
     const { exitCode, output } = await runQuota();
     if (exitCode !== 0) console.error(output);
     expect(exitCode, 'k6 exit code (output above)').toBe(0);

@@ -1,18 +1,12 @@
 // Smoke run of loadtests/throughput.js (a few seconds): the scenario works end to end and prints its
 // figures. The real measurement is `npm run loadtest:throughput` (20 s by default).
 
-import { describe, expect, it } from 'vitest';
-import { missingTools, runThroughput } from '../../loadtests/run.ts';
+import { expect, it } from 'vitest';
+import { runThroughput } from '../../loadtests/run.ts';
+import { describeWithTool, K6, REDIS_SERVER } from '../support/tools.ts';
 
-const missing = missingTools();
-
-if (missing && process.env.CI !== 'true') {
-  console.warn(`[skipped] k6 throughput scenario: ${missing}`);
-}
-
-describe.skipIf(missing !== undefined && process.env.CI !== 'true')('k6 throughput scenario', () => {
+describeWithTool([K6, REDIS_SERVER], 'k6 throughput scenario', () => {
   it('prints req/s and p50/p95 with every request answered', { timeout: 180_000 }, async () => {
-    if (missing) throw new Error(`${missing}; CI=true requires this suite`);
     const { exitCode, output } = await runThroughput({ vus: 2, duration: '5s' });
     if (exitCode !== 0) console.error(output);
     expect(exitCode, 'k6 exit code (output above)').toBe(0);

@@ -1,118 +1,160 @@
-// A real redis-server for tests and benchmarks: a free port, a temp dir, no persistence. It can be
-// killed (SIGKILL, like a crash) and restarted on the same port.
+// A real redis-server for tests and benchmarks: a TCP port of its own, a temp dir, no persistence. It
+// can be killed (SIGKILL, like a crash) and restarted on the same port.
+//
+// The port: Redis cannot bind port 0 and report it (`--port 0` turns TCP off), and the tests want TCP,
+// as in production. So the port is drawn at random BELOW the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range): the OS never hands such a port to a `listen(0)` or to an
+// outgoing connection, so nothing else in the run takes it, and a restart on the same port after a
+// kill cannot find it taken by a client's local port (or by a client reconnecting to itself, which
+// the kernel allows on an ephemeral port with no listener). Two draws that meet (another redis, an
+// unrelated service) fail with "Address already in use", and the start retries with a fresh draw.
 //
 // When redis-server is not installed: with CI=true the suite fails (CI must run it); elsewhere it is
-// skipped with a message naming the install command: see `describeRedis` (describe-redis.ts).
+// skipped with a line naming the install command: see `describeWithTool` and REDIS_SERVER (tools.ts).
 
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from './server-process.ts';
+import { type Child, spawnChild } from './children.ts';
+import { REDIS_SERVER } from './tools.ts';
 
-export const REDIS_INSTALL_HINT = 'apt-get install redis-server  (or: bash .ci/install-tools.sh)';
+export const REDIS_INSTALL_HINT = REDIS_SERVER.install;
 
 export function redisServerPath(): string | undefined {
+  return REDIS_SERVER.find();
+}
+
+const ADDRESS_IN_USE = /Address already in use/;
+const READY = /Ready to accept connections/;
+
+/** A random port below the ephemeral range (see the top of this file). */
+function drawPort(): number {
+  let low = 32768;
   try {
-    return execFileSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' }).trim() || undefined;
+    low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
   } catch {
-    return undefined;
+    // not Linux: the IANA ephemeral range starts at 49152; 32768 is below it as well
   }
+  const from = Math.min(10_000, low - 1000);
+  return from + Math.floor(Math.random() * (low - from));
 }
 
 export class RedisServer {
-  readonly port: number;
-  readonly url: string;
+  #port: number;
   readonly #dir: string;
-  #proc: ChildProcess | undefined;
-  #output = '';
+  #child: Child | undefined;
 
   private constructor(port: number) {
-    this.port = port;
-    this.url = `redis://127.0.0.1:${port}`;
-    this.#dir = mkdtempSync(join(tmpdir(), 'nsfwd-redis-'));
+    this.#port = port;
+    this.#dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-redis-'));
   }
 
-  static async start(): Promise<RedisServer> {
-    const server = new RedisServer(await freePort());
-    await server.restart();
-    return server;
+  get port(): number {
+    return this.#port;
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.#port}`;
+  }
+
+  /** Starts on a port of its own (retrying a port found taken); on failure nothing is left behind.
+   * `firstPort` is for the test of that retry. */
+  static async start(opts: { firstPort?: number } = {}): Promise<RedisServer> {
+    const server = new RedisServer(opts.firstPort ?? drawPort());
+    try {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await server.restart();
+          return server;
+        } catch (err) {
+          if (!(err instanceof PortTaken) || attempt === 20) throw err;
+          server.#port = drawPort();
+        }
+      }
+    } catch (err) {
+      await server.stop();
+      throw err;
+    }
   }
 
   get pid(): number | undefined {
-    return this.#proc?.pid;
+    return this.#child?.pid;
   }
 
-  /** Starts (again) on the same port; resolves when it accepts connections. */
+  /** Starts (again) on the same port; resolves when it accepts connections. A port held by someone
+   * else (only possible before the first start) rejects with PortTaken. */
   async restart(): Promise<void> {
-    if (this.#proc && this.#proc.exitCode === null && this.#proc.signalCode === null) return;
+    if (this.#child?.running()) return;
     const bin = redisServerPath();
     if (!bin) throw new Error(`redis-server is not installed: ${REDIS_INSTALL_HINT}`);
-    this.#output = '';
-    const proc = spawn(
-      bin,
-      [
-        '--port',
-        String(this.port),
-        '--bind',
-        '127.0.0.1',
-        '--save',
-        '',
-        '--appendonly',
-        'no',
-        '--dir',
-        this.#dir,
-        '--daemonize',
-        'no',
-        '--protected-mode',
-        'no',
-        '--loglevel',
-        'warning',
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    proc.stdout?.on('data', (c) => (this.#output += c));
-    proc.stderr?.on('data', (c) => (this.#output += c));
-    this.#proc = proc;
-    await this.#waitListening();
+    // Its own session already: no --daemonize; the process group is the server alone.
+    this.#child = spawnChild(`redis-server :${this.#port}`, bin, [
+      '--port',
+      String(this.#port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      this.#dir,
+      '--daemonize',
+      'no',
+      '--protected-mode',
+      'no',
+      // notice: the "Ready to accept connections" line is how a start is known to be ours (a ping could
+      // reach another server that holds the port while this one is failing to bind it).
+      '--loglevel',
+      'notice',
+    ]);
+    try {
+      await this.#waitListening(this.#child);
+    } catch (err) {
+      await this.#child.kill();
+      throw err;
+    }
   }
 
   /** SIGKILL: the server vanishes mid-run, like a crash. Resolves once the process is gone. */
   async kill(): Promise<void> {
-    const proc = this.#proc;
-    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
-    const gone = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
-    proc.kill('SIGKILL');
-    await gone;
+    await this.#child?.kill();
   }
 
   /** SIGSTOP: the server hangs with its connections open (no answers) until `resume`. */
   pause(): void {
-    this.#proc?.kill('SIGSTOP');
+    this.#child?.proc.kill('SIGSTOP');
   }
 
   resume(): void {
-    this.#proc?.kill('SIGCONT');
+    this.#child?.proc.kill('SIGCONT');
   }
 
   async stop(): Promise<void> {
-    this.resume();
+    if (this.#child?.running()) this.resume();
     await this.kill();
     rmSync(this.#dir, { recursive: true, force: true });
   }
 
-  async #waitListening(timeoutMs = 10_000): Promise<void> {
+  async #waitListening(child: Child, timeoutMs = 15_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
-      const proc = this.#proc;
-      if (proc && (proc.exitCode !== null || proc.signalCode !== null)) {
-        throw new Error(`redis-server exited early:\n${this.#output}`);
+      if (!child.running()) {
+        await child.exited;
+        if (ADDRESS_IN_USE.test(child.output())) throw new PortTaken(this.#port);
+        throw new Error(`redis-server exited early:\n${child.output()}`);
       }
-      if (await ping(this.port)) return;
+      if (READY.test(child.output()) && (await ping(this.#port))) return;
       await new Promise((r) => setTimeout(r, 25));
     }
-    throw new Error(`redis-server not listening on ${this.port} after ${timeoutMs} ms:\n${this.#output}`);
+    throw new Error(`redis-server not listening on ${this.#port} after ${timeoutMs} ms:\n${child.output()}`);
+  }
+}
+
+class PortTaken extends Error {
+  constructor(port: number) {
+    super(`port ${port} is taken`);
   }
 }
 

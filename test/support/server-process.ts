@@ -1,33 +1,26 @@
-// Runs the real `npm start` entry point as a child process on a free port, for tests that need the
-// whole process: signals, the file system, the real model.
+// Runs the real `npm start` entry point (or another service's thin server) as a child process, for
+// tests that need the whole process: signals, the file system, the real model.
+//
+// The server binds port 0 and reports the port the OS gave it on stdout ({"msg":"listening","port":…},
+// services/common/announce-listening.ts): no port is chosen in advance, so no other test can take it
+// in between. A start that fails (exit, no port, not ready) stops the process group before throwing.
 
-import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { type Child, spawnChild } from './children.ts';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
 
 export interface ServerProcess {
   url: string;
   port: number;
-  proc: ChildProcess;
+  proc: Child['proc'];
   output: () => string;
   /** Resolves with the exit code. */
   exited: Promise<number | null>;
+  /** SIGTERM (then SIGKILL to the group after a grace period); resolves with the exit code. */
   stop: () => Promise<number | null>;
 }
 
@@ -37,45 +30,107 @@ export interface ServiceOptions {
   /** The variable the service reads its port from. */
   portVar: string;
   env?: Record<string, string>;
+  /** Wait for /internal/ready (default), or only for the listening line. */
   waitReady?: boolean;
+  /** How long the listening line, then readiness, may each take (default 120 s: the model loads). */
+  startTimeoutMs?: number;
 }
 
-/** Runs a service's thin server as a child process on a free port, waiting for /internal/ready. */
+/** A start that failed; its process group has been stopped. */
+export class StartFailed extends Error {
+  constructor(
+    message: string,
+    readonly pid: number,
+    readonly output: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Resolves with the port from the server's `{"msg":"listening","port":…}` line, or rejects when the
+ * process exits first or `timeoutMs` passes. */
+export function listeningPort(child: Child, timeoutMs = 120_000): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const find = () => {
+      for (const line of child.output().split('\n')) {
+        if (!line.startsWith('{') || !line.includes('"listening"')) continue;
+        try {
+          const parsed = JSON.parse(line) as { msg?: string; port?: number };
+          if (parsed.msg === 'listening' && typeof parsed.port === 'number') return parsed.port;
+        } catch {
+          // a partial line: wait for the rest
+        }
+      }
+      return undefined;
+    };
+    const done = (fn: () => void) => {
+      clearInterval(poll);
+      clearTimeout(timer);
+      fn();
+    };
+    const poll = setInterval(() => {
+      const port = find();
+      if (port !== undefined) done(() => resolve(port));
+      else if (!child.running()) done(() => reject(new Error(`${child.label} exited before listening`)));
+    }, 20);
+    const timer = setTimeout(
+      () => done(() => reject(new Error(`${child.label} reported no port after ${timeoutMs} ms`))),
+      timeoutMs,
+    );
+  });
+}
+
+/** Runs a service's thin server as a child process on a port of the OS's choosing. */
 export async function spawnService(opts: ServiceOptions): Promise<ServerProcess> {
-  const port = await freePort();
-  let output = '';
+  // A fresh accounts file per process unless the test names one: tests never touch .data/.
+  const ownDir =
+    opts.env?.ACCOUNTS_FILE === undefined ? mkdtempSync(join(tmpdir(), 'nsfwdetector-accounts-')) : undefined;
   // The same command as `npm start`, without npm in between, so signals and /proc reach the server.
-  const proc = spawn(process.execPath, ['--import', 'tsx', opts.entry], {
+  const child = spawnChild(opts.entry, process.execPath, ['--import', 'tsx', opts.entry], {
     cwd: ROOT,
     env: {
       ...process.env,
       // As in `npm start`: no compile cache in TMPDIR.
       TSX_DISABLE_CACHE: '1',
-      // A fresh accounts file per process unless the test names one: tests never touch .data/.
-      ACCOUNTS_FILE: join(mkdtempSync(join(tmpdir(), 'nsfwdetector-accounts-')), 'accounts.json'),
+      ...(ownDir ? { ACCOUNTS_FILE: join(ownDir, 'accounts.json') } : {}),
       HOST: '127.0.0.1',
-      [opts.portVar]: String(port),
+      [opts.portVar]: '0',
       LOG_LEVEL: 'info',
       ...opts.env,
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  proc.stdout?.on('data', (c) => (output += c));
-  proc.stderr?.on('data', (c) => (output += c));
-  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  const removeDir = () => ownDir && rmSync(ownDir, { recursive: true, force: true });
+  void child.exited.then(removeDir);
   const server: ServerProcess = {
-    url: `http://127.0.0.1:${port}`,
-    port,
-    proc,
-    output: () => output,
-    exited,
-    stop: async () => {
-      if (proc.exitCode === null) proc.kill('SIGTERM');
-      return exited;
-    },
+    url: '',
+    port: 0,
+    proc: child.proc,
+    output: child.output,
+    exited: child.exited,
+    stop: () => child.stop(),
   };
-  if (opts.waitReady !== false) await waitReady(server, opts.entry);
-  return server;
+  if (opts.waitReady === false) {
+    // The caller expects the start to fail (or waits itself): the port only if it comes.
+    void listeningPort(child).then(
+      (port) => Object.assign(server, { port, url: `http://127.0.0.1:${port}` }),
+      () => undefined,
+    );
+    return server;
+  }
+  try {
+    const port = await listeningPort(child, opts.startTimeoutMs);
+    Object.assign(server, { port, url: `http://127.0.0.1:${port}` });
+    await waitReady(server, child, opts.startTimeoutMs);
+    return server;
+  } catch (err) {
+    await child.kill();
+    const output = child.output();
+    throw new StartFailed(
+      `${opts.entry} did not start: ${(err as Error).message}\n${output}`,
+      child.pid,
+      output,
+    );
+  }
 }
 
 /** The embedded server (`npm start`). */
@@ -83,18 +138,17 @@ export function startServer(env: Record<string, string> = {}, opts: { waitReady?
   return spawnService({ entry: 'services/all-in-one/server.ts', portVar: 'PORT', env, ...opts });
 }
 
-async function waitReady(server: ServerProcess, entry: string, timeoutMs = 120_000): Promise<void> {
+async function waitReady(server: ServerProcess, child: Child, timeoutMs = 120_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (server.proc.exitCode !== null) throw new Error(`${entry} exited early:\n${server.output()}`);
+    if (!child.running()) throw new Error('exited before it was ready');
     try {
       const res = await fetch(`${server.url}/internal/ready`);
       if (res.status === 200) return;
     } catch {
-      // not listening yet
+      // not answering yet
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-  await server.stop();
-  throw new Error(`${entry} not ready after ${timeoutMs} ms:\n${server.output()}`);
+  throw new Error(`not ready after ${timeoutMs} ms`);
 }

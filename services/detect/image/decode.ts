@@ -31,15 +31,16 @@
 //
 // Safety: sharp only ever receives bytes whose own signature matches the sniffed, whitelisted format
 // (checked again here), only the whitelisted libvips loaders are enabled (see `configureSharp`),
-// `limitInputPixels` repeats the dimension limit as a second guard, `failOn: 'error'` rejects
-// truncated and corrupt data (chosen by the corpus: 'warning' also rejects the valid GeoTIFF
-// bonne.geo.tif because of libtiff warnings about unknown tags, 'error' still rejects truncated.jpg
-// and truncated.png), and a timeout bounds pathological inputs. Every decoder failure is 4005.
+// `limitInputPixels` repeats the dimension limit as a second guard, `failOn` rejects truncated and
+// corrupt data ('warning' for JPEG, 'error' for the others: see FAIL_ON), probe.ts
+// refuses beforehand, from the header, data too short for the size it claims, and a timeout bounds
+// pathological inputs. Every decoder failure is 4005.
 // Nothing is written to disk; sharp's operation cache is disabled so no pixels outlive a request.
 
 import sharp, { type Sharp } from 'sharp';
 import { ApiError, isApiError } from '../../common/errors.ts';
 import { decodeBmp } from './bmp.ts';
+import { checkImageData } from './probe.ts';
 import { signatureFormat } from './sniff.ts';
 import {
   DEFAULT_DIMENSION_LIMITS,
@@ -107,6 +108,37 @@ function configureSharp(): void {
   sharp.unblock({ operation: ALLOWED_LOADERS });
 }
 
+type FailOn = 'error' | 'warning';
+
+/**
+ * How strict libvips is per format, measured on the corpus and on truncated copies of it.
+ * JPEG: 'warning'. A JPEG whose scan data stops early but ends with EOI ("premature end of data
+ * segment"), a corrupt Huffman stream or a bad restart marker are only libjpeg *warnings*: at
+ * 'error' the rest of the canvas is filled with grey and scored. The few warnings that lose no pixel
+ * are let through (BENIGN_JPEG_WARNINGS). Every corpus JPEG decodes at 'warning'.
+ * PNG, GIF, WebP: 'error' already refuses every truncation measured (also with IEND, the GIF
+ * trailer or a patched RIFF size appended); 'warning' caught nothing more, and would refuse real
+ * PNGs for libpng's harmless warnings (e.g. "known incorrect sRGB profile").
+ * TIFF: 'error' (libtiff warns about unknown tags of valid files: the corpus GeoTIFF bonne.geo.tif);
+ * cut-off TIFF data is refused from the IFD instead (checkImageData in probe.ts).
+ * ('truncated' is *weaker* than 'error' in sharp's order: none < truncated < error < warning.)
+ */
+const FAIL_ON: Record<ImageFormat, FailOn> = {
+  jpeg: 'warning',
+  png: 'error',
+  webp: 'error',
+  gif: 'error',
+  tiff: 'error',
+  bmp: 'error', // unused: BMP is decoded by bmp.ts and reaches sharp as raw pixels
+};
+
+/**
+ * libjpeg warnings after which every pixel is still decoded: bytes skipped before a marker, an
+ * unknown JFIF version or Adobe transform code, an unreadable ICC marker, ignored SOS parameters.
+ */
+const BENIGN_JPEG_WARNINGS =
+  /extraneous bytes before marker|unknown JFIF revision|unknown Adobe color transform|bad ICC marker|invalid SOS parameters for sequential JPEG/i;
+
 const BACKGROUNDS: Record<AlphaBackground, { r: number; g: number; b: number }> = {
   black: { r: 0, g: 0, b: 0 },
   white: { r: 255, g: 255, b: 255 },
@@ -146,7 +178,10 @@ export async function decodeRgb(
     );
   }
 
-  try {
+  // Data too short for the size its header claims is refused before libvips sees it (cheap).
+  checkImageData(bytes, probed);
+
+  const decode = async (failOn: FailOn): Promise<DecodedRgb> => {
     let pipeline: Sharp;
     if (format === 'bmp') {
       const bmp = decodeBmp(bytes, maxPixels);
@@ -156,7 +191,7 @@ export async function decodeRgb(
       });
     } else {
       pipeline = sharp(bytes, {
-        failOn: 'error',
+        failOn,
         limitInputPixels: maxPixels,
         sequentialRead: true,
         pages: 1,
@@ -184,6 +219,19 @@ export async function decodeRgb(
       throw new Error(`unexpected decoder output: ${info.width}x${info.height}x${info.channels}`);
     }
     return { rgb: data, width: info.width, height: info.height };
+  };
+
+  try {
+    try {
+      return await decode(FAIL_ON[format]);
+    } catch (err) {
+      // A harmless libjpeg warning (e.g. junk between segments, written by some cameras and
+      // editors; every pixel is decoded): decode again as 'error' would, and score it.
+      if (format === 'jpeg' && err instanceof Error && BENIGN_JPEG_WARNINGS.test(err.message)) {
+        return await decode('error');
+      }
+      throw err;
+    }
   } catch (err) {
     if (isApiError(err)) throw err;
     throw undecodable(format, err);

@@ -6,7 +6,13 @@ import { readdirSync, readFileSync } from 'node:fs';
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { buildBmp, packRows } from '../../../test/fixtures/bmp.ts';
-import { CORPUS, CORPUS_DIR, fixture } from '../../../test/fixtures/corpus.ts';
+import {
+  CORPUS,
+  CORPUS_DIR,
+  fixture,
+  forgedHugeJpeg,
+  jpegWithClaimedSize,
+} from '../../../test/fixtures/corpus.ts';
 import { prng } from '../../../test/support/prng.ts';
 import { ApiError } from '../../common/errors.ts';
 import { type DecodeOptions, decodeRgb, toModelInput } from './decode.ts';
@@ -298,6 +304,97 @@ describe('refusals', () => {
       for (const fraction of [0.02, 0.3, 0.6, 0.9]) {
         const cut = bytes.subarray(0, Math.max(16, Math.floor(bytes.length * fraction)));
         expect(await outcome(Buffer.from(cut)), `${name} cut at ${fraction}`).toBe(4005);
+      }
+    }
+  });
+});
+
+describe('data that cannot hold the image it claims → 4005, found cheaply (issue 10.4)', () => {
+  it('the 676-byte JPEG claiming 14000×14000 is refused before any decoding', async () => {
+    const forged = forgedHugeJpeg();
+    expect(forged.length).toBe(676);
+    const t0 = performance.now();
+    expect(await outcome(forged)).toBe(4005);
+    // Printed, not asserted (timing depends on the machine): was ~1.2 s of decoding, then `allow`.
+    console.log(`forged 676-byte 14000x14000 JPEG refused in ${(performance.now() - t0).toFixed(2)} ms`);
+  });
+
+  it('a JPEG whose scan stops early but ends with EOI → 4005, also on the shrink-on-load path', async () => {
+    // 320x240.jpg claiming 2000×2000: enough bytes for the header bound, far too few for the pixels.
+    const claimed = jpegWithClaimedSize(read('320x240.jpg'), 2000, 2000);
+    const probed = probeHeader(claimed, 'jpeg');
+    for (const shrinkOnLoad of [false, true]) {
+      const code = await decodeRgb(claimed, probed, { shrinkOnLoad }).then(
+        () => 'ok',
+        (err: ApiError) => err.code,
+      );
+      expect(code, `shrinkOnLoad ${shrinkOnLoad}`).toBe(4005);
+    }
+    const eoi = Buffer.from([0xff, 0xd9]);
+    for (const name of ['2569067123_aca715a2ee_o.jpg', 'flowers.jpeg', 'Landscape_5.jpg', 'concert.jpg']) {
+      const bytes = read(name);
+      for (const fraction of [0.3, 0.6, 0.95]) {
+        const cut = Buffer.concat([bytes.subarray(0, Math.floor(bytes.length * fraction)), eoi]);
+        expect(await outcome(cut), `${name} cut at ${fraction}, EOI appended`).toBe(4005);
+        const probedCut = probeHeader(cut, 'jpeg');
+        const shrunk = await decodeRgb(cut, probedCut, { shrinkOnLoad: true }).then(
+          () => 'ok',
+          (err: ApiError) => err.code,
+        );
+        expect(shrunk, `${name} cut at ${fraction}, shrink-on-load`).toBe(4005);
+      }
+    }
+  });
+
+  it('a JPEG with only a harmless libjpeg warning (extraneous bytes) still decodes, to the same pixels', async () => {
+    const bytes = read('centered_image.jpeg');
+    const at = 4 + bytes.readUInt16BE(4); // after APP0: junk before the next marker
+    const junk = Buffer.concat([bytes.subarray(0, at), Buffer.from('0123456789'), bytes.subarray(at)]);
+    const clean = await pipeline(bytes);
+    const warned = await pipeline(junk);
+    expect(Buffer.from(warned.input.tensor.buffer).equals(Buffer.from(clean.input.tensor.buffer))).toBe(true);
+  });
+
+  it('truncated TIFF, PNG, WebP and GIF data of corpus images → 4005', async () => {
+    const names = [
+      'fogra-0-100-100-0.tif', // libtiff only warns about its cut-off strips
+      'cielab-dagams.tiff',
+      'tifftag-photoshop.tiff',
+      '8bit_depth.tiff',
+      'Flag_of_the_Netherlands-16bit.png',
+      'alpha-premultiply-1024x768-paper.png',
+      'animated-loop-3.webp',
+      'big-height.webp',
+      'grey-plus-alpha.gif',
+    ];
+    for (const name of names) {
+      const bytes = read(name);
+      for (const fraction of [0.3, 0.6, 0.9]) {
+        const cut = Buffer.from(bytes.subarray(0, Math.floor(bytes.length * fraction)));
+        expect(await outcome(cut), `${name} cut at ${fraction}`).toBe(4005);
+      }
+    }
+  });
+
+  it('truncated data made to look complete (IEND, GIF trailer, RIFF size patched) → 4005', async () => {
+    const iend = Buffer.from('0000000049454e44ae426082', 'hex');
+    const endings: Array<[string, (cut: Buffer) => Buffer]> = [
+      ['swiss.png', (cut) => Buffer.concat([cut, iend])],
+      ['test-pattern.png', (cut) => Buffer.concat([cut, iend])],
+      ['Crash_test.gif', (cut) => Buffer.concat([cut, Buffer.from([0x00, 0x3b])])],
+      [
+        '4.webp',
+        (cut) => {
+          cut.writeUInt32LE(cut.length - 8, 4);
+          return cut;
+        },
+      ],
+    ];
+    for (const [name, complete] of endings) {
+      const bytes = read(name);
+      for (const fraction of [0.3, 0.6, 0.9]) {
+        const cut = complete(Buffer.from(bytes.subarray(0, Math.floor(bytes.length * fraction))));
+        expect(await outcome(cut), `${name} cut at ${fraction}, made to look complete`).toBe(4005);
       }
     }
   });

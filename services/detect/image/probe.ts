@@ -8,6 +8,9 @@
 //   4005 (UNDECODABLE)          — header truncated before the size, zero or inconsistent dimensions;
 //   4004 (DIMENSIONS_EXCEEDED)  — a well-formed header whose size exceeds the limits.
 // Width and height are those of the first frame / page as stored, i.e. before EXIF rotation.
+// `checkImageData`, run by decode just before the decoder, asks the next header-only question: can
+// the data hold the image its header claims (JPEG: one bit per block; TIFF: first page inside the
+// data)? If not: 4005, in microseconds, instead of a grey half-decoded canvas.
 
 import { ApiError, isApiError } from '../../common/errors.ts';
 import {
@@ -72,7 +75,40 @@ type Dims = Omit<ProbedImage, 'format'>;
 /** SOF0–SOF15 minus DHT (C4), JPG (C8) and DAC (CC). */
 const JPEG_SOF = new Set([0xc0, 0xc1, 0xc2, 0xc3, 0xc5, 0xc6, 0xc7, 0xc9, 0xca, 0xcb, 0xcd, 0xce, 0xcf]);
 
-function probeJpeg(r: Bytes): Dims {
+/** Arithmetic-coded SOFs: their coder can spend well under a bit on a block, so no size bound applies. */
+const JPEG_ARITHMETIC_SOF = new Set([0xc9, 0xca, 0xcb, 0xcd, 0xce, 0xcf]);
+
+/**
+ * 8×8 blocks of the largest component of a frame (SOF payload at `p`, after the marker). With Huffman
+ * coding every block of a component costs at least one bit (its DC symbol; a Huffman code is never
+ * shorter than one bit; lossless frames code every sample, even more), so a file with fewer bits than
+ * this cannot hold the image its header claims: libjpeg would "decode" it into a mostly grey canvas,
+ * spending time on pixels that were never sent. A header-only lower bound, independent of content:
+ * the most compressible real image still needs these bits (measured on the corpus: giant-image.jpg,
+ * a nearly flat 20000×14000 baseline JPEG, spends 2.0 bits per block; every other corpus JPEG ≥ 6).
+ */
+function jpegLargestComponentBlocks(r: Bytes, p: number, width: number, height: number): number {
+  const components = r.u8(p + 7);
+  const sampling: Array<[number, number]> = [];
+  for (let i = 0; i < components; i++) {
+    if (!r.has(p + 8 + i * 3, 3)) break;
+    const hv = r.u8(p + 8 + i * 3 + 1);
+    sampling.push([Math.max(1, hv >> 4), Math.max(1, hv & 0x0f)]);
+  }
+  if (sampling.length === 0) sampling.push([1, 1]);
+  const hMax = Math.max(...sampling.map(([h]) => h));
+  const vMax = Math.max(...sampling.map(([, v]) => v));
+  let most = 0;
+  for (const [h, v] of sampling) {
+    const blocks =
+      Math.ceil(Math.ceil((width * h) / hMax) / 8) * Math.ceil(Math.ceil((height * v) / vMax) / 8);
+    most = Math.max(most, blocks);
+  }
+  return most;
+}
+
+/** Offset of the first frame header's payload (after its marker) and the marker. */
+function findJpegFrame(r: Bytes): { marker: number; p: number } {
   if (r.u8(0) !== 0xff || r.u8(1) !== 0xd8) throw new HeaderError('missing SOI marker');
   let p = 2;
   const n = r.length;
@@ -90,15 +126,27 @@ function probeJpeg(r: Bytes): Dims {
     r.need(p, 2, 'segment length');
     const length = r.u16be(p);
     if (length < 2) throw new HeaderError('invalid segment length');
-    if (JPEG_SOF.has(marker)) {
-      r.need(p, 8, 'frame size');
-      const height = r.u16be(p + 3);
-      const width = r.u16be(p + 5);
-      // Height 0 would mean "defined later by a DNL marker", which libjpeg does not support either.
-      if (width === 0 || height === 0) throw new HeaderError(`zero dimension (${width}x${height})`);
-      return { width, height, frames: 1 };
-    }
+    if (JPEG_SOF.has(marker)) return { marker, p };
     p += length;
+  }
+}
+
+function probeJpeg(r: Bytes): Dims {
+  const { p } = findJpegFrame(r);
+  r.need(p, 8, 'frame size');
+  const height = r.u16be(p + 3);
+  const width = r.u16be(p + 5);
+  // Height 0 would mean "defined later by a DNL marker", which libjpeg does not support either.
+  if (width === 0 || height === 0) throw new HeaderError(`zero dimension (${width}x${height})`);
+  return { width, height, frames: 1 };
+}
+
+function checkJpegData(r: Bytes, width: number, height: number): void {
+  const { marker, p } = findJpegFrame(r);
+  if (JPEG_ARITHMETIC_SOF.has(marker)) return;
+  const blocks = jpegLargestComponentBlocks(r, p, width, height);
+  if (r.length * 8 < blocks) {
+    throw new HeaderError(`${r.length} bytes cannot hold a ${width}x${height} image (truncated or forged)`);
   }
 }
 
@@ -329,7 +377,86 @@ function tiffTagValue(r: Bytes, t: TiffLayout, ifd: Ifd, tag: number): number | 
   return undefined;
 }
 
-function probeTiff(r: Bytes): Dims {
+const TIFF_TYPE_SIZES: Record<number, 2 | 4 | 8> = { 3: 2, 4: 4, 16: 8 };
+
+/** Every value of an integer tag (SHORT, LONG, LONG8), inline or out of line; undefined if absent. */
+function tiffTagValues(r: Bytes, t: TiffLayout, ifd: Ifd, tag: number): number[] | undefined {
+  const entrySize = t.big ? 20 : 12;
+  for (let i = 0; i < ifd.count; i++) {
+    const e = ifd.entries + i * entrySize;
+    if (tiffUint(r, t, e, 2) !== tag) continue;
+    const size = TIFF_TYPE_SIZES[tiffUint(r, t, e + 2, 2)];
+    if (size === undefined || (size === 8 && !t.big)) throw new HeaderError(`unexpected type for tag ${tag}`);
+    const count = tiffUint(r, t, e + 4, t.big ? 8 : 4);
+    const inline = t.big ? 8 : 4;
+    const valueAt = e + (t.big ? 12 : 8);
+    const at = count * size <= inline ? valueAt : tiffUint(r, t, valueAt, t.big ? 8 : 4);
+    if (!r.has(at, count * size)) throw new HeaderError(`tag ${tag} points outside the data`);
+    const values: number[] = [];
+    for (let k = 0; k < count; k++) values.push(tiffUint(r, t, at + k * size, size));
+    return values;
+  }
+  return undefined;
+}
+
+/**
+ * The first page's strips (or tiles) and tag values must lie inside the data: libtiff reads a cut-off strip with a
+ * warning only (and failOn 'warning' would refuse valid GeoTIFFs for their unknown tags), so a
+ * truncated TIFF would otherwise decode into a partly blank page. Checked from the IFD, no decoding.
+ */
+/** Bytes per value of each TIFF field type (TIFF 6.0 and BigTIFF); unknown types are skipped. */
+const TIFF_FIELD_SIZES: Record<number, number> = {
+  1: 1,
+  2: 1,
+  3: 2,
+  4: 4,
+  5: 8,
+  6: 1,
+  7: 1,
+  8: 2,
+  9: 4,
+  10: 8,
+  11: 4,
+  12: 8,
+  13: 4,
+  16: 8,
+  17: 8,
+  18: 8,
+};
+
+function checkTiffData(r: Bytes): void {
+  const { t, ifd } = firstTiffIfd(r);
+  // Every out-of-line value of the first page (ICC profile, colour maps, strip tables …) inside the data.
+  const entrySize = t.big ? 20 : 12;
+  const inline = t.big ? 8 : 4;
+  for (let i = 0; i < ifd.count; i++) {
+    const e = ifd.entries + i * entrySize;
+    const size = TIFF_FIELD_SIZES[tiffUint(r, t, e + 2, 2)];
+    if (size === undefined) continue;
+    const bytes = tiffUint(r, t, e + 4, t.big ? 8 : 4) * size;
+    if (bytes <= inline) continue;
+    const at = tiffUint(r, t, e + (t.big ? 12 : 8), t.big ? 8 : 4);
+    if (at + bytes > r.length)
+      throw new HeaderError(`data cut off (tag ${tiffUint(r, t, e, 2)} beyond the end)`);
+  }
+  for (const [offsetsTag, countsTag] of [
+    [273, 279], // StripOffsets, StripByteCounts
+    [324, 325], // TileOffsets, TileByteCounts
+  ] as const) {
+    const offsets = tiffTagValues(r, t, ifd, offsetsTag);
+    if (offsets === undefined) continue;
+    const counts = tiffTagValues(r, t, ifd, countsTag);
+    // Without byte counts libtiff estimates them; then only the offsets themselves can be checked.
+    for (let i = 0; i < offsets.length; i++) {
+      const offset = offsets[i] as number;
+      const count = counts?.[i] ?? 0;
+      if (offset + count > r.length)
+        throw new HeaderError('image data cut off (strip or tile beyond the end)');
+    }
+  }
+}
+
+function firstTiffIfd(r: Bytes): { t: TiffLayout; first: number; ifd: Ifd } {
   r.need(0, 8, 'TIFF header');
   const order = r.ascii(0, 2);
   if (order !== 'II' && order !== 'MM') throw new HeaderError('bad byte order mark');
@@ -350,6 +477,11 @@ function probeTiff(r: Bytes): Dims {
   }
   const ifd = readIfd(r, t, first);
   if (!ifd) throw new HeaderError('first IFD out of range');
+  return { t, first, ifd };
+}
+
+function probeTiff(r: Bytes): Dims {
+  const { t, first, ifd } = firstTiffIfd(r);
   const width = tiffTagValue(r, t, ifd, 256) ?? 0;
   const height = tiffTagValue(r, t, ifd, 257) ?? 0;
   if (width === 0 || height === 0) throw new HeaderError(`missing or zero dimensions (${width}x${height})`);
@@ -412,4 +544,22 @@ export function probeHeader(
   const probed: ProbedImage = { format, ...dims };
   enforceLimits(probed, limits);
   return probed;
+}
+
+/**
+ * Does the data hold the image its (probed, within-limits) header claims? Header-only lower bounds,
+ * run just before decoding (probeHeader itself answers size questions, and a bomb is a 4004 there
+ * whatever its data): a Huffman JPEG needs at least one bit per 8×8 block, a TIFF's first-page strips
+ * must lie inside the data. Throws ApiError 4005 otherwise; costs a header walk, never a decode.
+ */
+export function checkImageData(bytes: Uint8Array, probed: ProbedImage): void {
+  try {
+    const r = new Bytes(bytes);
+    if (probed.format === 'jpeg') checkJpegData(r, probed.width, probed.height);
+    else if (probed.format === 'tiff') checkTiffData(r);
+  } catch (err) {
+    if (isApiError(err)) throw err;
+    const detail = err instanceof HeaderError ? err.message : 'malformed header';
+    throw new ApiError('UNDECODABLE', `Undecodable ${FORMAT_NAMES[probed.format]} image: ${detail}`);
+  }
 }

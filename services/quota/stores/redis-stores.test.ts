@@ -4,8 +4,8 @@
 
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { describeRedis } from '../../../test/support/describe-redis.ts';
 import { RedisServer } from '../../../test/support/redis-server.ts';
+import { describeWithTool, REDIS_SERVER } from '../../../test/support/tools.ts';
 import { accountStoreContract } from './account-store.contract.ts';
 import { RedisAccountStore } from './redis-account-store.ts';
 import { connectRedis, redisReady } from './redis-connection.ts';
@@ -28,7 +28,7 @@ async function quotaStore(): Promise<{ store: RedisQuotaStore; redis: Redis; pre
   return { store, redis, prefix };
 }
 
-describeRedis('Redis stores (real redis-server)', () => {
+describeWithTool(REDIS_SERVER, 'Redis stores (real redis-server)', () => {
   beforeAll(async () => {
     server = await RedisServer.start();
   });
