@@ -417,6 +417,33 @@ describe('availability', () => {
     expect((await slow).statusCode).toBe(200);
   });
 
+  it('bounds uploads per account on the key endpoint, refunding the 503 it answers past the bound', async () => {
+    const { app, gate, quotaStore, accountStore, config } = await start({ MAX_UPLOADS_PER_CLIENT: '1' });
+    const account = await accountStore.createAccount({ email: 'bound@example.com', tier: 'free' });
+    const secret = (await accountStore.createKey(account.id))?.secret as string;
+    const call = (payload: Buffer | PassThrough, ip: string) =>
+      app.inject({
+        method: 'POST',
+        url: '/api/open/detect',
+        payload,
+        headers: { 'content-type': 'image/jpeg', authorization: `Bearer ${secret}` },
+        remoteAddress: ip,
+      });
+    const stalled = new PassThrough();
+    stalled.write(JPEG.subarray(0, 100));
+    const slow = call(stalled, '10.0.0.1');
+    await until(() => gate.admitted === 1);
+    // Another IP, same account: the account is the client here.
+    const refused = await call(JPEG, '10.0.0.2');
+    expectError(refused, 503, 5001);
+    expect(refused.json().message).toMatch(/account/);
+    expect((await quotaStore.peek(`acct:${account.id}`, config.tiers.free)).day.used).toBe(1);
+    stalled.end(JPEG.subarray(100));
+    expect((await slow).statusCode).toBe(200);
+    expect((await call(JPEG, '10.0.0.2')).statusCode).toBe(200);
+    expect((await quotaStore.peek(`acct:${account.id}`, config.tiers.free)).day.used).toBe(2);
+  });
+
   it('answers 401 and 429 as usual when there is no room, and an uncharged 503 otherwise', async () => {
     const { app, gate, quotaStore, config } = await start({ MAX_UPLOADS: '1', ANON_PER_MINUTE: '2' });
     const send = (payload: Buffer | PassThrough, ip: string, headers: Record<string, string> = {}) =>
