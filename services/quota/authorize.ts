@@ -144,6 +144,8 @@ export class ComposedKeyQuota implements KeyQuota {
   }
 }
 
+const REFUND_FAILURE_LOG_INTERVAL_MS = 10_000;
+
 /** A key's last use is written at most this often (the listing's granularity), not on every request. */
 export const TOUCH_INTERVAL_MS = 60_000;
 
@@ -167,6 +169,8 @@ export class QuotaAuthorizer implements Authorizer {
   readonly #now: () => number;
   readonly #keyQuota: KeyQuota;
   readonly #touchedAt = new Map<string, number>();
+  #refundFailures = 0;
+  #refundFailureLoggedAt = Number.NEGATIVE_INFINITY;
 
   constructor(opts: QuotaAuthorizerOptions) {
     this.#opts = opts;
@@ -202,7 +206,14 @@ export class QuotaAuthorizer implements Authorizer {
 
   refund(requestId: string): Promise<void> {
     return this.#opts.quotaStore.refund(requestId).catch((err: unknown) => {
-      this.#opts.onBackgroundError?.(err, 'refunding a request answered 503');
+      // While the store is down every refund fails the same way: one line per interval, with a count.
+      this.#refundFailures += 1;
+      const now = this.#now();
+      if (now - this.#refundFailureLoggedAt < REFUND_FAILURE_LOG_INTERVAL_MS) return;
+      this.#refundFailureLoggedAt = now;
+      const failures = this.#refundFailures;
+      this.#refundFailures = 0;
+      this.#opts.onBackgroundError?.(err, `refunding ${failures} request(s) answered 503`);
     });
   }
 

@@ -44,8 +44,11 @@ export interface QuotaStore {
   close(): Promise<void>;
 }
 
-/** How long a charge stays refundable: longer than any request lives (request timeout 120 s). */
-export const CHARGE_TTL_MS = 300_000;
+/**
+ * How long a charge stays refundable: longer than any request lives (request timeout 120 s). In Redis
+ * that is one small hash per counted request, kept this long.
+ */
+export const CHARGE_TTL_MS = 150_000;
 
 /** The outcome `consume` would have, from current counts (a check that counts nothing). */
 export function outcomeOf(state: { minute: WindowState; day: WindowState }, nowMs: number): QuotaOutcome {
