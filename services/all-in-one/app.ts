@@ -35,7 +35,12 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     authorizer: createAuthorizer(deps, app.log),
     gate,
     thresholds: config.thresholds,
-    intake: { maxBytes: config.maxFileBytes, idleTimeoutMs: config.uploadIdleTimeoutMs },
+    intake: {
+      maxBytes: config.maxFileBytes,
+      idleTimeoutMs: config.uploadIdleTimeoutMs,
+      minBytesPerSecond: config.uploadMinBytesPerSecond,
+      minRateGraceMs: config.uploadMinRateGraceMs,
+    },
     limits: config.limits,
   });
   await registerConsole(app, deps);

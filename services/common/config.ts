@@ -81,13 +81,27 @@ export interface Config {
   maxFileBytes: number;
   /** An upload idle this long is refused with 4001 (a stalled client must not hold a slot). */
   uploadIdleTimeoutMs: number;
+  /** An upload averaging less than this (bytes/s) once the grace period is over is refused with 4001. */
+  uploadMinBytesPerSecond: number;
+  uploadMinRateGraceMs: number;
   limits: {
     jpeg: { maxEdge: number; maxPixels: number };
     other: { maxEdge: number; maxPixels: number };
   };
   anonymous: WindowLimits;
-  /** Images in decode + inference at once, and how many more may wait before 503/5001. */
-  concurrency: { active: number; queued: number; retryAfterSeconds: number };
+  /**
+   * `active`: images in decode + inference at once (the scoring slots, taken only once the upload is
+   * read). `uploads`: detect requests in progress at once — uploading, waiting for a scoring slot or
+   * scored — in total and per client (anonymous: IP; key endpoint: account); `uploadBytes`: the image
+   * bytes they may hold together. Past any of them: 503/5001 with Retry-After, never charged.
+   */
+  concurrency: {
+    active: number;
+    uploads: number;
+    uploadsPerClient: number;
+    uploadBytes: number;
+    retryAfterSeconds: number;
+  };
   /** Scoring worker threads (one ONNX session each); the active images are spread over them. */
   scoringWorkers: number;
   /** ONNX Runtime intra-op threads for an image alone in the pool. */
@@ -146,6 +160,10 @@ export function loadConfig(env: Env = process.env): Config {
     thresholds: { allow, block },
     maxFileBytes: intVar(env, 'MAX_FILE_BYTES', 52_428_800, 1),
     uploadIdleTimeoutMs: intVar(env, 'UPLOAD_IDLE_TIMEOUT_MS', 30_000, 100),
+    // 8 KiB/s is 64 kbit/s: slower than any phone link still in use, a thousand times what a trickling
+    // attacker needs to send to hold a connection open.
+    uploadMinBytesPerSecond: intVar(env, 'UPLOAD_MIN_BYTES_PER_SECOND', 8192, 0),
+    uploadMinRateGraceMs: intVar(env, 'UPLOAD_MIN_RATE_GRACE_MS', 10_000, 0),
     limits: {
       jpeg: {
         maxEdge: intVar(env, 'JPEG_MAX_EDGE', 30_000, 1),
@@ -165,7 +183,14 @@ export function loadConfig(env: Env = process.env): Config {
       // wait there, bodies read. Measured through HTTP at concurrency 8 in alternating pairs: 6 beat 4
       // by ~11 % (3 of 3 pairs), 8 beat 6 by ~10 % (7 of 8 pairs).
       active: intVar(env, 'MAX_ACTIVE_IMAGES', 8, 1, 256),
-      queued: intVar(env, 'MAX_QUEUED_IMAGES', 16, 0, 10_000),
+      // Requests in progress cost a socket and their bytes (bounded below), not CPU: many may upload
+      // at once, and a few clients cannot take them all. Per client, 16 is above the default per-minute
+      // limits (anonymous and free: 10), so a burst within its allowance never meets this bound.
+      uploads: intVar(env, 'MAX_UPLOADS', 64, 1, 100_000),
+      uploadsPerClient: intVar(env, 'MAX_UPLOADS_PER_CLIENT', 16, 1, 100_000),
+      // 8 full uploads (50 MiB + multipart framing): the memory figure README gives (8 concurrent
+      // 50 MB uploads) stays the worst case.
+      uploadBytes: intVar(env, 'MAX_UPLOAD_BYTES_IN_PROGRESS', 8 * (52_428_800 + 1_048_576), 1),
       retryAfterSeconds: intVar(env, 'OVERLOAD_RETRY_AFTER_SECONDS', 1, 1, 3600),
     },
     // One per core.

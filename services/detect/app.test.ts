@@ -47,6 +47,11 @@ function form(app: App['app'], parts: Parameters<typeof multipart>[0], headers: 
   });
 }
 
+/** Waits for a condition the server reaches on its own (no timing asserted). */
+async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((r) => setTimeout(r, 5));
+}
+
 function expectError(res: { statusCode: number; json: () => unknown }, status: number, code: number) {
   expect(res.statusCode).toBe(status);
   const body = res.json() as Record<string, unknown>;
@@ -345,11 +350,11 @@ describe('availability', () => {
     expect((await raw(current.app, JPEG, 'image/jpeg')).statusCode).toBe(200);
   });
 
-  it('answers 5001 past the bounded queue instead of queueing more', async () => {
+  it('answers 5001 past MAX_UPLOADS instead of queueing more, and charges no refusal', async () => {
     const classifier = new FakeClassifier();
     classifier.delayMs = 300;
-    const { app } = await start(
-      { MAX_ACTIVE_IMAGES: '1', MAX_QUEUED_IMAGES: '1', OVERLOAD_RETRY_AFTER_SECONDS: '2' },
+    const { app, quotaStore, config } = await start(
+      { MAX_ACTIVE_IMAGES: '1', MAX_UPLOADS: '2', OVERLOAD_RETRY_AFTER_SECONDS: '2' },
       classifier,
     );
     const results = await Promise.all([0, 1, 2, 3].map(() => raw(app, JPEG, 'image/jpeg')));
@@ -358,17 +363,162 @@ describe('availability', () => {
     const refused = results.find((r) => r.statusCode === 503);
     expect(refused?.headers['retry-after']).toBe('2');
     expect(refused?.json().code).toBe(5001);
+    expect((await quotaStore.peek('anon:ip:127.0.0.1', config.anonymous)).day.used).toBe(2);
     // The slots come back: the next request is served.
     expect((await raw(app, JPEG, 'image/jpeg')).statusCode).toBe(200);
   });
 
-  it('turns a classifier failure into 5001, never a 500', async () => {
+  it('lets read images wait in order for a scoring slot instead of refusing them', async () => {
+    const classifier = new FakeClassifier();
+    classifier.delayMs = 100;
+    const { app, gate } = await start({ MAX_ACTIVE_IMAGES: '1', MAX_UPLOADS: '6' }, classifier);
+    const results = await Promise.all([0, 1, 2, 3, 4, 5].map(() => raw(app, JPEG, 'image/jpeg')));
+    expect(results.map((r) => r.statusCode)).toEqual([200, 200, 200, 200, 200, 200]);
+    expect(gate.admitted).toBe(0);
+    expect(gate.running).toBe(0);
+  });
+
+  it('holds no scoring slot while an upload is in progress', async () => {
+    const { app, gate } = await start({ MAX_ACTIVE_IMAGES: '1', MAX_UPLOADS: '4' });
+    const stalled = new PassThrough();
+    stalled.write(JPEG.subarray(0, 100));
+    const slow = app.inject({
+      method: 'POST',
+      url: DETECT,
+      payload: stalled,
+      headers: { 'content-type': 'image/jpeg' },
+    });
+    await until(() => gate.admitted === 1);
+    expect(gate.running).toBe(0);
+    // The one scoring slot is free for others while the first upload waits for its bytes.
+    expect((await raw(app, JPEG, 'image/jpeg')).statusCode).toBe(200);
+    stalled.end(JPEG.subarray(100));
+    expect((await slow).statusCode).toBe(200);
+  });
+
+  it('bounds uploads per client (IP here): others still get in, and the refused are not charged', async () => {
+    const { app, gate, quotaStore, config } = await start({ MAX_UPLOADS_PER_CLIENT: '1' });
+    const stalled = new PassThrough();
+    stalled.write(JPEG.subarray(0, 100));
+    const from = (ip: string, payload: Buffer | PassThrough) =>
+      app.inject({
+        method: 'POST',
+        url: DETECT,
+        payload,
+        headers: { 'content-type': 'image/jpeg' },
+        remoteAddress: ip,
+      });
+    const slow = from('10.0.0.1', stalled);
+    await until(() => gate.admitted === 1);
+    expectError(await from('10.0.0.1', JPEG), 503, 5001);
+    expect((await from('10.0.0.2', JPEG)).statusCode).toBe(200);
+    expect((await quotaStore.peek('anon:ip:10.0.0.1', config.anonymous)).day.used).toBe(1);
+    stalled.end(JPEG.subarray(100));
+    expect((await slow).statusCode).toBe(200);
+  });
+
+  it('bounds uploads per account on the key endpoint, refunding the 503 it answers past the bound', async () => {
+    const { app, gate, quotaStore, accountStore, config } = await start({ MAX_UPLOADS_PER_CLIENT: '1' });
+    const account = await accountStore.createAccount({ email: 'bound@example.com', tier: 'free' });
+    const secret = (await accountStore.createKey(account.id))?.secret as string;
+    const call = (payload: Buffer | PassThrough, ip: string) =>
+      app.inject({
+        method: 'POST',
+        url: '/api/open/detect',
+        payload,
+        headers: { 'content-type': 'image/jpeg', authorization: `Bearer ${secret}` },
+        remoteAddress: ip,
+      });
+    const stalled = new PassThrough();
+    stalled.write(JPEG.subarray(0, 100));
+    const slow = call(stalled, '10.0.0.1');
+    await until(() => gate.admitted === 1);
+    // Another IP, same account: the account is the client here.
+    const refused = await call(JPEG, '10.0.0.2');
+    expectError(refused, 503, 5001);
+    expect(refused.json().message).toMatch(/account/);
+    expect((await quotaStore.peek(`acct:${account.id}`, config.tiers.free)).day.used).toBe(1);
+    stalled.end(JPEG.subarray(100));
+    expect((await slow).statusCode).toBe(200);
+    expect((await call(JPEG, '10.0.0.2')).statusCode).toBe(200);
+    expect((await quotaStore.peek(`acct:${account.id}`, config.tiers.free)).day.used).toBe(2);
+  });
+
+  it('answers 401 and 429 as usual when there is no room, and an uncharged 503 otherwise', async () => {
+    const { app, gate, quotaStore, config } = await start({ MAX_UPLOADS: '1', ANON_PER_MINUTE: '2' });
+    const send = (payload: Buffer | PassThrough, ip: string, headers: Record<string, string> = {}) =>
+      app.inject({
+        method: 'POST',
+        url: headers.authorization ? '/api/open/detect' : DETECT,
+        payload,
+        headers: { 'content-type': 'image/jpeg', ...headers },
+        remoteAddress: ip,
+      });
+    expect((await send(JPEG, '10.0.0.9')).statusCode).toBe(200);
+    expect((await send(JPEG, '10.0.0.9')).statusCode).toBe(200);
+    const stalled = new PassThrough();
+    stalled.write(JPEG.subarray(0, 100));
+    const slow = send(stalled, '10.0.0.1');
+    await until(() => gate.admitted === 1);
+    expectError(await send(JPEG, '10.0.0.9'), 429, 4290);
+    expectError(
+      await send(JPEG, '10.0.0.2', { authorization: `Bearer nsk_live_${'b'.repeat(32)}` }),
+      401,
+      4011,
+    );
+    expectError(await send(JPEG, '10.0.0.2', { authorization: 'Bearer nope' }), 401, 4011);
+    expectError(await send(JPEG, '10.0.0.2'), 503, 5001);
+    expect((await quotaStore.peek('anon:ip:10.0.0.2', config.anonymous)).day.used).toBe(0);
+    stalled.end(JPEG.subarray(100));
+    expect((await slow).statusCode).toBe(200);
+  });
+
+  it('cuts an upload slower than the minimum rate with 4001, once the grace period is over', async () => {
+    const { app, gate } = await start({
+      UPLOAD_MIN_BYTES_PER_SECOND: '100000',
+      UPLOAD_MIN_RATE_GRACE_MS: '300',
+    });
+    const trickle = new PassThrough();
+    let sent = 0;
+    const timer = setInterval(() => {
+      trickle.write(JPEG.subarray(sent, sent + 10));
+      sent += 10;
+    }, 20);
+    try {
+      const res = await app.inject({
+        method: 'POST',
+        url: DETECT,
+        payload: trickle,
+        headers: { 'content-type': 'image/jpeg', 'content-length': String(JPEG.length) },
+      });
+      expectError(res, 400, 4001);
+      expect(res.json().message).toMatch(
+        /Upload too slow: \d+ bytes in [\d.]+ s, below the minimum of 100000 bytes\/s/,
+      );
+    } finally {
+      clearInterval(timer);
+    }
+    await until(() => gate.admitted === 0);
+  });
+
+  it('cuts an upload that would pass the bytes in progress with an uncharged 5001', async () => {
+    const { app, quotaStore, config, gate } = await start({ MAX_UPLOAD_BYTES_IN_PROGRESS: '1000' });
+    const res = await raw(app, JPEG, 'image/jpeg');
+    expectError(res, 503, 5001);
+    expect(res.json().message).toMatch(/upload bytes/);
+    expect((await quotaStore.peek('anon:ip:127.0.0.1', config.anonymous)).day.used).toBe(0);
+    expect(gate.bytes).toBe(0);
+    expect((await raw(app, JPEG.subarray(0, 900), 'image/jpeg')).statusCode).toBe(400);
+  });
+
+  it('turns a classifier failure into 5001, never a 500, and does not charge it', async () => {
     const classifier = new FakeClassifier();
     classifier.classify = async () => {
       throw new Error('onnx exploded');
     };
-    const { app } = await start({}, classifier);
+    const { app, quotaStore, config } = await start({}, classifier);
     expectError(await raw(app, JPEG, 'image/jpeg'), 503, 5001);
+    expect((await quotaStore.peek('anon:ip:127.0.0.1', config.anonymous)).day.used).toBe(0);
   });
 });
 

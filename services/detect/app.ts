@@ -2,12 +2,13 @@
 // The composition root hands it its capabilities (model slot, authorizer, work gate); it never
 // chooses implementations itself.
 
+import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ok } from '../common/envelope.ts';
 import { ApiError } from '../common/errors.ts';
 import { inSpan, recordSpan } from '../common/telemetry.ts';
-import type { Authorizer } from '../quota/authorize.ts';
+import type { Authorizer, RequestFacts } from '../quota/authorize.ts';
 import { probeHeader } from './image/probe.ts';
 import { sniffFormat } from './image/sniff.ts';
 import type { DimensionLimits } from './image/types.ts';
@@ -15,7 +16,7 @@ import { type IntakeLimits, readImage } from './intake.ts';
 import type { ModelSlot } from './model/model-slot.ts';
 import { buildResult, type Thresholds } from './result.ts';
 import { describeOnly, openDetectSchema, publicDetectSchema } from './schemas.ts';
-import type { Ticket, WorkGate } from './work-gate.ts';
+import type { Admission, WorkGate } from './work-gate.ts';
 
 export interface DetectOptions {
   model: ModelSlot;
@@ -28,7 +29,9 @@ export interface DetectOptions {
 
 declare module 'fastify' {
   interface FastifyRequest {
-    workTicket?: Ticket;
+    admission?: Admission;
+    /** Set once the request is counted: a 503 answer takes the charge back. */
+    chargeId?: string;
   }
 }
 
@@ -46,7 +49,9 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
     app.post(url, {
       schema,
       validatorCompiler: describeOnly,
-      // Admission and quota run before the body is read, so refusals cost no upload.
+      // Admission and quota run before the body is read, so refusals cost no upload; and in this
+      // order — room, then count — so that a request we cannot take is never charged, while its 401
+      // or 429, when that is its answer, stays the same whatever the load.
       onRequest: async (request, reply) => {
         // Unavailable before anything is counted: a request we cannot serve uses no quota.
         if (!opts.model.current) {
@@ -54,17 +59,42 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
             'retry-after': '2',
           });
         }
-        const ticket = opts.gate.admit();
-        request.workTicket = ticket;
-        reply.raw.once('close', ticket.release);
-        const decision = await opts.authorizer.authorize({
+        const facts: RequestFacts = {
           endpoint,
           clientIp: request.ip,
           deviceId: headerValue(request.headers['x-device-id']),
           authorization: headerValue(request.headers.authorization),
-        });
-        if (!decision.allowed) throw decision.error;
+        };
+        // The client an admission is counted against: its IP on the anonymous endpoint; on the key
+        // endpoint its account, known only once the key is resolved (claimed below).
+        const admission = opts.gate.tryAdmit(endpoint === 'public' ? `ip:${request.ip}` : undefined);
+        if (!admission) {
+          if (opts.gate.closed) throw opts.gate.busy();
+          // No room: answer what counting would have answered, without counting.
+          const verdict = await opts.authorizer.check(facts);
+          if (!verdict.allowed) throw verdict.error;
+          throw opts.gate.busy();
+        }
+        request.admission = admission;
+        reply.raw.once('close', admission.release);
+        const decision = await opts.authorizer.authorize({ ...facts, requestId: randomUUID() });
+        if (!decision.allowed) {
+          admission.release();
+          throw decision.error;
+        }
+        request.chargeId = decision.requestId;
         reply.headers(decision.headers);
+        if (decision.accountId !== undefined && !admission.claim(`acct:${decision.accountId}`))
+          throw opts.gate.busy('too many uploads in progress for this account');
+      },
+      // A counted request answered 503 (no room for its account, upload bytes, a scoring worker
+      // dying, shutdown …) uses no quota: the one place every such path passes.
+      onSend: async (request, reply, payload) => {
+        if (request.chargeId !== undefined && reply.statusCode === 503) {
+          void opts.authorizer.refund(request.chargeId);
+          request.chargeId = undefined;
+        }
+        return payload;
       },
       handler: (request, reply) => detect(request, reply, opts),
     });
@@ -84,7 +114,17 @@ function headerValue(value: string | string[] | undefined): string | undefined {
 
 async function detect(request: FastifyRequest, _reply: FastifyReply, opts: DetectOptions) {
   const intake = await inSpan('intake', {}, async (span) => {
-    const result = await readImage(request.body as Readable | undefined, request.headers, opts.intake);
+    const admission = request.admission;
+    const budget = admission && {
+      holdBytes: admission.holdBytes,
+      refusal: () => opts.gate.busy('too many upload bytes in progress'),
+    };
+    const result = await readImage(
+      request.body as Readable | undefined,
+      request.headers,
+      opts.intake,
+      budget,
+    );
     span.setAttribute('image.bytes', result.bytes.length);
     return result;
   });
@@ -114,13 +154,12 @@ async function detect(request: FastifyRequest, _reply: FastifyReply, opts: Detec
     return header;
   });
 
-  const ticket = request.workTicket;
-  if (!ticket) throw new ApiError('UNAVAILABLE');
   const scorer = opts.model.current;
   if (!scorer) throw new ApiError('UNAVAILABLE', 'The model is not loaded', { 'retry-after': '2' });
   // Read before scoring: the pool transfers the buffer to its worker, which empties it here.
   const byteLength = bytes.length;
-  const scored = await ticket.run(() => scorer.score(bytes, probed));
+  // The scoring slot is taken only now, with the image read: a slow upload holds none.
+  const scored = await opts.gate.score(() => scorer.score(bytes, probed));
   const timingMs = performance.now() - started;
   // Decoding and inference ran in a worker thread; their spans are recorded here, with its timings.
   const attributes = {

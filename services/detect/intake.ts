@@ -45,6 +45,16 @@ export interface IntakeLimits {
   maxBytes: number;
   /** An upload that sends nothing for this long is refused (4001) instead of holding its slot. */
   idleTimeoutMs: number;
+  /** An upload averaging less than this (bytes/s) after `minRateGraceMs` is refused (4001); 0: off. */
+  minBytesPerSecond?: number;
+  minRateGraceMs?: number;
+}
+
+/** The memory the upload may take: asked for every chunk as it arrives. */
+export interface UploadBudget {
+  /** False when `bytes` more would pass the bound; the upload is then cut with `refusal()`. */
+  holdBytes(bytes: number): boolean;
+  refusal(): ApiError;
 }
 
 function stalled(idleTimeoutMs: number): ApiError {
@@ -53,21 +63,64 @@ function stalled(idleTimeoutMs: number): ApiError {
   });
 }
 
-/** Calls `onIdle` once `ms` pass without a chunk on `stream`; returns the function that stops watching. */
-function watchIdle(stream: Readable, ms: number, onIdle: () => void): () => void {
-  const timer = setTimeout(onIdle, ms);
-  const bump = () => timer.refresh();
-  stream.on('data', bump);
-  return () => {
-    clearTimeout(timer);
-    stream.off('data', bump);
+function tooSlow(bytes: number, ms: number, minBytesPerSecond: number): ApiError {
+  return new ApiError(
+    'BAD_REQUEST',
+    `Upload too slow: ${bytes} bytes in ${(ms / 1000).toFixed(1)} s, below the minimum of ${minBytesPerSecond} bytes/s`,
+    { connection: 'close' },
+  );
+}
+
+/**
+ * Watches an upload as it streams in: calls `onFail` once when it idles for `idleTimeoutMs`, when its
+ * average rate stays under the minimum past the grace period (a trickle must not hold a connection and
+ * its admission for minutes), or when the budget refuses a chunk. Returns the function that stops it.
+ */
+function watchUpload(
+  stream: Readable,
+  limits: IntakeLimits,
+  budget: UploadBudget | undefined,
+  onFail: (err: ApiError) => void,
+): () => void {
+  const started = performance.now();
+  const minRate = limits.minBytesPerSecond ?? 0;
+  let bytes = 0;
+  let stopped = false;
+  const fail = (err: ApiError) => {
+    if (stopped) return;
+    stop();
+    onFail(err);
   };
+  const idle = setTimeout(() => fail(stalled(limits.idleTimeoutMs)), limits.idleTimeoutMs);
+  let rateTimer: NodeJS.Timeout | undefined;
+  // Checked when the average would fall under the minimum if nothing more arrived — not on a tick.
+  const checkRate = () => {
+    const elapsed = performance.now() - started;
+    if (bytes < (minRate * elapsed) / 1000) return fail(tooSlow(bytes, elapsed, minRate));
+    const due = (bytes / minRate) * 1000;
+    rateTimer = setTimeout(checkRate, Math.max(100, due - elapsed));
+  };
+  if (minRate > 0) rateTimer = setTimeout(checkRate, limits.minRateGraceMs ?? 0);
+  const onData = (chunk: Buffer) => {
+    idle.refresh();
+    bytes += chunk.length;
+    if (budget && !budget.holdBytes(chunk.length)) fail(budget.refusal());
+  };
+  stream.on('data', onData);
+  const stop = () => {
+    stopped = true;
+    clearTimeout(idle);
+    clearTimeout(rateTimer);
+    stream.off('data', onData);
+  };
+  return stop;
 }
 
 export async function readImage(
   body: Readable | undefined,
   headers: IncomingHttpHeaders,
   limits: IntakeLimits,
+  budget?: UploadBudget,
 ) {
   const { maxBytes } = limits;
   const contentType = headers['content-type'];
@@ -75,13 +128,13 @@ export async function readImage(
   const type = mediaType(contentType);
   if (type === 'multipart/form-data') {
     if (!body) throw new ApiError('BAD_REQUEST', 'No file: the multipart body is empty');
-    return readMultipart(body, headers, limits);
+    return readMultipart(body, headers, limits, budget);
   }
   if (type.startsWith('image/')) {
     if (!body) throw new ApiError('BAD_REQUEST', 'No file: the request body is empty');
     checkContentLength(headers, maxBytes);
     const hash = createHash('sha256');
-    const bytes = await collect(body, limits, hash, Number(headers['content-length']));
+    const bytes = await collect(body, limits, hash, Number(headers['content-length']), budget);
     if (bytes.length === 0) throw new ApiError('BAD_REQUEST', 'No file: the request body is empty');
     const declaredFormat = formatFromMimeType(type);
     const declaredUnsupported = declaredFormat ? undefined : type;
@@ -96,6 +149,7 @@ function collect(
   limits: IntakeLimits,
   hash: Hash,
   expectedLength = Number.NaN,
+  budget?: UploadBudget,
 ): Promise<Buffer> {
   const { maxBytes } = limits;
   return new Promise<Buffer>((resolve, reject) => {
@@ -105,7 +159,10 @@ function collect(
       Number.isInteger(expectedLength) && expectedLength > 0 ? Buffer.allocUnsafe(expectedLength) : null;
     const chunks: Buffer[] = [];
     let size = 0;
+    let done = false;
     const finish = (err: ApiError | null, value?: Buffer) => {
+      if (done) return;
+      done = true;
       stopWatching();
       stream.off('data', onData);
       stream.off('end', onEnd);
@@ -118,6 +175,7 @@ function collect(
       } else resolve(value as Buffer);
     };
     const onData = (chunk: Buffer) => {
+      if (done) return;
       if (size + chunk.length > maxBytes) return finish(tooLarge(maxBytes));
       hash.update(chunk);
       if (prealloc) {
@@ -131,7 +189,7 @@ function collect(
     const onEnd = () => finish(null, prealloc ? prealloc.subarray(0, size) : Buffer.concat(chunks, size));
     const onError = () => finish(new ApiError('BAD_REQUEST', 'The upload was interrupted'));
     const onAborted = () => finish(new ApiError('BAD_REQUEST', 'The upload was aborted'));
-    const stopWatching = watchIdle(stream, limits.idleTimeoutMs, () => finish(stalled(limits.idleTimeoutMs)));
+    const stopWatching = watchUpload(stream, limits, budget, (err) => finish(err));
     stream.on('data', onData);
     stream.once('end', onEnd);
     stream.once('error', onError);
@@ -143,7 +201,12 @@ function collect(
 const FORM_LIMITS = { fields: 16, fieldSize: 64 * 1024, fieldNameSize: 200, parts: 32, headerPairs: 64 };
 const MULTIPART_OVERHEAD = 1024 * 1024;
 
-function readMultipart(body: Readable, headers: IncomingHttpHeaders, limits: IntakeLimits): Promise<Intake> {
+function readMultipart(
+  body: Readable,
+  headers: IncomingHttpHeaders,
+  limits: IntakeLimits,
+  budget: UploadBudget | undefined,
+): Promise<Intake> {
   const { maxBytes } = limits;
   checkContentLength(headers, maxBytes, MULTIPART_OVERHEAD);
   return new Promise<Intake>((resolve, reject) => {
@@ -199,7 +262,7 @@ function readMultipart(body: Readable, headers: IncomingHttpHeaders, limits: Int
     });
     body.on('aborted', () => fail(new ApiError('BAD_REQUEST', 'The upload was aborted')));
     body.on('error', () => fail(new ApiError('BAD_REQUEST', 'The upload was interrupted')));
-    const stopWatching = watchIdle(body, limits.idleTimeoutMs, () => fail(stalled(limits.idleTimeoutMs)));
+    const stopWatching = watchUpload(body, limits, budget, fail);
     body.pipe(parser);
   });
 }

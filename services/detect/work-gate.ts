@@ -1,70 +1,127 @@
-// Backpressure. A request takes a ticket when it arrives (before its body is read), so that uploads,
-// waiting images and running images together stay within `active + queued`. Past that the caller gets
-// 503/5001 with Retry-After at once: memory stays bounded instead of growing with the queue.
-// Only `active` tickets are handed to the scoring pool at the same time; the others wait in FIFO order.
+// Backpressure, in two layers, so that a slow client can hold a connection but never the CPU.
+//
+// Admission: a detect request takes an `Admission` when it arrives and keeps it until it is answered
+// (uploading, waiting for a scoring slot, scored). Admissions are bounded in total, per client, and by
+// the image bytes they hold together; past any bound the caller gets 503/5001 with Retry-After at once,
+// so memory stays bounded instead of growing with the queue.
+//
+// Scoring: only `active` images are handed to the scoring pool at the same time, and an image takes its
+// slot only once its upload is read. The others wait in FIFO order; that wait is bounded because
+// admissions are, so it never refuses.
 
 import { ApiError } from '../common/errors.ts';
 
-export interface Ticket {
-  /** Runs `work` once one of the `active` slots is free. */
-  run<T>(work: () => Promise<T>): Promise<T>;
-  /** Returns the ticket; idempotent, so it can be tied to both response finish and close. */
+export interface WorkGateOptions {
+  /** Scoring slots: images in decode + inference at once. */
+  active: number;
+  /** Admissions at once, in total and per client. */
+  uploads: number;
+  uploadsPerClient: number;
+  /** Image bytes the admitted requests may hold together. */
+  uploadBytes: number;
+  retryAfterSeconds: number;
+}
+
+export interface Admission {
+  /**
+   * Counts this request against `client` too (a client known only after authentication, e.g. the
+   * account of a key); false, changing nothing, when that client is at its bound.
+   */
+  claim(client: string): boolean;
+  /** Accounts for `bytes` more of this request's body; false, changing nothing, past the byte bound. */
+  holdBytes(bytes: number): boolean;
+  /** Returns everything this admission holds; idempotent, so it can be tied to several events. */
   release(): void;
 }
 
 export class WorkGate {
-  readonly #active: number;
-  readonly #capacity: number;
-  readonly #retryAfterSeconds: number;
+  readonly #opts: WorkGateOptions;
   #admitted = 0;
+  #bytes = 0;
+  readonly #perClient = new Map<string, number>();
   #running = 0;
   readonly #waiting: Array<() => void> = [];
   #closed = false;
 
-  constructor(opts: { active: number; queued: number; retryAfterSeconds: number }) {
-    this.#active = opts.active;
-    this.#capacity = opts.active + opts.queued;
-    this.#retryAfterSeconds = opts.retryAfterSeconds;
+  constructor(opts: WorkGateOptions) {
+    this.#opts = opts;
   }
 
+  /** Requests admitted and not yet answered. */
   get admitted(): number {
     return this.#admitted;
   }
 
+  /** Images holding a scoring slot. */
   get running(): number {
     return this.#running;
   }
 
-  /** Takes a ticket or throws 503/5001. */
-  admit(): Ticket {
-    if (this.#closed || this.#admitted >= this.#capacity) {
-      throw new ApiError(
-        'UNAVAILABLE',
-        this.#closed
-          ? 'Shutting down; try another replica'
-          : 'Busy: too many images in progress; try again shortly',
-        { 'retry-after': String(this.#retryAfterSeconds) },
-      );
-    }
+  /** Images read and waiting for a scoring slot. */
+  get waiting(): number {
+    return this.#waiting.length;
+  }
+
+  /** Body bytes held by admitted requests. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** The refusal for a request that finds no room (or a closed gate). */
+  busy(what = 'too many uploads in progress'): ApiError {
+    return new ApiError(
+      'UNAVAILABLE',
+      this.#closed ? 'Shutting down; try another replica' : `Busy: ${what}; try again shortly`,
+      { 'retry-after': String(this.#opts.retryAfterSeconds) },
+    );
+  }
+
+  /**
+   * Admits a request (counted against `client` when given), or returns undefined when the gate is
+   * closed or a bound is reached. Nothing is refused here: the caller chooses the answer.
+   */
+  tryAdmit(client?: string): Admission | undefined {
+    if (this.#closed || this.#admitted >= this.#opts.uploads) return undefined;
+    if (client !== undefined && !this.#claimClient(client)) return undefined;
     this.#admitted += 1;
+    const clients: string[] = client === undefined ? [] : [client];
+    let held = 0;
     let released = false;
     return {
-      run: (work) => this.#run(work),
+      claim: (name) => {
+        if (released || clients.includes(name)) return !released;
+        if (!this.#claimClient(name)) return false;
+        clients.push(name);
+        return true;
+      },
+      holdBytes: (bytes) => {
+        if (released || this.#bytes + bytes > this.#opts.uploadBytes) return false;
+        this.#bytes += bytes;
+        held += bytes;
+        return true;
+      },
       release: () => {
         if (released) return;
         released = true;
         this.#admitted -= 1;
+        this.#bytes -= held;
+        for (const name of clients) this.#releaseClient(name);
       },
     };
   }
 
-  /** Refuses new tickets (shutdown); tickets already taken still run. */
+  /** Refuses new admissions (shutdown); requests already admitted still run. */
   close(): void {
     this.#closed = true;
   }
 
-  async #run<T>(work: () => Promise<T>): Promise<T> {
-    if (this.#running >= this.#active) await new Promise<void>((resolve) => this.#waiting.push(resolve));
+  /** Runs `work` once one of the `active` scoring slots is free, in arrival order. */
+  async score<T>(work: () => Promise<T>): Promise<T> {
+    if (this.#running >= this.#opts.active) await new Promise<void>((resolve) => this.#waiting.push(resolve));
     else this.#running += 1;
     try {
       return await work();
@@ -74,5 +131,18 @@ export class WorkGate {
       if (next) next();
       else this.#running -= 1;
     }
+  }
+
+  #claimClient(client: string): boolean {
+    const count = this.#perClient.get(client) ?? 0;
+    if (count >= this.#opts.uploadsPerClient) return false;
+    this.#perClient.set(client, count + 1);
+    return true;
+  }
+
+  #releaseClient(client: string): void {
+    const count = (this.#perClient.get(client) ?? 1) - 1;
+    if (count <= 0) this.#perClient.delete(client);
+    else this.#perClient.set(client, count);
   }
 }

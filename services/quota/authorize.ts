@@ -1,11 +1,12 @@
 // authorize(facts) → decision: the one place that decides whether a detect request may run and how it
 // is counted. Transports (in-process hook now, Envoy ext_authz later) only translate to and from it.
 
+import { randomUUID } from 'node:crypto';
 import type { WindowLimits } from '../common/config.ts';
 import { ApiError } from '../common/errors.ts';
 import type { AccountStore, AccountTier, ResolvedKey } from './account-store.ts';
 import { bearerKey } from './api-keys.ts';
-import type { QuotaOutcome, QuotaStore } from './quota-store.ts';
+import { outcomeOf, type QuotaOutcome, type QuotaStore } from './quota-store.ts';
 
 export type Tier = 'anonymous' | 'free' | 'pro';
 
@@ -16,6 +17,8 @@ export interface RequestFacts {
   /** The raw X-Device-Id header, if any; validated here. */
   deviceId?: string | undefined;
   authorization?: string | undefined;
+  /** Names the charge, for `refund`; a fresh id when absent. */
+  requestId?: string | undefined;
 }
 
 export type Decision =
@@ -28,11 +31,22 @@ export type Decision =
       accountId?: string;
       /** Headers for the client (X-RateLimit-*, X-Quota-Tier). */
       headers: Record<string, string>;
+      /** Set when the request was counted: `refund(requestId)` takes the charge back. */
+      requestId?: string;
     }
   | { allowed: false; error: ApiError };
 
 export interface Authorizer {
+  /** Decides and, when allowed, counts the request. */
   authorize(facts: RequestFacts): Promise<Decision>;
+  /**
+   * What `authorize` would decide, counting nothing: for a request that will be refused anyway (no
+   * capacity), so that it still gets its 401 or 429 when that is its answer, and otherwise an
+   * uncharged 503. An `allowed` answer counts nothing and carries no requestId.
+   */
+  check(facts: RequestFacts): Promise<Decision>;
+  /** Takes back the charge of a counted request answered 503 (idempotent; never rejects). */
+  refund(requestId: string): Promise<void>;
 }
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
@@ -92,6 +106,12 @@ export interface KeyQuota {
   consumeForKey(
     secret: string,
     tiers: Record<AccountTier, WindowLimits>,
+    requestId?: string,
+  ): Promise<{ resolved: ResolvedKey; outcome: QuotaOutcome } | undefined>;
+  /** The same resolution and the outcome counting would have, counting nothing. */
+  peekForKey(
+    secret: string,
+    tiers: Record<AccountTier, WindowLimits>,
   ): Promise<{ resolved: ResolvedKey; outcome: QuotaOutcome } | undefined>;
 }
 
@@ -105,16 +125,26 @@ export class ComposedKeyQuota implements KeyQuota {
     this.#quota = quota;
   }
 
-  async consumeForKey(secret: string, tiers: Record<AccountTier, WindowLimits>) {
+  async consumeForKey(secret: string, tiers: Record<AccountTier, WindowLimits>, requestId?: string) {
     const resolved = await this.#accounts.resolveKey(secret);
     if (!resolved) return undefined;
     const outcome = await this.#quota.consume(
       accountSubject(resolved.account.id),
       tiers[resolved.account.tier],
+      requestId,
     );
     return { resolved, outcome };
   }
+
+  async peekForKey(secret: string, tiers: Record<AccountTier, WindowLimits>) {
+    const resolved = await this.#accounts.resolveKey(secret);
+    if (!resolved) return undefined;
+    const state = await this.#quota.peek(accountSubject(resolved.account.id), tiers[resolved.account.tier]);
+    return { resolved, outcome: outcomeOf(state, Date.now()) };
+  }
 }
+
+const REFUND_FAILURE_LOG_INTERVAL_MS = 10_000;
 
 /** A key's last use is written at most this often (the listing's granularity), not on every request. */
 export const TOUCH_INTERVAL_MS = 60_000;
@@ -139,6 +169,8 @@ export class QuotaAuthorizer implements Authorizer {
   readonly #now: () => number;
   readonly #keyQuota: KeyQuota;
   readonly #touchedAt = new Map<string, number>();
+  #refundFailures = 0;
+  #refundFailureLoggedAt = Number.NEGATIVE_INFINITY;
 
   constructor(opts: QuotaAuthorizerOptions) {
     this.#opts = opts;
@@ -147,39 +179,91 @@ export class QuotaAuthorizer implements Authorizer {
   }
 
   authorize(facts: RequestFacts): Promise<Decision> {
-    return facts.endpoint === 'open' ? this.#authorizeKey(facts) : this.#authorizeAnonymous(facts);
+    const requestId = facts.requestId ?? randomUUID();
+    return facts.endpoint === 'open'
+      ? this.#authorizeKey(facts, requestId)
+      : this.#authorizeAnonymous(facts, requestId);
   }
 
-  async #authorizeAnonymous(facts: RequestFacts): Promise<Decision> {
-    const { quotaStore } = this.#opts;
-    const subject = `anon:ip:${facts.clientIp}`;
+  async check(facts: RequestFacts): Promise<Decision> {
     try {
-      const outcome = await quotaStore.consume(subject, this.#opts.anonymous);
-      const deviceId = validDeviceId(facts.deviceId);
-      if (outcome.allowed && deviceId) await quotaStore.trackDevice(deviceId);
-      return decide(outcome, 'anonymous', subject);
-    } catch (err) {
-      return { allowed: false, error: storeUnavailable(err) };
-    }
-  }
-
-  // Missing, malformed, revoked or unknown → 4011, never the anonymous quota (spec 5.3). The key is
-  // looked up in the store on every request: revocation and tier changes apply to the next one.
-  async #authorizeKey(facts: RequestFacts): Promise<Decision> {
-    const secret = bearerKey(facts.authorization);
-    if (secret === undefined) return { allowed: false, error: invalidKey(facts.authorization) };
-    try {
-      const result = await this.#keyQuota.consumeForKey(secret, this.#opts.tiers);
+      if (facts.endpoint === 'public') {
+        const subject = anonymousSubject(facts.clientIp);
+        const state = await this.#opts.quotaStore.peek(subject, this.#opts.anonymous);
+        return decide(outcomeOf(state, this.#now()), 'anonymous', subject);
+      }
+      const secret = bearerKey(facts.authorization);
+      if (secret === undefined) return { allowed: false, error: invalidKey(facts.authorization) };
+      const result = await this.#keyQuota.peekForKey(secret, this.#opts.tiers);
       if (!result) return { allowed: false, error: new ApiError('INVALID_API_KEY') };
-      const { outcome, resolved } = result;
-      const { account, key } = resolved;
-      const subject = accountSubject(account.id);
-      if (outcome.allowed) this.#touch(key.id, key.lastUsedAt);
-      const decision = decide(outcome, account.tier, subject);
+      const { account } = result.resolved;
+      const decision = decide(result.outcome, account.tier, accountSubject(account.id));
       return decision.allowed ? { ...decision, accountId: account.id } : decision;
     } catch (err) {
       return { allowed: false, error: storeUnavailable(err) };
     }
+  }
+
+  refund(requestId: string): Promise<void> {
+    return this.#opts.quotaStore.refund(requestId).catch((err: unknown) => {
+      // While the store is down every refund fails the same way: one line per interval, with a count.
+      this.#refundFailures += 1;
+      const now = this.#now();
+      if (now - this.#refundFailureLoggedAt < REFUND_FAILURE_LOG_INTERVAL_MS) return;
+      this.#refundFailureLoggedAt = now;
+      const failures = this.#refundFailures;
+      this.#refundFailures = 0;
+      this.#opts.onBackgroundError?.(err, `refunding ${failures} request(s) answered 503`);
+    });
+  }
+
+  async #authorizeAnonymous(facts: RequestFacts, requestId: string): Promise<Decision> {
+    const { quotaStore } = this.#opts;
+    const subject = anonymousSubject(facts.clientIp);
+    let outcome: QuotaOutcome;
+    try {
+      outcome = await quotaStore.consume(subject, this.#opts.anonymous, requestId);
+    } catch (err) {
+      return this.#unavailable(err, requestId);
+    }
+    const deviceId = validDeviceId(facts.deviceId);
+    // Abuse tracking only: it never refuses, so its failure must not turn an allowed request into a 503.
+    if (outcome.allowed && deviceId) {
+      quotaStore.trackDevice(deviceId).catch((err: unknown) => {
+        this.#opts.onBackgroundError?.(err, 'counting a device id');
+      });
+    }
+    const decision = decide(outcome, 'anonymous', subject);
+    return decision.allowed ? { ...decision, requestId } : decision;
+  }
+
+  // Missing, malformed, revoked or unknown → 4011, never the anonymous quota (spec 5.3). The key is
+  // looked up in the store on every request: revocation and tier changes apply to the next one.
+  async #authorizeKey(facts: RequestFacts, requestId: string): Promise<Decision> {
+    const secret = bearerKey(facts.authorization);
+    if (secret === undefined) return { allowed: false, error: invalidKey(facts.authorization) };
+    let result: Awaited<ReturnType<KeyQuota['consumeForKey']>>;
+    try {
+      result = await this.#keyQuota.consumeForKey(secret, this.#opts.tiers, requestId);
+    } catch (err) {
+      return this.#unavailable(err, requestId);
+    }
+    if (!result) return { allowed: false, error: new ApiError('INVALID_API_KEY') };
+    const { outcome, resolved } = result;
+    const { account, key } = resolved;
+    const subject = accountSubject(account.id);
+    if (outcome.allowed) this.#touch(key.id, key.lastUsedAt);
+    const decision = decide(outcome, account.tier, subject);
+    return decision.allowed ? { ...decision, accountId: account.id, requestId } : decision;
+  }
+
+  // The store failed or timed out. A timed-out script may still have run (Redis got it, the answer
+  // came too late, e.g. on a busy event loop): the 503 must not cost quota, so the charge is taken
+  // back — or, should the script still be on its way, cancelled. A command that was never sent
+  // (connection down) needs no refund.
+  #unavailable(err: unknown, requestId: string): Decision {
+    if (!neverSent(err)) void this.refund(requestId);
+    return { allowed: false, error: storeUnavailable(err) };
   }
 
   // Only the time of our own last write is remembered (to not send a burst of identical writes while
@@ -196,6 +280,15 @@ export class QuotaAuthorizer implements Authorizer {
   }
 }
 
+function anonymousSubject(clientIp: string): string {
+  return `anon:ip:${clientIp}`;
+}
+
+/** ioredis refuses a command at once, unsent, while the connection is down (no offline queue). */
+function neverSent(err: unknown): boolean {
+  return err instanceof Error && err.message.includes("isn't writeable");
+}
+
 function invalidKey(authorization: string | undefined): ApiError {
   if (authorization === undefined)
     return new ApiError('INVALID_API_KEY', 'Missing API key: send Authorization: Bearer nsk_live_…');
@@ -210,4 +303,10 @@ export class AllowAllAuthorizer implements Authorizer {
   async authorize(): Promise<Decision> {
     return { allowed: true, tier: 'anonymous', subject: 'edge', headers: {} };
   }
+
+  check(): Promise<Decision> {
+    return this.authorize();
+  }
+
+  async refund(): Promise<void> {}
 }

@@ -25,13 +25,51 @@ export type QuotaOutcome =
     };
 
 export interface QuotaStore {
-  /** Counts one request for `subject` in both windows if, and only if, both allow it. */
-  consume(subject: string, limits: WindowLimits): Promise<QuotaOutcome>;
+  /**
+   * Counts one request for `subject` in both windows if, and only if, both allow it. With a
+   * `requestId` the charge is recorded under it, so that `refund(requestId)` can take it back.
+   */
+  consume(subject: string, limits: WindowLimits, requestId?: string): Promise<QuotaOutcome>;
+  /**
+   * Uncounts the request counted under `requestId` (a request answered 503 must not use quota).
+   * Idempotent, and exact whatever the order: it uncounts only the windows that request was counted
+   * in (not the next minute's), and a refund that arrives before its consume (a timed-out call still
+   * in flight) cancels that consume instead.
+   */
+  refund(requestId: string): Promise<void>;
   /** Current counts without consuming (console usage, admin CLI). */
   peek(subject: string, limits: WindowLimits): Promise<{ minute: WindowState; day: WindowState }>;
   /** Counts a request from a device id for the day (abuse tracking only; never refuses). */
   trackDevice(deviceId: string): Promise<void>;
   close(): Promise<void>;
+}
+
+/**
+ * How long a charge stays refundable: longer than any request lives (request timeout 120 s). In Redis
+ * that is one small hash per counted request, kept this long.
+ */
+export const CHARGE_TTL_MS = 150_000;
+
+/** The outcome `consume` would have, from current counts (a check that counts nothing). */
+export function outcomeOf(state: { minute: WindowState; day: WindowState }, nowMs: number): QuotaOutcome {
+  const { minute, day } = state;
+  if (day.used >= day.limit)
+    return {
+      allowed: false,
+      refusedBy: 'day',
+      retryAfterSeconds: retryAfterSeconds(nowMs, day.resetAt * 1000),
+      minute,
+      day,
+    };
+  if (minute.used >= minute.limit)
+    return {
+      allowed: false,
+      refusedBy: 'minute',
+      retryAfterSeconds: retryAfterSeconds(nowMs, minute.resetAt * 1000),
+      minute,
+      day,
+    };
+  return { allowed: true, minute, day };
 }
 
 export const MINUTE_MS = 60_000;

@@ -69,4 +69,33 @@ describe('MemoryQuotaStore', () => {
     expect(store.deviceCount('d1')).toBe(2);
     expect(store.deviceCount('d2')).toBe(0);
   });
+
+  it('refunds a counted request once, only in the windows it was counted in', async () => {
+    const c = clock(T0);
+    const store = new MemoryQuotaStore(c.now);
+    await store.consume('ip:a', limits, 'r1');
+    await store.consume('ip:a', limits, 'r2');
+    await store.refund('r1');
+    await store.refund('r1'); // idempotent
+    expect((await store.peek('ip:a', limits)).minute.used).toBe(1);
+    expect((await store.peek('ip:a', limits)).day.used).toBe(1);
+    // Refunded after the minute rolled over: the new minute keeps its count, the day gives one back.
+    await store.consume('ip:a', limits, 'r3');
+    c.advance(60_000);
+    await store.consume('ip:a', limits, 'r4');
+    await store.refund('r3');
+    const after = await store.peek('ip:a', limits);
+    expect(after.minute.used).toBe(1);
+    expect(after.day.used).toBe(2);
+  });
+
+  it('cancels a consume whose refund came first, and never reuses a request id', async () => {
+    const store = new MemoryQuotaStore(() => T0);
+    await store.refund('early');
+    await expect(store.consume('ip:a', limits, 'early')).rejects.toThrow(/already/);
+    expect((await store.peek('ip:a', limits)).day.used).toBe(0);
+    await store.consume('ip:a', limits, 'once');
+    await expect(store.consume('ip:a', limits, 'once')).rejects.toThrow(/already/);
+    expect((await store.peek('ip:a', limits)).day.used).toBe(1);
+  });
 });

@@ -4,6 +4,7 @@
 
 import type { WindowLimits } from '../../common/config.ts';
 import {
+  CHARGE_TTL_MS,
   type QuotaOutcome,
   type QuotaStore,
   retryAfterSeconds,
@@ -20,9 +21,19 @@ interface Counters {
 
 const SWEEP_EVERY = 10_000;
 
+/** A counted request, kept so it can be refunded; `refunded` marks a refund (or a cancelled id). */
+interface Charge {
+  subject: string;
+  minuteStart: number;
+  dayStart: number;
+  at: number;
+  refunded: boolean;
+}
+
 export class MemoryQuotaStore implements QuotaStore {
   readonly #counters = new Map<string, Counters>();
   readonly #devices = new Map<string, { dayStart: number; count: number }>();
+  readonly #charges = new Map<string, Charge>();
   readonly #now: () => number;
   #writes = 0;
 
@@ -30,9 +41,11 @@ export class MemoryQuotaStore implements QuotaStore {
     this.#now = now;
   }
 
-  async consume(subject: string, limits: WindowLimits): Promise<QuotaOutcome> {
+  async consume(subject: string, limits: WindowLimits, requestId?: string): Promise<QuotaOutcome> {
     const nowMs = this.#now();
     const w = windowsAt(nowMs);
+    if (requestId !== undefined && this.#charges.has(requestId))
+      throw new Error(`Request ${requestId} was already counted or refunded`);
     const c = this.#current(subject, w.minuteStart, w.dayStart);
     const state = (): { minute: WindowState; day: WindowState } => ({
       minute: { used: c.minuteCount, limit: limits.perMinute, resetAt: w.minuteEnd / 1000 },
@@ -57,8 +70,33 @@ export class MemoryQuotaStore implements QuotaStore {
     c.minuteCount += 1;
     c.dayCount += 1;
     this.#counters.set(subject, c);
+    if (requestId !== undefined) {
+      this.#charges.set(requestId, {
+        subject,
+        minuteStart: w.minuteStart,
+        dayStart: w.dayStart,
+        at: nowMs,
+        refunded: false,
+      });
+    }
     this.#maybeSweep(w.dayStart);
     return { allowed: true, ...state() };
+  }
+
+  async refund(requestId: string): Promise<void> {
+    const charge = this.#charges.get(requestId);
+    const nowMs = this.#now();
+    if (!charge) {
+      this.#charges.set(requestId, { subject: '', minuteStart: 0, dayStart: 0, at: nowMs, refunded: true });
+      return;
+    }
+    if (charge.refunded) return;
+    charge.refunded = true;
+    const c = this.#counters.get(charge.subject);
+    if (!c) return;
+    // Only the windows it was counted in: a refund after the minute rolled over leaves the new one be.
+    if (c.minuteStart === charge.minuteStart && c.minuteCount > 0) c.minuteCount -= 1;
+    if (c.dayStart === charge.dayStart && c.dayCount > 0) c.dayCount -= 1;
   }
 
   async peek(subject: string, limits: WindowLimits): Promise<{ minute: WindowState; day: WindowState }> {
@@ -87,6 +125,7 @@ export class MemoryQuotaStore implements QuotaStore {
   async close(): Promise<void> {
     this.#counters.clear();
     this.#devices.clear();
+    this.#charges.clear();
   }
 
   #current(subject: string, minuteStart: number, dayStart: number): Counters {
@@ -102,5 +141,7 @@ export class MemoryQuotaStore implements QuotaStore {
     if (this.#writes % SWEEP_EVERY !== 0) return;
     for (const [key, c] of this.#counters) if (c.dayStart !== dayStart) this.#counters.delete(key);
     for (const [key, d] of this.#devices) if (d.dayStart !== dayStart) this.#devices.delete(key);
+    const oldest = this.#now() - CHARGE_TTL_MS;
+    for (const [id, charge] of this.#charges) if (charge.at < oldest) this.#charges.delete(id);
   }
 }

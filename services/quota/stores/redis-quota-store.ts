@@ -7,6 +7,7 @@
 import type { Redis } from 'ioredis';
 import type { WindowLimits } from '../../common/config.ts';
 import {
+  CHARGE_TTL_MS,
   type QuotaOutcome,
   type QuotaStore,
   retryAfterSeconds,
@@ -16,13 +17,16 @@ import {
 import { closeRedis, LuaScript } from './redis-connection.ts';
 
 /**
- * Lua: `windows_consume(minuteKey, dayKey, perMinute, perDay, consume)` → {refused (0 none, 1 minute,
- * 2 day), minute count, day count, now ms}. Clock: Redis TIME. Counts both windows only if both allow;
- * each window key is a hash {w: window start ms, n: count} expiring at its window's end. Shared by
+ * Lua: `windows_consume(minuteKey, dayKey, perMinute, perDay, consume, chargeKey)` → {refused (0 none,
+ * 1 minute, 2 day, 3 cancelled), minute count, day count, now ms}. Clock: Redis TIME. Counts both
+ * windows only if both allow it; each window key is a hash {w: window start ms, n: count} expiring at
+ * its window's end. With a chargeKey (non-empty) the charge is recorded there — which windows it
+ * counted, {m, ms, d, ds} — for REFUND_LUA; a chargeKey that already exists means this request was
+ * refunded before it ran (its caller timed out) or is a repeat: nothing is counted (3). Shared by
  * every script that counts (this store's, and RedisKeyQuota's key-and-count script).
  */
 export const WINDOWS_LUA = `
-local function windows_consume(mk, dk, perMinute, perDay, consume)
+local function windows_consume(mk, dk, perMinute, perDay, consume, ck)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local minuteStart = now - (now % 60000)
@@ -35,6 +39,7 @@ local function windows_consume(mk, dk, perMinute, perDay, consume)
   local m = count(mk, minuteStart)
   local d = count(dk, dayStart)
   if not consume then return {0, m, d, now} end
+  if ck ~= '' and redis.call('EXISTS', ck) == 1 then return {3, m, d, now} end
   if d >= perDay then return {2, m, d, now} end
   if m >= perMinute then return {1, m, d, now} end
   m = m + 1
@@ -43,14 +48,44 @@ local function windows_consume(mk, dk, perMinute, perDay, consume)
   redis.call('PEXPIREAT', mk, minuteStart + 60000)
   redis.call('HSET', dk, 'w', dayStart, 'n', d)
   redis.call('PEXPIREAT', dk, dayStart + 86400000)
+  if ck ~= '' then
+    redis.call('HSET', ck, 'm', mk, 'ms', minuteStart, 'd', dk, 'ds', dayStart)
+    redis.call('PEXPIRE', ck, ${CHARGE_TTL_MS})
+  end
   return {0, m, d, now}
 end
 `;
 
+// KEYS[1] the charge key. Uncounts the windows recorded there if they are still the current ones (a
+// minute that has rolled over is left alone), once; with no record yet, leaves a tombstone so that
+// the consume, should it still arrive, counts nothing. Returns 1 when it uncounted, else 0.
+const REFUND = new LuaScript(`
+local v = redis.call('HMGET', KEYS[1], 'm', 'ms', 'd', 'ds', 'r')
+if v[5] then return 0 end
+local done = 0
+if v[1] then
+  for _, pair in ipairs({{v[1], v[2]}, {v[3], v[4]}}) do
+    local h = redis.call('HMGET', pair[1], 'w', 'n')
+    if h[1] and tonumber(h[1]) == tonumber(pair[2]) and (tonumber(h[2]) or 0) > 0 then
+      redis.call('HINCRBY', pair[1], 'n', -1)
+      done = 1
+    end
+  end
+end
+redis.call('HSET', KEYS[1], 'r', '1')
+redis.call('PEXPIRE', KEYS[1], ${CHARGE_TTL_MS})
+return done
+`);
+
+/** Key of the charge record of a request. */
+export function chargeKey(prefix: string, requestId: string): string {
+  return `${prefix}charge:${requestId}`;
+}
+
 // KEYS[1] minute window, KEYS[2] day window. ARGV[1] per-minute limit, ARGV[2] per-day limit,
-// ARGV[3] '1' to consume, '0' to peek.
+// ARGV[3] '1' to consume, '0' to peek, ARGV[4] the charge key or ''.
 const CONSUME = new LuaScript(`${WINDOWS_LUA}
-return windows_consume(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1')
+return windows_consume(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4])
 `);
 
 /** Key names of a subject's windows: `<base>:m` and `<base>:d`. */
@@ -64,6 +99,7 @@ export function outcomeFromReply(reply: unknown, limits: WindowLimits): QuotaOut
     throw new Error(`Unexpected reply from the quota script: ${JSON.stringify(reply)}`);
   }
   const [refused, m, d, now] = reply.map(Number) as [number, number, number, number];
+  if (refused === 3) throw new Error('This request was already counted or refunded');
   const state = windows(m, d, now, limits);
   if (refused === 0) return { allowed: true, ...state };
   const refusedBy = refused === 2 ? 'day' : 'minute';
@@ -84,9 +120,13 @@ redis.call('PEXPIREAT', KEYS[1], dayStart + 86400000)
 return n
 `);
 
+/** Waits before each further refund attempt: a refund is idempotent, so trying again is safe. */
+const REFUND_RETRY_DELAYS_MS = [20, 100, 500, 2000];
+
 export class RedisQuotaStore implements QuotaStore {
   readonly #redis: Redis;
   readonly #prefix: string;
+  readonly #refunding = new Set<Promise<void>>();
 
   /** Takes ownership of the connection (closed by `close`). */
   constructor(redis: Redis, keyPrefix: string) {
@@ -94,8 +134,30 @@ export class RedisQuotaStore implements QuotaStore {
     this.#prefix = keyPrefix;
   }
 
-  async consume(subject: string, limits: WindowLimits): Promise<QuotaOutcome> {
-    return outcomeFromReply(await this.#run(subject, limits, true), limits);
+  async consume(subject: string, limits: WindowLimits, requestId?: string): Promise<QuotaOutcome> {
+    return outcomeFromReply(await this.#run(subject, limits, true, requestId), limits);
+  }
+
+  // A refund that times out has usually run anyway (the same connection delivers commands in order,
+  // so it runs after its consume); it is retried until one attempt is answered, then given up.
+  refund(requestId: string): Promise<void> {
+    const attempt = async () => {
+      for (let i = 0; ; i++) {
+        try {
+          await REFUND.run(this.#redis, [chargeKey(this.#prefix, requestId)], []);
+          return;
+        } catch (err) {
+          const delay = REFUND_RETRY_DELAYS_MS[i];
+          if (delay === undefined) throw err;
+          await new Promise((resolve) => setTimeout(resolve, delay));
+        }
+      }
+    };
+    const running = attempt();
+    this.#refunding.add(running);
+    const forget = () => this.#refunding.delete(running);
+    running.then(forget, forget);
+    return running;
   }
 
   async peek(subject: string, limits: WindowLimits): Promise<{ minute: WindowState; day: WindowState }> {
@@ -113,16 +175,23 @@ export class RedisQuotaStore implements QuotaStore {
     return Number(w) === windowsAt(Date.now()).dayStart ? Number(n) : 0;
   }
 
-  close(): Promise<void> {
+  /** Waits for refunds still being tried (a shutdown must not drop them), then closes. */
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.#refunding]);
     return closeRedis(this.#redis);
   }
 
-  #run(subject: string, limits: WindowLimits, consume: boolean): Promise<unknown> {
+  #run(subject: string, limits: WindowLimits, consume: boolean, requestId?: string): Promise<unknown> {
     const base = windowKeyBase(this.#prefix, subject);
     return CONSUME.run(
       this.#redis,
       [`${base}:m`, `${base}:d`],
-      [limits.perMinute, limits.perDay, consume ? '1' : '0'],
+      [
+        limits.perMinute,
+        limits.perDay,
+        consume ? '1' : '0',
+        requestId === undefined ? '' : chargeKey(this.#prefix, requestId),
+      ],
     );
   }
 }

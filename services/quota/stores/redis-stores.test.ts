@@ -10,6 +10,7 @@ import { EmailTakenError } from '../account-store.ts';
 import { accountStoreContract } from './account-store.contract.ts';
 import { RedisAccountStore } from './redis-account-store.ts';
 import { connectRedis, redisReady } from './redis-connection.ts';
+import { RedisKeyQuota } from './redis-key-quota.ts';
 import { RedisQuotaStore } from './redis-quota-store.ts';
 
 let server: RedisServer;
@@ -20,8 +21,10 @@ function connection(commandTimeoutMs = 100): Redis {
   return connectRedis({ url: server.url, commandTimeoutMs, socketTimeoutMs: 1000, connectTimeoutMs: 1000 });
 }
 
-async function quotaStore(): Promise<{ store: RedisQuotaStore; redis: Redis; prefix: string }> {
-  const redis = connection();
+async function quotaStore(
+  commandTimeoutMs = 100,
+): Promise<{ store: RedisQuotaStore; redis: Redis; prefix: string }> {
+  const redis = connection(commandTimeoutMs);
   await redisReady(redis, 5000);
   const prefix = `t${++prefixes}:`;
   const store = new RedisQuotaStore(redis, prefix);
@@ -165,7 +168,8 @@ describeWithTool(REDIS_SERVER, 'Redis stores (real redis-server)', () => {
     });
 
     it('admits exactly the limit among concurrent calls on separate connections', async () => {
-      const stores = await Promise.all([quotaStore(), quotaStore(), quotaStore(), quotaStore()]);
+      // Exactness is under test, not latency: a generous timeout keeps a loaded machine from failing it.
+      const stores = await Promise.all([0, 1, 2, 3].map(() => quotaStore(2000)));
       const prefix = 'shared:';
       const shared = stores.map(({ redis }) => new RedisQuotaStore(redis, prefix));
       const big = { perMinute: 100_000, perDay: 150 };
@@ -174,6 +178,102 @@ describeWithTool(REDIS_SERVER, 'Redis stores (real redis-server)', () => {
       );
       expect(outcomes.filter((o) => o.allowed)).toHaveLength(150);
       expect(outcomes.filter((o) => !o.allowed && o.refusedBy === 'day')).toHaveLength(250);
+    });
+  });
+
+  describe('refunds', () => {
+    const big = { perMinute: 100_000, perDay: 100_000 };
+
+    it('uncounts a charge once, and a refund that comes first cancels its consume', async () => {
+      const { store } = await quotaStore();
+      await store.consume('r', big, 'req-1');
+      await store.consume('r', big, 'req-2');
+      await store.refund('req-1');
+      await store.refund('req-1');
+      expect((await store.peek('r', big)).day.used).toBe(1);
+      expect((await store.peek('r', big)).minute.used).toBe(1);
+      await store.refund('req-3');
+      await expect(store.consume('r', big, 'req-3')).rejects.toThrow(/already/);
+      expect((await store.peek('r', big)).day.used).toBe(1);
+    });
+
+    it('leaves a window alone that is not the one the request was counted in', async () => {
+      const { store, redis, prefix } = await quotaStore();
+      await store.consume('w', big, 'old');
+      // As if the minute had rolled over since: the minute key now holds another window.
+      await redis.hset(`${prefix}q:w:m`, 'w', '0', 'n', '7');
+      await store.refund('old');
+      expect(await redis.hget(`${prefix}q:w:m`, 'n')).toBe('7');
+      expect((await store.peek('w', big)).day.used).toBe(0);
+    });
+
+    it('makes a timed-out count and its 503 agree: refunded calls leave exactly the answered ones counted', async () => {
+      // A 1 ms command timeout on a process kept busy: many scripts run in Redis after their caller
+      // gave up. Every call that failed is refunded; the counters must equal the successes.
+      const redis = connection(1);
+      await redisReady(redis, 5000);
+      const store = new RedisQuotaStore(redis, 'to:');
+      let ok = 0;
+      let failed = 0;
+      for (let round = 0; round < 20; round++) {
+        const calls = Array.from({ length: 50 }, (_, i) => {
+          const id = `r${round}-${i}`;
+          return store.consume('t', big, id).then(
+            () => {
+              ok += 1;
+            },
+            () => {
+              failed += 1;
+              return store.refund(id).catch(() => undefined);
+            },
+          );
+        });
+        const busyUntil = performance.now() + 3;
+        while (performance.now() < busyUntil) {
+          // keep the event loop busy, as a loaded process would
+        }
+        await Promise.all(calls);
+      }
+      await store.close();
+      const reader = connection(1000);
+      await redisReady(reader, 5000);
+      const check = new RedisQuotaStore(reader, 'to:');
+      open.push(check);
+      expect(failed).toBeGreaterThan(0);
+      expect((await check.peek('t', big)).day.used).toBe(ok);
+    });
+  });
+
+  describe('RedisKeyQuota', () => {
+    const tiers = { free: { perMinute: 2, perDay: 100 }, pro: { perMinute: 100, perDay: 1000 } };
+
+    it('looks without counting, counts with a charge id, and the quota store refunds that charge', async () => {
+      const { store, redis, prefix } = await quotaStore();
+      const accountsRedis = connection();
+      await redisReady(accountsRedis, 5000);
+      const accounts = new RedisAccountStore(accountsRedis, prefix);
+      open.push(accounts);
+      const account = await accounts.createAccount({ email: 'kq@example.com', tier: 'free' });
+      const secret = (await accounts.createKey(account.id))?.secret as string;
+      const keys = new RedisKeyQuota(redis, prefix);
+      const subject = `acct:${account.id}`;
+
+      expect((await keys.peekForKey(secret, tiers))?.outcome.allowed).toBe(true);
+      expect((await store.peek(subject, tiers.free)).day.used).toBe(0);
+      expect((await keys.consumeForKey(secret, tiers, 'k1'))?.outcome.allowed).toBe(true);
+      expect((await keys.consumeForKey(secret, tiers, 'k2'))?.outcome.allowed).toBe(true);
+      // Full: the look says what counting would say (minute refusal), and counts nothing.
+      const look = await keys.peekForKey(secret, tiers);
+      expect(look?.outcome).toMatchObject({ allowed: false, refusedBy: 'minute' });
+      expect((await store.peek(subject, tiers.free)).day.used).toBe(2);
+      await store.refund('k2');
+      expect((await store.peek(subject, tiers.free)).day.used).toBe(1);
+      expect((await keys.peekForKey(secret, tiers))?.outcome.allowed).toBe(true);
+      // A refund that arrives before its script cancels it, on the key path too.
+      await store.refund('k3');
+      await expect(keys.consumeForKey(secret, tiers, 'k3')).rejects.toThrow(/already/);
+      expect((await store.peek(subject, tiers.free)).day.used).toBe(1);
+      expect(await keys.peekForKey(`nsk_live_${'c'.repeat(32)}`, tiers)).toBeUndefined();
     });
   });
 
