@@ -101,7 +101,9 @@ export class Child {
   /** Throws with the output when the child has exited. */
   assertRunning(what: string): void {
     if (!this.running) {
-      throw new Error(`${this.name} exited (${this.proc.exitCode ?? this.proc.signalCode}) ${what}:\n${this.#output}`);
+      throw new Error(
+        `${this.name} exited (${this.proc.exitCode ?? this.proc.signalCode}) ${what}:\n${this.#output}`,
+      );
     }
   }
 }
@@ -155,7 +157,9 @@ export async function waitFor<T>(
     const value = await probe();
     if (value !== undefined) return value;
     if (Date.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${child ? `:\n${child.output()}` : ''}`);
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}${child ? `:\n${child.output()}` : ''}`,
+      );
     }
     await new Promise((r) => setTimeout(r, 50));
   }

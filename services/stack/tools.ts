@@ -6,7 +6,8 @@ import { accessSync, constants } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 
-export const TOOLS_DIR = process.env.NSFWDETECTOR_TOOLS_DIR ?? join(homedir(), '.cache', 'nsfwdetector-tools');
+export const TOOLS_DIR =
+  process.env.NSFWDETECTOR_TOOLS_DIR ?? join(homedir(), '.cache', 'nsfwdetector-tools');
 export const INSTALL_HINT = 'bash .ci/install-tools.sh';
 
 export type Tool = 'envoy' | 'helm' | 'jaeger' | 'promtool';
