@@ -78,6 +78,8 @@ extensions:
         memory:
           max_traces: 100000
   jaeger_query:
+    # No self-tracing (it would dial an OTLP/gRPC collector on :4317 that is not there).
+    enable_tracing: false
     storage:
       traces: memstore
     http:

@@ -1,5 +1,5 @@
 // Where the stack's external tools live: the cache .ci/install-tools.sh fills (pinned versions), or an
-// override per tool (ENVOY_BIN, HELM_BIN, JAEGER_BIN, PROMTOOL_BIN), or the PATH.
+// override per tool (ENVOY_BIN, HELM_BIN, JAEGER_BIN, PROMTOOL_BIN, K6_BIN), or the PATH.
 
 import { execFileSync } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
@@ -10,13 +10,14 @@ export const TOOLS_DIR =
   process.env.NSFWDETECTOR_TOOLS_DIR ?? join(homedir(), '.cache', 'nsfwdetector-tools');
 export const INSTALL_HINT = 'bash .ci/install-tools.sh';
 
-export type Tool = 'envoy' | 'helm' | 'jaeger' | 'promtool';
+export type Tool = 'envoy' | 'helm' | 'jaeger' | 'promtool' | 'k6';
 
 const OVERRIDES: Record<Tool, string> = {
   envoy: 'ENVOY_BIN',
   helm: 'HELM_BIN',
   jaeger: 'JAEGER_BIN',
   promtool: 'PROMTOOL_BIN',
+  k6: 'K6_BIN',
 };
 
 function executable(path: string): boolean {
