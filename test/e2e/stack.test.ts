@@ -91,7 +91,7 @@ describeWithStackTools(
     });
 
     it('refuses a bad or missing key with 401/4011 and no quota headers', async () => {
-      for (const headers of [
+      for (const headers of <Array<Record<string, string>>>[
         { authorization: `Bearer nsk_live_${'0'.repeat(32)}` },
         { authorization: 'Bearer nope' },
         {},

@@ -24,7 +24,11 @@ export async function post(
   const started = performance.now();
   const headers: Record<string, string> = { ...opts.headers };
   if (!(opts.body instanceof FormData)) headers['content-type'] = opts.contentType ?? 'image/jpeg';
-  const res = await fetch(`${baseUrl}${path}`, { method: 'POST', headers, body: opts.body ?? JPEG });
+  const res = await fetch(`${baseUrl}${path}`, {
+    method: 'POST',
+    headers,
+    body: (opts.body ?? JPEG) as BodyInit,
+  });
   return answer(res, started);
 }
 
