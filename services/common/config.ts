@@ -3,7 +3,7 @@
 
 import { isAbsolute, resolve } from 'node:path';
 import { MODEL_NAMES, type ModelName } from '../detect/model/classifier.ts';
-import type { AccountTier } from '../quota/account-store.ts';
+import type { AccountTier } from './account-tier.ts';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';

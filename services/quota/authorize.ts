@@ -1,39 +1,14 @@
 // authorize(facts) → decision: the one place that decides whether a detect request may run and how it
 // is counted. Transports (in-process hook now, Envoy ext_authz later) only translate to and from it.
 
+import type { Authorizer, Decision, RequestFacts, Tier } from '../common/authorizer.ts';
 import type { WindowLimits } from '../common/config.ts';
 import { ApiError } from '../common/errors.ts';
 import type { AccountStore, AccountTier, ResolvedKey } from './account-store.ts';
 import { bearerKey } from './api-keys.ts';
 import type { QuotaOutcome, QuotaStore } from './quota-store.ts';
 
-export type Tier = 'anonymous' | 'free' | 'pro';
-
-export interface RequestFacts {
-  /** Which detect endpoint: the anonymous one (4.1) or the key one (4.2). */
-  endpoint: 'public' | 'open';
-  clientIp: string;
-  /** The raw X-Device-Id header, if any; validated here. */
-  deviceId?: string | undefined;
-  authorization?: string | undefined;
-}
-
-export type Decision =
-  | {
-      allowed: true;
-      tier: Tier;
-      /** The quota subject counted (`anon:ip:…` or `acct:<accountId>`). */
-      subject: string;
-      /** Set on the key endpoint: the account the request is billed to. */
-      accountId?: string;
-      /** Headers for the client (X-RateLimit-*, X-Quota-Tier). */
-      headers: Record<string, string>;
-    }
-  | { allowed: false; error: ApiError };
-
-export interface Authorizer {
-  authorize(facts: RequestFacts): Promise<Decision>;
-}
+export type { Authorizer, Decision, RequestFacts, Tier } from '../common/authorizer.ts';
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
 
