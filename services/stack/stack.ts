@@ -4,6 +4,7 @@
 // stack learns the ports from /proc or Envoy's admin API. `npm run stack` (main.ts) and the e2e suite
 // (test/e2e) both start it through `startStack`.
 
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -172,8 +173,11 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     return found;
   };
 
+  // Detect takes identity headers only with this secret, which Envoy adds on the detect routes.
+  const edgeSecret = productEnv.EDGE_SECRET ?? randomBytes(24).toString('hex');
   const serviceEnv = (otlpPort: number): Record<string, string | undefined> => ({
     ...productEnv,
+    EDGE_SECRET: edgeSecret,
     TSX_DISABLE_CACHE: '1',
     HOST: '127.0.0.1',
     REDIS_URL: `redis://127.0.0.1:${ports.get('redis')}`,
@@ -237,6 +241,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
         '--log-level',
         productEnv.ENVOY_LOG_LEVEL ?? 'warn',
       ],
+      env: { ...process.env, EDGE_SECRET: edgeSecret },
       echo,
     });
     children.set('envoy', envoy);

@@ -158,6 +158,13 @@ describeWithStackTools(
       expect(remaining[2]).toBe((remaining[1] as number) - 1);
     });
 
+    it('refuses identity headers that did not come through the edge (detect called directly)', async () => {
+      const direct = await post(stack.serviceUrls.detect, '/api/public/detect', {
+        headers: { 'x-account-id': 'acct_someone', 'x-quota-tier': 'pro' },
+      });
+      expect({ status: direct.status, code: direct.code }).toEqual({ status: 401, code: 4011 });
+    });
+
     it('answers Envoy-made replies in the envelope: unknown route 404/4040; health and skill bypass the quota', async () => {
       const missing = await get(edge, '/no/such/route');
       expect({ status: missing.status, body: missing.body }).toEqual({
