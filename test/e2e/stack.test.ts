@@ -76,8 +76,8 @@ describeWithStackTools(
         });
         expect(['allow', 'review', 'block']).toContain(answer.body.data.decision);
         expect(answer.headers.get('x-quota-tier')).toBe('anonymous');
-        // Exactly one value: the ext_authz headers, not a second set from detect.
-        expect(answer.headers.get('x-ratelimit-limit')).toBe(LIMITS.ANON_PER_MINUTE);
+        // Exactly one value (the daily window): the ext_authz headers, not a second set from detect.
+        expect(answer.headers.get('x-ratelimit-limit')).toBe(LIMITS.ANON_PER_DAY);
         expect(answer.headers.get('x-ratelimit-remaining')).toMatch(/^\d+$/);
       }
     });
@@ -114,8 +114,8 @@ describeWithStackTools(
       const retryAfter = Number(refused.headers.get('retry-after'));
       expect(retryAfter).toBeGreaterThanOrEqual(1);
       expect(retryAfter).toBeLessThanOrEqual(60);
-      expect(refused.headers.get('x-ratelimit-limit')).toBe('3');
-      expect(refused.headers.get('x-ratelimit-remaining')).toBe('0');
+      expect(refused.headers.get('x-ratelimit-limit')).toBe(LIMITS.FREE_PER_DAY);
+      expect(refused.headers.get('x-ratelimit-remaining')).toBe(String(Number(LIMITS.FREE_PER_DAY) - 3));
       expect(refused.headers.get('x-quota-tier')).toBe('free');
       expect(refused.contentType).toMatch(/^application\/json/);
     });
