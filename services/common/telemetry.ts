@@ -42,6 +42,9 @@ export async function startTelemetry(opts: TelemetryOptions): Promise<boolean> {
         '@opentelemetry/instrumentation-dns': { enabled: false },
         '@opentelemetry/instrumentation-net': { enabled: false },
         '@opentelemetry/instrumentation-runtime-node': { enabled: false },
+        // Log lines get the trace id from our own mixin (logging.ts), which also works with test
+        // processors; this one would add the same keys a second time.
+        '@opentelemetry/instrumentation-pino': { enabled: false },
       }),
     ],
   });
