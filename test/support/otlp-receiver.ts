@@ -40,9 +40,9 @@ interface OtlpExport {
   }>;
 }
 
-const valueOf = (v: OtlpValue): unknown => v.stringValue ?? v.intValue ?? v.boolValue ?? v.doubleValue;
+const plainValue = (v: OtlpValue): unknown => v.stringValue ?? v.intValue ?? v.boolValue ?? v.doubleValue;
 const attributesOf = (list: OtlpAttribute[] = []) =>
-  Object.fromEntries(list.map((a) => [a.key, valueOf(a.value)]));
+  Object.fromEntries(list.map((a) => [a.key, plainValue(a.value)]));
 
 export class OtlpReceiver {
   readonly spans: ReceivedSpan[] = [];
