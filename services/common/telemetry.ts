@@ -26,11 +26,19 @@ export async function startTelemetry(opts: TelemetryOptions): Promise<boolean> {
   const exporting = Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
   if (!exporting && !opts.spanProcessors?.length) return false;
   process.env.OTEL_SERVICE_NAME ??= opts.serviceName;
-  const [{ NodeSDK }, { getNodeAutoInstrumentations }] = await Promise.all([
-    import('@opentelemetry/sdk-node'),
-    import('@opentelemetry/auto-instrumentations-node'),
-  ]);
+  const [{ NodeSDK }, { getNodeAutoInstrumentations }, { createAddHookMessageChannel }, { register }] =
+    await Promise.all([
+      import('@opentelemetry/sdk-node'),
+      import('@opentelemetry/auto-instrumentations-node'),
+      import('import-in-the-middle'),
+      import('node:module'),
+    ]);
   if (sdk) return true;
+  // Our code and its packages are ES modules, which the instrumentations' require hook never sees
+  // (ioredis and fastify would run unpatched: no Redis command span in the trace). The ESM loader hook
+  // patches them as they are imported; the message channel limits it to the modules instrumented.
+  const { registerOptions, waitForAllMessagesAcknowledged } = createAddHookMessageChannel();
+  register('import-in-the-middle/hook.mjs', import.meta.url, registerOptions);
   sdk = new NodeSDK({
     serviceName: opts.serviceName,
     // Without our own processors the SDK builds the OTLP exporter from the OTEL_* environment.
@@ -49,6 +57,7 @@ export async function startTelemetry(opts: TelemetryOptions): Promise<boolean> {
     ],
   });
   sdk.start();
+  await waitForAllMessagesAcknowledged();
   return true;
 }
 
