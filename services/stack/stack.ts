@@ -238,6 +238,9 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
         adminPath,
         // Several Envoys may run on one machine (tests): no shared hot-restart memory.
         '--disable-hot-restart',
+        // Access log lines appear within a second (default: every 10 s).
+        '--file-flush-interval-msec',
+        '1000',
         '--log-level',
         productEnv.ENVOY_LOG_LEVEL ?? 'warn',
       ],
