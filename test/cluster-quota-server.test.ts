@@ -63,6 +63,11 @@ describeRedis('the quota server on Redis', () => {
     const server = spans.find((s) => s.kind === 2);
     expect(server?.parentSpanId, 'the server span continues the caller span').toBe('00f067aa0ba902b7');
     expect(server?.service).toBe('nsfwdetector-quota');
+    // The readiness probes before it (each one a Redis PING) left no trace.
+    const probes = receiver?.spans.filter(
+      (s) => s.attributes['url.path'] === '/internal/ready' || s.name === 'ping',
+    );
+    expect(probes).toEqual([]);
   });
 
   it('counts decisions by tier and outcome, in metrics promtool accepts', async (ctx) => {
