@@ -120,6 +120,8 @@ describeRedis('the quota server on Redis', () => {
   it('finishes an in-flight check on SIGTERM and exits 0', async () => {
     let status = 0;
     let body = '';
+    // Draining: the last answer on a keep-alive connection closes it, so the server can exit.
+    let connection = '';
     const req = request(`${quota.url}/ext_authz/api/public/detect`, {
       method: 'POST',
       headers: { 'content-type': 'application/octet-stream', 'content-length': '10' },
@@ -127,6 +129,7 @@ describeRedis('the quota server on Redis', () => {
     const answered = new Promise<void>((resolve, reject) => {
       req.on('response', (res) => {
         status = res.statusCode ?? 0;
+        connection = res.headers.connection ?? '';
         res.on('data', (c) => (body += c));
         res.on('end', resolve);
       });
@@ -140,6 +143,7 @@ describeRedis('the quota server on Redis', () => {
     req.end('67890');
     await answered;
     expect(status, body).toBe(200);
+    expect(connection).toBe('close');
     expect(await quota.exited).toBe(0);
   });
 });
