@@ -36,12 +36,13 @@ describe('requireEdgeIdentity', () => {
 
   it('refuses 401/4011 without both headers or with an unknown tier', async () => {
     const a = await edgeApp(undefined);
-    for (const headers of [
+    const cases: Array<Record<string, string>> = [
       {},
       { 'x-account-id': '-' },
       { 'x-quota-tier': 'free' },
       { 'x-account-id': '-', 'x-quota-tier': 'gold' },
-    ]) {
+    ];
+    for (const headers of cases) {
       const res = await detect(a, headers);
       expect(res.statusCode, JSON.stringify(headers)).toBe(401);
       expect(res.json().code).toBe(4011);
