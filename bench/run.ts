@@ -14,6 +14,7 @@ import { authorizeBench } from './authorize.ts';
 import { closeLoadConnections, postOnce, runLoad } from './http-load.ts';
 import { benchImages, largePng, ONE_MP } from './images.ts';
 import { nsfwjsWasmImagesPerSecond } from './nsfwjs-baseline.ts';
+import { stackFigures } from './stack.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const config = loadConfig();
@@ -140,6 +141,13 @@ const uploads = await Promise.all(Array.from({ length: 8 }, () => postOnce(url, 
 clearInterval(sampler);
 rssPeak = Math.max(rssPeak, readStatus(pid, 'VmRSS'));
 const uploadStatuses = uploads.map((u) => u.status).join(',');
+// (e) the same load through the cluster stack's edge, in rounds beside this embedded server.
+const edgeLines = await stackFigures({
+  embeddedUrl: url,
+  bodies,
+  seconds: SECONDS,
+  env: { ANON_PER_MINUTE: '1000000', ANON_PER_DAY: '1000000', LOG_LEVEL: 'warn' },
+});
 closeLoadConnections();
 await server.stop();
 
@@ -180,6 +188,7 @@ const lines: Array<[string, string]> = [
     'server RSS, 8 concurrent ~49 MB uploads',
     `peak ${fmt(rssPeak / MiB, 0)} MiB (before ${fmt(rssBefore / MiB, 0)} MiB; upload ${fmt(big.length / MiB, 1)} MiB; statuses ${uploadStatuses})  (target ≤ 1024 MiB)`,
   ],
+  ...edgeLines,
 ];
 const width = Math.max(...lines.map(([k]) => k.length));
 console.log('');

@@ -144,33 +144,44 @@ function runK6(script: string, env: Record<string, string>, onOutput?: (chunk: s
 export async function runQuota(onOutput?: (chunk: string) => void): Promise<RunResult> {
   const stack = await startStack({ ...QUOTA_LIMITS });
   try {
-    const { env } = stack;
-    await createAccount(env, 'k6-free@example.com', 'free');
-    await createAccount(env, 'k6-pro@example.com', 'pro');
-    const free1 = await createKey(env, 'k6-free@example.com', 'k6 free 1');
-    const free2 = await createKey(env, 'k6-free@example.com', 'k6 free 2');
-    const pro = await createKey(env, 'k6-pro@example.com', 'k6 pro');
-    const doomed = await createKey(env, 'k6-free@example.com', 'k6 revoked');
-    await admin(env, ['revoke-key', doomed.key.id]);
-    return await runK6(
-      'quota.js',
-      {
-        ...QUOTA_LIMITS,
-        BASE_URL: stack.server.url,
-        // A small JPEG (3.3 KB, one TCP segment): refusals answer before reading the body and close the
-        // connection when the upload is still in flight, and under load a client then sometimes sees
-        // EPIPE/ECONNRESET instead of the 401/429 (about 0.5 % with the 81 KB 320x240.jpg). That is a
-        // detect-path matter of its own; this scenario is about counts, codes and headers.
-        IMAGE: fixture('centered_image.jpeg'),
-        FREE_KEYS: `${free1.secret},${free2.secret}`,
-        PRO_KEY: pro.secret,
-        REVOKED_KEY: doomed.secret,
-      },
-      onOutput,
-    );
+    return await runQuotaOn(stack.server.url, stack.env, onOutput);
   } finally {
     await stack.close();
   }
+}
+
+/**
+ * The quota scenario against a running server started with QUOTA_LIMITS, whose stores `env` names
+ * (REDIS_URL): the embedded server, or the cluster stack's edge (test/e2e).
+ */
+export async function runQuotaOn(
+  baseUrl: string,
+  env: Record<string, string>,
+  onOutput?: (chunk: string) => void,
+): Promise<RunResult> {
+  await createAccount(env, 'k6-free@example.com', 'free');
+  await createAccount(env, 'k6-pro@example.com', 'pro');
+  const free1 = await createKey(env, 'k6-free@example.com', 'k6 free 1');
+  const free2 = await createKey(env, 'k6-free@example.com', 'k6 free 2');
+  const pro = await createKey(env, 'k6-pro@example.com', 'k6 pro');
+  const doomed = await createKey(env, 'k6-free@example.com', 'k6 revoked');
+  await admin(env, ['revoke-key', doomed.key.id]);
+  return await runK6(
+    'quota.js',
+    {
+      ...QUOTA_LIMITS,
+      BASE_URL: baseUrl,
+      // A small JPEG (3.3 KB, one TCP segment): refusals answer before reading the body and close the
+      // connection when the upload is still in flight, and under load a client then sometimes sees
+      // EPIPE/ECONNRESET instead of the 401/429 (about 0.5 % with the 81 KB 320x240.jpg). That is a
+      // detect-path matter of its own; this scenario is about counts, codes and headers.
+      IMAGE: fixture('centered_image.jpeg'),
+      FREE_KEYS: `${free1.secret},${free2.secret}`,
+      PRO_KEY: pro.secret,
+      REVOKED_KEY: doomed.secret,
+    },
+    onOutput,
+  );
 }
 
 /** The throughput scenario (loadtests/throughput.js) through the key endpoint of a pro account. */

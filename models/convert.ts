@@ -7,8 +7,8 @@
 // --if-missing        only convert models whose .onnx is absent or does not match its checksum
 // --update-checksums  record the new hashes instead of checking them (after upgrading nsfwjs)
 //
-// At run time the detect service calls ensureModel(name), which does the same as --if-missing for
-// one model and returns the file's path.
+// The services never convert: they load the checksummed file (services/detect/model/model-file.ts).
+// ensureModel(name) does what --if-missing does for one model, for tests and tools.
 
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';

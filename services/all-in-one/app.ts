@@ -4,6 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import { createRootApp, type RootAppOptions } from '../common/root-app.ts';
 import detectApp from '../detect/app.ts';
+import { intakeLimitsFrom } from '../detect/intake.ts';
 import type { ModelSlot } from '../detect/model/model-slot.ts';
 import { WorkGate } from '../detect/work-gate.ts';
 import healthApp from '../health/app.ts';
@@ -35,12 +36,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     authorizer: createAuthorizer(deps, app.log),
     gate,
     thresholds: config.thresholds,
-    intake: {
-      maxBytes: config.maxFileBytes,
-      idleTimeoutMs: config.uploadIdleTimeoutMs,
-      minBytesPerSecond: config.uploadMinBytesPerSecond,
-      minRateGraceMs: config.uploadMinRateGraceMs,
-    },
+    intake: intakeLimitsFrom(config),
     limits: config.limits,
   });
   await registerConsole(app, deps);

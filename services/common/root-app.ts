@@ -7,6 +7,7 @@ import Fastify, { type FastifyInstance, LogController } from 'fastify';
 import type { Config } from './config.ts';
 import { handleClientError, installExpectGuard, type LingerOptions } from './connection-guards.ts';
 import { allowedMethods, installEnvelopeHandlers } from './envelope.ts';
+import { traceContextMixin } from './logging.ts';
 import { RefusalLog } from './refusal-log.ts';
 
 export interface RootAppOptions {
@@ -29,8 +30,11 @@ export function createRootApp({
   refusalLogIntervalMs,
 }: RootAppOptions): FastifyInstance {
   const app: FastifyInstance = Fastify({
+    // JSON lines; each one logged during a traced request names its trace (logging.ts).
     logger:
-      logger === false ? false : { level: config.logLevel, ...(logStream ? { stream: logStream } : {}) },
+      logger === false
+        ? false
+        : { level: config.logLevel, mixin: traceContextMixin, ...(logStream ? { stream: logStream } : {}) },
     // Only faults are logged one by one (by the error handler); refusals are counted; never bodies.
     logController: new LogController({ disableRequestLogging: true }),
     // Trust exactly as many X-Forwarded-For hops as the edge in front of us adds (Envoy: 1).

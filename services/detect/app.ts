@@ -5,10 +5,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Authorizer, RequestFacts } from '../common/authorizer.ts';
 import { ok } from '../common/envelope.ts';
 import { ApiError } from '../common/errors.ts';
 import { inSpan, recordSpan } from '../common/telemetry.ts';
-import type { Authorizer, RequestFacts } from '../quota/authorize.ts';
 import { probeHeader } from './image/probe.ts';
 import { sniffFormat } from './image/sniff.ts';
 import type { DimensionLimits } from './image/types.ts';

@@ -7,6 +7,7 @@ import { createHash, type Hash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { Busboy, type BusboyFileStream } from '@fastify/busboy';
+import type { Config } from '../common/config.ts';
 import { ApiError } from '../common/errors.ts';
 import { formatFromMimeType } from './image/sniff.ts';
 import type { ImageFormat } from './image/types.ts';
@@ -48,6 +49,16 @@ export interface IntakeLimits {
   /** An upload averaging less than this (bytes/s) after `minRateGraceMs` is refused (4001); 0: off. */
   minBytesPerSecond?: number;
   minRateGraceMs?: number;
+}
+
+/** The intake limits a configuration sets (every composition that serves detect uses these). */
+export function intakeLimitsFrom(config: Config): IntakeLimits {
+  return {
+    maxBytes: config.maxFileBytes,
+    idleTimeoutMs: config.uploadIdleTimeoutMs,
+    minBytesPerSecond: config.uploadMinBytesPerSecond,
+    minRateGraceMs: config.uploadMinRateGraceMs,
+  };
 }
 
 /** The memory the upload may take: asked for every chunk as it arrives. */

@@ -26,7 +26,16 @@ treat 503/5001 as "unknown", never as "safe".
 Readiness: \`/api/public/health\` answers as soon as the process is up; an operator's readiness signal is
 \`GET /internal/ready\` (200 once the model is loaded and detect can score; not part of this document).`;
 
-export async function registerOpenApi(app: FastifyInstance): Promise<void> {
+export interface OpenApiOptions {
+  /**
+   * The document to serve, when this instance does not hold every public route itself (the cluster's
+   * health service: detect's routes live in another process — see document.ts). Default: this
+   * instance's own routes.
+   */
+  document?: object;
+}
+
+export async function registerOpenApi(app: FastifyInstance, opts: OpenApiOptions = {}): Promise<void> {
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -77,7 +86,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     },
     async (_request, reply) => {
       // Routes are all known once the server is ready; the document is built once, on first request.
-      document ??= JSON.stringify(app.swagger());
+      document ??= JSON.stringify(opts.document ?? app.swagger());
       return reply
         .type('application/json; charset=utf-8')
         .header('cache-control', 'public, max-age=300')

@@ -11,12 +11,9 @@
 // - A store that cannot answer (Redis down, file unreadable) rejects with the underlying error; the
 //   caller maps it (authorize → 503/5001). "Not found" is `undefined`, never an exception.
 
-export const ACCOUNT_TIERS = ['free', 'pro'] as const;
-export type AccountTier = (typeof ACCOUNT_TIERS)[number];
+import type { AccountTier } from '../common/account-tier.ts';
 
-export function isAccountTier(value: unknown): value is AccountTier {
-  return typeof value === 'string' && (ACCOUNT_TIERS as readonly string[]).includes(value);
-}
+export { ACCOUNT_TIERS, type AccountTier, isAccountTier } from '../common/account-tier.ts';
 
 export interface Account {
   /** `acc_` + 16 lowercase hex. */

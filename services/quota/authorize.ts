@@ -2,52 +2,14 @@
 // is counted. Transports (in-process hook now, Envoy ext_authz later) only translate to and from it.
 
 import { randomUUID } from 'node:crypto';
+import type { Authorizer, Decision, RequestFacts, Tier } from '../common/authorizer.ts';
 import type { WindowLimits } from '../common/config.ts';
 import { ApiError } from '../common/errors.ts';
 import type { AccountStore, AccountTier, ResolvedKey } from './account-store.ts';
 import { bearerKey } from './api-keys.ts';
 import { outcomeOf, type QuotaOutcome, type QuotaStore } from './quota-store.ts';
 
-export type Tier = 'anonymous' | 'free' | 'pro';
-
-export interface RequestFacts {
-  /** Which detect endpoint: the anonymous one (4.1) or the key one (4.2). */
-  endpoint: 'public' | 'open';
-  clientIp: string;
-  /** The raw X-Device-Id header, if any; validated here. */
-  deviceId?: string | undefined;
-  authorization?: string | undefined;
-  /** Names the charge, for `refund`; a fresh id when absent. */
-  requestId?: string | undefined;
-}
-
-export type Decision =
-  | {
-      allowed: true;
-      tier: Tier;
-      /** The quota subject counted (`anon:ip:…` or `acct:<accountId>`). */
-      subject: string;
-      /** Set on the key endpoint: the account the request is billed to. */
-      accountId?: string;
-      /** Headers for the client (X-RateLimit-*, X-Quota-Tier). */
-      headers: Record<string, string>;
-      /** Set when the request was counted: `refund(requestId)` takes the charge back. */
-      requestId?: string;
-    }
-  | { allowed: false; error: ApiError };
-
-export interface Authorizer {
-  /** Decides and, when allowed, counts the request. */
-  authorize(facts: RequestFacts): Promise<Decision>;
-  /**
-   * What `authorize` would decide, counting nothing: for a request that will be refused anyway (no
-   * capacity), so that it still gets its 401 or 429 when that is its answer, and otherwise an
-   * uncharged 503. An `allowed` answer counts nothing and carries no requestId.
-   */
-  check(facts: RequestFacts): Promise<Decision>;
-  /** Takes back the charge of a counted request answered 503 (idempotent; never rejects). */
-  refund(requestId: string): Promise<void>;
-}
+export type { Authorizer, Decision, RequestFacts, Tier } from '../common/authorizer.ts';
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
 

@@ -1,9 +1,10 @@
-// Loads the configured model into a pool of scoring workers (one ONNX session each); the bundled
-// nsfwjs weights are converted on first use, checksummed.
+// Loads the configured model into a pool of scoring workers (one ONNX session each), from the
+// checksummed file `npm run models` built; a missing or stale file fails here, before any worker starts.
 
 import type { Config } from '../../common/config.ts';
 import type { ImageScorer } from '../scoring/image-scorer.ts';
 import { type WorkerPoolOptions, WorkerPoolScorer } from '../scoring/worker-pool-scorer.ts';
+import { verifiedModelFile } from './model-file.ts';
 
 /**
  * Images one worker decodes and infers at once; more images handed to the pool wait in its queue.
@@ -23,6 +24,7 @@ export function scoringPoolOptions(config: Config): WorkerPoolOptions {
   };
 }
 
-export function loadScorer(config: Config, onWorkerError: (err: Error) => void): Promise<ImageScorer> {
+export async function loadScorer(config: Config, onWorkerError: (err: Error) => void): Promise<ImageScorer> {
+  await verifiedModelFile(config.model);
   return WorkerPoolScorer.create({ ...scoringPoolOptions(config), onWorkerError });
 }

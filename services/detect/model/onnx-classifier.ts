@@ -1,7 +1,8 @@
 // The Classifier backed by onnxruntime-node: one InferenceSession per model on the CPU execution
-// provider, graph optimizations on (ORT fuses Conv+BatchNorm+Clip). The ONNX graphs come from
-// models/convert.ts; their input is NHWC float32 [N, S, S, 3] in [0, 1] and their output the
-// softmax probabilities [N, 5] in nsfwjs's class order.
+// provider, graph optimizations on (ORT fuses Conv+BatchNorm+Clip). The ONNX graphs are built by
+// models/convert.ts (a build step: `npm run models`) and only loaded here, checksummed (model-file.ts).
+// Their input is NHWC float32 [N, S, S, 3] in [0, 1], their output the softmax probabilities [N, 5]
+// in nsfwjs's class order.
 //
 // Note: onnxruntime-node runs a session synchronously on the calling JS thread (inside a
 // setImmediate), so a classify() blocks this thread's event loop for the whole inference and
@@ -9,7 +10,6 @@
 // inference over more cores.
 
 import * as ort from 'onnxruntime-node';
-import { ensureModel } from '../../../models/convert.ts';
 import {
   CLASS_NAMES,
   type Classifier,
@@ -17,6 +17,7 @@ import {
   MODEL_INPUT_SIZE,
   type ModelName,
 } from './classifier.ts';
+import { verifiedModelFile } from './model-file.ts';
 
 /**
  * ONNX Runtime's telemetry writes session files (.ses, mat-debug-*.log) into TMPDIR when a session is
@@ -36,7 +37,7 @@ export interface OnnxClassifierOptions {
    * inception_v3 ~115 ms with 1, ~68 ms with 2.
    */
   intraOpThreads?: number;
-  /** Path of the .onnx file; by default ensureModel(model) converts it if absent or stale. */
+  /** Path of the .onnx file; by default models/<model>.onnx, verified against checksums.json. */
   modelPath?: string;
 }
 
@@ -59,7 +60,7 @@ export class OnnxClassifier implements Classifier {
   }
 
   static async create(opts: OnnxClassifierOptions): Promise<OnnxClassifier> {
-    const file = opts.modelPath ?? (await ensureModel(opts.model));
+    const file = opts.modelPath ?? (await verifiedModelFile(opts.model));
     disableOrtTelemetry();
     const session = await ort.InferenceSession.create(file, {
       executionProviders: ['cpu'],

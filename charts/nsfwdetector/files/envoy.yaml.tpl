@@ -1,0 +1,218 @@
+# The edge (Envoy) of nsfwdetector's cluster mode. Rendered by templates/envoy-configmap.yaml; the local
+# stack (`npm run stack`) renders the same file with values-local.yaml. What it guarantees:
+# - quota first: every request passes ext_authz (the quota-and-auth service) before any upstream sees
+#   it; an unreachable or failing quota service is a 503/5001, never "allowed";
+# - client-sent identity headers are stripped before ext_authz, so x-account-id / x-quota-tier reach
+#   detect only as the quota service set them;
+# - every answer Envoy makes itself is the spec's envelope {code, message} (local_reply_config);
+# - bodies stream (no buffering filter, so no Envoy 413: the 50 MiB rule is detect's, 400/4003);
+# - nothing is retried; every cluster has circuit breakers and timeouts.
+{{- $e := .Values.envoy }}
+{{- $up := $e.upstreams }}
+{{- /* Keep equal to services/quota/ext-authz.ts (test/e2e/envoy-config.test.ts compares them). */}}
+{{- $checkRequestHeaders := list "authorization" "x-device-id" "x-forwarded-for" }}
+{{- $upstreamHeaders := list "x-account-id" "x-quota-tier" }}
+{{- $clientHeadersOnSuccess := list "x-ratelimit-limit" "x-ratelimit-remaining" "x-ratelimit-reset" "x-quota-tier" }}
+{{- $clientHeadersOnDeny := concat $clientHeadersOnSuccess (list "retry-after" "content-type") }}
+{{- $edgeSecretHeader := list (dict "header" (dict "key" "x-edge-secret" "value" "%ENVIRONMENT(EDGE_SECRET)%") "append_action" "OVERWRITE_IF_EXISTS_OR_ADD") }}
+{{- $noExtAuthz := dict "envoy.filters.http.ext_authz" (dict "@type" "type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute" "disabled" true) }}
+admin:
+  # Loopback only: the admin interface can stop the server and dump its configuration.
+  address:
+    socket_address: { address: 127.0.0.1, port_value: {{ $e.admin.port }} }
+# Bounded downstream connections: past the limit new connections are refused, not queued.
+overload_manager:
+  resource_monitors:
+    - name: envoy.resource_monitors.global_downstream_max_connections
+      typed_config:
+        "@type": type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig
+        max_active_downstream_connections: {{ $e.maxDownstreamConnections }}
+static_resources:
+  listeners:
+    - name: edge
+      address:
+        socket_address: { address: {{ $e.listener.address | quote }}, port_value: {{ $e.listener.port }} }
+      filter_chains:
+        - filters:
+            - name: envoy.filters.network.http_connection_manager
+              typed_config:
+                "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+                stat_prefix: edge
+                # The client is the socket peer, appended to X-Forwarded-For; a client's own
+                # X-Forwarded-For entries are never trusted beyond the load balancers declared here.
+                use_remote_address: true
+                xff_num_trusted_hops: {{ $e.xffNumTrustedHops }}
+                generate_request_id: true
+                stream_idle_timeout: {{ $e.streamIdleTimeout }}
+                # Answers look as the embedded server's do: no "server: envoy".
+                server_header_transformation: PASS_THROUGH
+                tracing:
+                  random_sampling: { value: {{ $e.tracing.samplingPercent }} }
+                  provider:
+                    name: envoy.tracers.opentelemetry
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.config.trace.v3.OpenTelemetryConfig
+                      service_name: nsfwdetector-edge
+                      http_service:
+                        http_uri:
+                          uri: "http://{{ $e.tracing.collector.address }}:{{ $e.tracing.collector.port }}/v1/traces"
+                          cluster: trace_collector
+                          timeout: 1s
+                access_log:
+                  - name: envoy.access_loggers.stdout
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog
+                      log_format:
+                        json_format:
+                          time: "%START_TIME%"
+                          trace_id: "%TRACE_ID%"
+                          request_id: "%REQ(X-REQUEST-ID)%"
+                          method: "%REQ(:METHOD)%"
+                          path: "%REQ(:PATH)%"
+                          status: "%RESPONSE_CODE%"
+                          flags: "%RESPONSE_FLAGS%"
+                          details: "%RESPONSE_CODE_DETAILS%"
+                          upstream: "%UPSTREAM_CLUSTER%"
+                          client: "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%"
+                          bytes_received: "%BYTES_RECEIVED%"
+                          bytes_sent: "%BYTES_SENT%"
+                          duration_ms: "%DURATION%"
+                # Replies Envoy makes itself, in the spec's envelope. The first matching mapper wins.
+                local_reply_config:
+                  mappers:
+                    # The quota service's own refusals (401/4011, 429/4290/4291) pass untouched, with
+                    # its body, Retry-After and X-RateLimit-* headers.
+                    - filter:
+                        and_filter:
+                          filters:
+                            - response_flag_filter: { flags: [UAEX] }
+                            - status_code_filter:
+                                comparison: { op: LE, value: { default_value: 499, runtime_key: nsfwdetector.local_reply.deny_max } }
+                    - filter:
+                        status_code_filter:
+                          comparison: { op: EQ, value: { default_value: 413, runtime_key: nsfwdetector.local_reply.too_large } }
+                      status_code: 400
+                      body_format_override:
+                        text_format_source: { inline_string: '{"code":4003,"message":"File too large: the limit is 50 MB (52428800 bytes)"}' }
+                        content_type: application/json
+                    - filter:
+                        response_flag_filter: { flags: [NR] }
+                      status_code: 404
+                      body_format_override:
+                        text_format_source: { inline_string: '{"code":4040,"message":"Not found"}' }
+                        content_type: application/json
+                    # Upstream down, refusing, overflowing or timing out; ext_authz unreachable or failing.
+                    - filter:
+                        status_code_filter:
+                          comparison: { op: GE, value: { default_value: 500, runtime_key: nsfwdetector.local_reply.unavailable } }
+                      status_code: 503
+                      headers_to_add:
+                        - header: { key: retry-after, value: {{ $e.retryAfterSeconds | quote }} }
+                          append_action: OVERWRITE_IF_EXISTS_OR_ADD
+                      body_format_override:
+                        text_format_source: { inline_string: '{"code":5001,"message":"Service temporarily unavailable; treat as unknown, not safe"}' }
+                        content_type: application/json
+                    # Anything else Envoy refuses (malformed request, headers too large, idle stream).
+                    - filter:
+                        status_code_filter:
+                          comparison: { op: GE, value: { default_value: 400, runtime_key: nsfwdetector.local_reply.bad_request } }
+                      body_format_override:
+                        text_format_source: { inline_string: '{"code":4001,"message":"Bad request"}' }
+                        content_type: application/json
+                route_config:
+                  name: edge
+                  virtual_hosts:
+                    - name: nsfwdetector
+                      domains: ["*"]
+                      routes:
+                        # x-edge-secret: the detect server's EDGE_SECRET, from Envoy's own environment
+                        # (a Secret in the pod, never this ConfigMap); it replaces any client-sent copy.
+                        - match: { path: /api/public/detect }
+                          route: { cluster: detect, timeout: {{ $up.detect.routeTimeout }} }
+                          request_headers_to_add: {{ $edgeSecretHeader | toJson }}
+                        - match: { path: /api/open/detect }
+                          route: { cluster: detect, timeout: {{ $up.detect.routeTimeout }} }
+                          request_headers_to_add: {{ $edgeSecretHeader | toJson }}
+                        - match: { path: /api/public/health }
+                          route: { cluster: health, timeout: {{ $up.health.routeTimeout }} }
+                          typed_per_filter_config: {{ $noExtAuthz | toJson }}
+                        - match: { path: /openapi.json }
+                          route: { cluster: health, timeout: {{ $up.health.routeTimeout }} }
+                          typed_per_filter_config: {{ $noExtAuthz | toJson }}
+                        - match: { path: /docs/api }
+                          route: { cluster: health, timeout: {{ $up.health.routeTimeout }} }
+                          typed_per_filter_config: {{ $noExtAuthz | toJson }}
+                        - match: { prefix: /docs/api/ }
+                          route: { cluster: health, timeout: {{ $up.health.routeTimeout }} }
+                          typed_per_filter_config: {{ $noExtAuthz | toJson }}
+                        - match: { path: /docs/skill.md }
+                          route: { cluster: health, timeout: {{ $up.health.routeTimeout }} }
+                          typed_per_filter_config: {{ $noExtAuthz | toJson }}
+                        - match: { prefix: /skill/ }
+                          route: { cluster: health, timeout: {{ $up.health.routeTimeout }} }
+                          typed_per_filter_config: {{ $noExtAuthz | toJson }}
+                        # The console (pages and /console/api/*) is served by the quota service.
+                        - match: { path: /console }
+                          route: { cluster: quota, timeout: {{ $up.quota.routeTimeout }} }
+                          typed_per_filter_config: {{ $noExtAuthz | toJson }}
+                        - match: { prefix: /console/ }
+                          route: { cluster: quota, timeout: {{ $up.quota.routeTimeout }} }
+                          typed_per_filter_config: {{ $noExtAuthz | toJson }}
+                http_filters:
+                  # A client must not pose as an account: its own copies of the identity headers go
+                  # before ext_authz sets them.
+                  - name: envoy.filters.http.header_mutation
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation
+                      mutations:
+                        request_mutations:
+{{- range $upstreamHeaders }}
+                          - remove: {{ . | quote }}
+{{- end }}
+                  - name: envoy.filters.http.ext_authz
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz
+                      transport_api_version: V3
+                      failure_mode_allow: false
+                      status_on_error: { code: ServiceUnavailable }
+                      # No with_request_body: the upload streams to detect, never buffered here.
+                      allowed_headers:
+                        {{- include "nsfwdetector.headerPatterns" $checkRequestHeaders | nindent 24 }}
+                      http_service:
+                        server_uri:
+                          uri: "http://{{ $up.quota.address }}:{{ $up.quota.port }}"
+                          cluster: quota
+                          timeout: {{ $e.extAuthzTimeout }}
+                        path_prefix: /ext_authz
+                        authorization_response:
+                          allowed_upstream_headers:
+                            {{- include "nsfwdetector.headerPatterns" $upstreamHeaders | nindent 28 }}
+                          allowed_client_headers:
+                            {{- include "nsfwdetector.headerPatterns" $clientHeadersOnDeny | nindent 28 }}
+                          allowed_client_headers_on_success:
+                            {{- include "nsfwdetector.headerPatterns" $clientHeadersOnSuccess | nindent 28 }}
+                  # A declared body over the limit is refused here (413, answered as 400/4003 by the
+                  # mapper above) without reading it, after ext_authz so it counts as in the embedded
+                  # server. Smaller bodies, and bodies of unknown length, stream on: detect applies the
+                  # 50 MiB rule itself. (A detect refusal that closes the upstream connection while Envoy
+                  # still sends the body could otherwise reach the client as 503.)
+                  - name: envoy.filters.http.lua
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua
+                      default_source_code:
+                        inline_string: |
+                          function envoy_on_request(handle)
+                            local length = tonumber(handle:headers():get("content-length"))
+                            if length ~= nil and length > {{ int64 $e.maxRequestBytes }} then
+                              handle:respond({[":status"] = "413"}, "")
+                            end
+                          end
+                  - name: envoy.filters.http.router
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+                      suppress_envoy_headers: true
+  clusters:
+    {{- include "nsfwdetector.envoyCluster" (dict "name" "detect" "upstream" $up.detect) | nindent 4 }}
+    {{- include "nsfwdetector.envoyCluster" (dict "name" "health" "upstream" $up.health) | nindent 4 }}
+    {{- include "nsfwdetector.envoyCluster" (dict "name" "quota" "upstream" $up.quota) | nindent 4 }}
+    {{- include "nsfwdetector.envoyCluster" (dict "name" "trace_collector" "upstream" $e.tracing.collector) | nindent 4 }}

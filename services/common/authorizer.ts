@@ -1,0 +1,46 @@
+// The admission capability: may this detect request run, and how is it counted? The quota service
+// implements it (QuotaAuthorizer); the detect service only consumes it, so both depend on this file
+// and detect never imports quota.
+
+import type { ApiError } from './errors.ts';
+
+export type Tier = 'anonymous' | 'free' | 'pro';
+
+export interface RequestFacts {
+  /** Which detect endpoint: the anonymous one (4.1) or the key one (4.2). */
+  endpoint: 'public' | 'open';
+  clientIp: string;
+  /** The raw X-Device-Id header, if any; validated by the implementation. */
+  deviceId?: string | undefined;
+  authorization?: string | undefined;
+  /** Names the charge, for `refund`; a fresh id when absent. */
+  requestId?: string | undefined;
+}
+
+export type Decision =
+  | {
+      allowed: true;
+      tier: Tier;
+      /** The quota subject counted (`anon:ip:…` or `acct:<accountId>`). */
+      subject: string;
+      /** Set on the key endpoint: the account the request is billed to. */
+      accountId?: string;
+      /** Headers for the client (X-RateLimit-*, X-Quota-Tier). */
+      headers: Record<string, string>;
+      /** Set when the request was counted: `refund(requestId)` takes the charge back. */
+      requestId?: string;
+    }
+  | { allowed: false; error: ApiError };
+
+export interface Authorizer {
+  /** Decides and, when allowed, counts the request. */
+  authorize(facts: RequestFacts): Promise<Decision>;
+  /**
+   * What `authorize` would decide, counting nothing: for a request that will be refused anyway (no
+   * capacity), so that it still gets its 401 or 429 when that is its answer, and otherwise an
+   * uncharged 503. An `allowed` answer counts nothing and carries no requestId.
+   */
+  check(facts: RequestFacts): Promise<Decision>;
+  /** Takes back the charge of a counted request answered 503 (idempotent; never rejects). */
+  refund(requestId: string): Promise<void>;
+}

@@ -1,0 +1,34 @@
+// The public document for a process that serves only part of the public routes (cluster mode: the
+// health service publishes /openapi.json while detect's routes live in the detect service). It is built
+// from the very plugins and schemas the services register, on an instance that never listens and is
+// closed at once, so the cluster publishes the same document as `npm start`.
+
+import type { Config } from '../common/config.ts';
+import { createRootApp } from '../common/root-app.ts';
+import detectApp from '../detect/app.ts';
+import { EdgeAuthorizer } from '../detect/edge-identity.ts';
+import { intakeLimitsFrom } from '../detect/intake.ts';
+import { ModelSlot } from '../detect/model/model-slot.ts';
+import { WorkGate } from '../detect/work-gate.ts';
+import healthApp from '../health/app.ts';
+import { registerOpenApi } from './app.ts';
+
+export async function buildPublicDocument(config: Config): Promise<object> {
+  const app = createRootApp({ config, logger: false });
+  try {
+    await registerOpenApi(app);
+    await app.register(healthApp);
+    await app.register(detectApp, {
+      model: new ModelSlot(),
+      authorizer: new EdgeAuthorizer(),
+      gate: new WorkGate(config.concurrency),
+      thresholds: config.thresholds,
+      intake: intakeLimitsFrom(config),
+      limits: config.limits,
+    });
+    await app.ready();
+    return app.swagger();
+  } finally {
+    await app.close();
+  }
+}

@@ -1,0 +1,42 @@
+// Renders the chart's Envoy configuration (charts/nsfwdetector/files/envoy.yaml.tpl) with `helm
+// template`, exactly as a deployment would, and returns the JSON document the ConfigMap holds.
+
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { requireTool } from './tools.ts';
+
+const execFileAsync = promisify(execFile);
+
+export const CHART_DIR = fileURLToPath(new URL('../../charts/nsfwdetector/', import.meta.url));
+export const LOCAL_VALUES = `${CHART_DIR}values-local.yaml`;
+
+/** Envoy's bootstrap configuration, as JSON (Envoy reads it as YAML). */
+export type EnvoyConfig = Record<string, unknown>;
+
+/**
+ * `helm template` of the Envoy ConfigMap with the given values files and `--set` overrides; the
+ * document under `data."envoy.yaml"`.
+ */
+export async function renderEnvoyConfig(
+  opts: { valuesFiles?: string[]; set?: Record<string, string | number> } = {},
+): Promise<EnvoyConfig> {
+  const args = ['template', 'nsfwdetector', CHART_DIR, '--show-only', 'templates/envoy-configmap.yaml'];
+  for (const file of opts.valuesFiles ?? []) args.push('--values', file);
+  for (const [key, value] of Object.entries(opts.set ?? {})) args.push('--set', `${key}=${value}`);
+  const { stdout } = await execFileAsync(requireTool('helm'), args, { maxBuffer: 16 * 1024 * 1024 });
+  return JSON.parse(blockScalar(stdout, 'envoy.yaml')) as EnvoyConfig;
+}
+
+/** The literal block scalar `key: |` of a rendered manifest (our own template: 4-space indent). */
+function blockScalar(manifest: string, key: string): string {
+  const lines = manifest.split('\n');
+  const start = lines.findIndex((l) => l.trimEnd() === `  ${key}: |`);
+  if (start < 0) throw new Error(`rendered chart has no ${key} block:\n${manifest}`);
+  const body: string[] = [];
+  for (const line of lines.slice(start + 1)) {
+    if (line.trim() !== '' && !line.startsWith('    ')) break;
+    body.push(line.slice(4));
+  }
+  return body.join('\n');
+}

@@ -1,0 +1,56 @@
+// Where the stack's external tools live: the cache .ci/install-tools.sh fills (pinned versions), or an
+// override per tool (ENVOY_BIN, HELM_BIN, JAEGER_BIN, PROMTOOL_BIN, K6_BIN), or the PATH.
+
+import { execFileSync } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+
+export const TOOLS_DIR =
+  process.env.NSFWDETECTOR_TOOLS_DIR ?? join(homedir(), '.cache', 'nsfwdetector-tools');
+export const INSTALL_HINT = 'bash .ci/install-tools.sh';
+
+export type Tool = 'envoy' | 'helm' | 'jaeger' | 'promtool' | 'k6';
+
+const OVERRIDES: Record<Tool, string> = {
+  envoy: 'ENVOY_BIN',
+  helm: 'HELM_BIN',
+  jaeger: 'JAEGER_BIN',
+  promtool: 'PROMTOOL_BIN',
+  k6: 'K6_BIN',
+};
+
+function executable(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The tool's path, or undefined when it is not installed. */
+export function toolPath(tool: Tool): string | undefined {
+  const override = process.env[OVERRIDES[tool]];
+  if (override) return executable(override) ? override : undefined;
+  const cached = join(TOOLS_DIR, 'bin', tool);
+  if (executable(cached)) return cached;
+  try {
+    return execFileSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The tool's path; throws with the install command when it is missing. */
+export function requireTool(tool: Tool): string {
+  const path = toolPath(tool);
+  if (!path) throw new Error(`${tool} is not installed: ${INSTALL_HINT}`);
+  return path;
+}
+
+/** The tools (of those given) that are missing, as one line naming the install command; or undefined. */
+export function missingTools(tools: readonly Tool[]): string | undefined {
+  const missing = tools.filter((t) => !toolPath(t));
+  return missing.length ? `${missing.join(', ')} not installed: ${INSTALL_HINT}` : undefined;
+}

@@ -1,0 +1,203 @@
+// The chart's Envoy configuration, rendered with `helm template` as a deployment and the local stack
+// render it: accepted by the real Envoy (`--mode validate`), and holding what the edge must guarantee.
+// Lists and envelopes are compared with their sources in the code, so they cannot drift apart.
+
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { loadConfig } from '../../services/common/config.ts';
+import { ERRORS } from '../../services/common/errors.ts';
+import {
+  CHECK_REQUEST_HEADERS,
+  CLIENT_HEADERS_ON_DENY,
+  CLIENT_HEADERS_ON_SUCCESS,
+  DEFAULT_PATH_PREFIX,
+  UPSTREAM_HEADERS,
+} from '../../services/quota/ext-authz.ts';
+import { type EnvoyConfig, LOCAL_VALUES, renderEnvoyConfig } from '../../services/stack/render-envoy.ts';
+import { requireTool } from '../../services/stack/tools.ts';
+import { describeWithStackTools } from '../support/stack-tools.ts';
+
+const execFileAsync = promisify(execFile);
+
+// biome-ignore lint/suspicious/noExplicitAny: walking Envoy's JSON configuration
+type Json = any;
+
+function hcm(config: EnvoyConfig): Json {
+  const listener = (config as Json).static_resources.listeners.find((l: Json) => l.name === 'edge');
+  return listener.filter_chains[0].filters[0].typed_config;
+}
+
+function filter(config: EnvoyConfig, name: string): Json {
+  return hcm(config).http_filters.find((f: Json) => f.name === name)?.typed_config;
+}
+
+const names = (matcher: Json): string[] =>
+  matcher.patterns.map((p: Json) => {
+    expect(p.ignore_case).toBe(true);
+    return p.exact;
+  });
+
+describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, () => {
+  let dir: string;
+  let deployed: EnvoyConfig;
+  let local: EnvoyConfig;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-envoy-config-'));
+    [deployed, local] = await Promise.all([
+      renderEnvoyConfig(),
+      renderEnvoyConfig({ valuesFiles: [LOCAL_VALUES], set: { 'envoy.upstreams.detect.port': 18080 } }),
+    ]);
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('is accepted by the real Envoy (envoy --mode validate), for a deployment and for the local stack', async () => {
+    for (const [name, config] of [
+      ['deployed', deployed],
+      ['local', local],
+    ] as const) {
+      const path = join(dir, `${name}.json`);
+      writeFileSync(path, JSON.stringify(config));
+      const { stdout } = await execFileAsync(requireTool('envoy'), ['--mode', 'validate', '-c', path]);
+      expect(stdout).toMatch(/OK/);
+    }
+  });
+
+  it('renders the local values: loopback upstreams and the given ports', () => {
+    const clusters = (local as Json).static_resources.clusters;
+    const detect = clusters.find((c: Json) => c.name === 'detect');
+    const address = detect.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address;
+    expect(address).toEqual({ address: '127.0.0.1', port_value: 18080 });
+    expect(detect.type).toBe('STATIC');
+    const deployedDetect = (deployed as Json).static_resources.clusters.find(
+      (c: Json) => c.name === 'detect',
+    );
+    expect(deployedDetect.type).toBe('STRICT_DNS');
+  });
+
+  it('calls ext_authz with the header lists services/quota/ext-authz.ts exports, failing closed', () => {
+    const authz = filter(local, 'envoy.filters.http.ext_authz');
+    expect(names(authz.allowed_headers).sort()).toEqual([...CHECK_REQUEST_HEADERS].sort());
+    const response = authz.http_service.authorization_response;
+    expect(names(response.allowed_upstream_headers).sort()).toEqual([...UPSTREAM_HEADERS].sort());
+    expect(names(response.allowed_client_headers_on_success).sort()).toEqual(
+      [...CLIENT_HEADERS_ON_SUCCESS].sort(),
+    );
+    expect(names(response.allowed_client_headers).sort()).toEqual([...CLIENT_HEADERS_ON_DENY].sort());
+    expect(authz.http_service.path_prefix).toBe(DEFAULT_PATH_PREFIX);
+    expect(authz.failure_mode_allow).toBe(false);
+    expect(authz.status_on_error).toEqual({ code: 'ServiceUnavailable' });
+    expect(authz.http_service.server_uri.timeout).toMatch(/^\d+(\.\d+)?s$/);
+    expect(Number.parseFloat(authz.http_service.server_uri.timeout)).toBeLessThanOrEqual(1);
+    // No body to the quota service: the upload is never buffered at the edge.
+    expect(authz.with_request_body).toBeUndefined();
+  });
+
+  it('strips client-sent identity headers before ext_authz, and has no buffering filter', () => {
+    const filters: string[] = hcm(local).http_filters.map((f: Json) => f.name);
+    expect(filters.indexOf('envoy.filters.http.header_mutation')).toBeLessThan(
+      filters.indexOf('envoy.filters.http.ext_authz'),
+    );
+    expect(filters.at(-1)).toBe('envoy.filters.http.router');
+    expect(filters.some((f) => f.includes('buffer'))).toBe(false);
+    const removed = filter(local, 'envoy.filters.http.header_mutation').mutations.request_mutations.map(
+      (m: Json) => m.remove,
+    );
+    expect(removed.sort()).toEqual([...UPSTREAM_HEADERS].sort());
+  });
+
+  it('refuses a body declared over MAX_FILE_BYTES + 1 MiB after ext_authz (detect allows that much framing)', () => {
+    const filters: string[] = hcm(deployed).http_filters.map((f: Json) => f.name);
+    expect(filters.indexOf('envoy.filters.http.lua')).toBe(
+      filters.indexOf('envoy.filters.http.ext_authz') + 1,
+    );
+    const lua: string = filter(deployed, 'envoy.filters.http.lua').default_source_code.inline_string;
+    expect(lua).toContain(`length > ${loadConfig({}).maxFileBytes + 1024 * 1024} then`);
+    expect(lua).toContain('[":status"] = "413"');
+  });
+
+  it('answers in the spec envelope when Envoy replies itself, with the codes and messages of the errors table', () => {
+    const mappers: Json[] = hcm(local).local_reply_config.mappers;
+    const bodies = mappers
+      .filter((m) => m.body_format_override)
+      .map((m) => JSON.parse(m.body_format_override.text_format_source.inline_string));
+    for (const body of bodies) {
+      const entry = Object.values(ERRORS).find((e) => e.code === body.code);
+      expect(entry, `code ${body.code} is in the errors table`).toBeDefined();
+      expect(body.message).toBe(entry?.message);
+    }
+    const byCode = new Map(
+      mappers
+        .filter((m) => m.body_format_override)
+        .map((m) => [JSON.parse(m.body_format_override.text_format_source.inline_string).code, m]),
+    );
+    expect(byCode.get(ERRORS.FILE_TOO_LARGE.code).status_code).toBe(ERRORS.FILE_TOO_LARGE.status);
+    expect(byCode.get(ERRORS.NOT_FOUND.code).status_code).toBe(404);
+    const unavailable = byCode.get(ERRORS.UNAVAILABLE.code);
+    expect(unavailable.status_code).toBe(503);
+    expect(unavailable.headers_to_add[0].header.key).toBe('retry-after');
+    // The quota service's own refusals (flag UAEX, 4xx) come first and pass untouched.
+    expect(mappers[0].filter.and_filter.filters[0].response_flag_filter.flags).toEqual(['UAEX']);
+    expect(mappers[0].body_format_override).toBeUndefined();
+  });
+
+  it('counts the real client: remote address, trusted hops from the values', async () => {
+    expect(hcm(deployed).use_remote_address).toBe(true);
+    expect(hcm(deployed).xff_num_trusted_hops).toBe(0);
+    const behindLb = await renderEnvoyConfig({ set: { 'envoy.xffNumTrustedHops': 2 } });
+    expect(hcm(behindLb).xff_num_trusted_hops).toBe(2);
+  });
+
+  it('retries nothing, bounds every cluster and route, keeps admin on loopback, traces and logs JSON', () => {
+    const config = deployed as Json;
+    expect(config.admin.address.socket_address.address).toBe('127.0.0.1');
+    const monitor = config.overload_manager.resource_monitors[0];
+    expect(monitor.name).toBe('envoy.resource_monitors.global_downstream_max_connections');
+    expect(monitor.typed_config.max_active_downstream_connections).toBeGreaterThan(0);
+    for (const cluster of config.static_resources.clusters) {
+      const thresholds = cluster.circuit_breakers.thresholds[0];
+      expect(thresholds.max_retries, cluster.name).toBe(0);
+      expect(thresholds.max_requests, cluster.name).toBeGreaterThan(0);
+      expect(cluster.connect_timeout, cluster.name).toMatch(/s$/);
+    }
+    const routes: Json[] = hcm(deployed).route_config.virtual_hosts[0].routes;
+    for (const route of routes) {
+      expect(route.route.retry_policy, JSON.stringify(route.match)).toBeUndefined();
+      expect(route.route.timeout, JSON.stringify(route.match)).toMatch(/s$/);
+    }
+    const tracing = hcm(deployed).tracing.provider;
+    expect(tracing.name).toBe('envoy.tracers.opentelemetry');
+    expect(tracing.typed_config.http_service.http_uri.cluster).toBe('trace_collector');
+    const log = hcm(deployed).access_log[0].typed_config.log_format.json_format;
+    expect(log.trace_id).toBe('%TRACE_ID%');
+  });
+
+  it('routes each path to its service; health and console skip ext_authz, detect does not', () => {
+    const routes: Json[] = hcm(deployed).route_config.virtual_hosts[0].routes;
+    const target = (path: string) =>
+      routes.find((r) => r.match.path === path || (r.match.prefix && path.startsWith(r.match.prefix)));
+    const expected: Array<[string, string, boolean]> = [
+      ['/api/public/detect', 'detect', true],
+      ['/api/open/detect', 'detect', true],
+      ['/api/public/health', 'health', false],
+      ['/openapi.json', 'health', false],
+      ['/docs/api', 'health', false],
+      ['/docs/api/viewer.js', 'health', false],
+      ['/docs/skill.md', 'health', false],
+      ['/skill/nsfwdetector.md', 'health', false],
+      ['/console', 'quota', false],
+      ['/console/api/keys', 'quota', false],
+    ];
+    for (const [path, cluster, authorized] of expected) {
+      const route = target(path);
+      expect(route?.route.cluster, path).toBe(cluster);
+      const disabled = route?.typed_per_filter_config?.['envoy.filters.http.ext_authz']?.disabled === true;
+      expect(disabled, `${path} skips ext_authz`).toBe(!authorized);
+    }
+    expect(target('/ext_authz/api/public/detect')).toBeUndefined();
+    expect(target('/internal/ready')).toBeUndefined();
+  });
+});

@@ -1,0 +1,357 @@
+// The contract through the real cluster topology (`npm run stack`'s startStack): Envoy with the chart's
+// configuration, ext_authz to the quota service on a real redis-server, the detect and health servers,
+// Jaeger. Then the faults: Redis killed, the quota process killed, detect stopped under load and killed.
+// Tests run in order and share one stack; the fault tests come last and restore what they break.
+
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { request } from 'node:http';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { admin } from '../../loadtests/run.ts';
+import { ERRORS } from '../../services/common/errors.ts';
+import { type Stack, startStack } from '../../services/stack/stack.ts';
+import { requireTool } from '../../services/stack/tools.ts';
+import { awayFromMinuteEdge } from '../support/minute-edge.ts';
+import { type EdgeAnswer, get, JPEG, jaegerTrace, multipartJpeg, post } from '../support/stack-client.ts';
+import { describeWithStackTools } from '../support/stack-tools.ts';
+
+const execFileAsync = promisify(execFile);
+
+// Free: 3 a minute (4290 after); pro: 3 a day (4291 after); anonymous: plenty (counted, never refused).
+const LIMITS = {
+  ANON_PER_MINUTE: '100000',
+  ANON_PER_DAY: '1000000',
+  FREE_PER_MINUTE: '3',
+  FREE_PER_DAY: '100000',
+  PRO_PER_MINUTE: '100000',
+  PRO_PER_DAY: '3',
+};
+
+const UNAVAILABLE = ERRORS.UNAVAILABLE;
+
+function expectUnavailable(a: EdgeAnswer, what: string): void {
+  expect({ status: a.status, code: a.code }, what).toEqual({ status: 503, code: UNAVAILABLE.code });
+  expect(a.contentType, what).toMatch(/^application\/json/);
+  expect(Number(a.headers.get('retry-after')), `${what}: Retry-After`).toBeGreaterThanOrEqual(1);
+}
+
+describeWithStackTools(
+  'the cluster stack through Envoy',
+  ['helm', 'envoy', 'jaeger', 'promtool'],
+  { redis: true },
+  () => {
+    let stack: Stack;
+    let adminEnv: Record<string, string>;
+    let edge: string;
+
+    beforeAll(async () => {
+      stack = await startStack({ port: 0, env: { ...process.env, ...LIMITS, LOG_LEVEL: 'info' } });
+      edge = stack.edgeUrl;
+      // The admin CLI's Redis bound (100 ms by default) trips now and then on a busy shared machine.
+      adminEnv = { REDIS_URL: stack.redisUrl, REDIS_COMMAND_TIMEOUT_MS: '1000', ...LIMITS };
+    }, 300_000);
+    afterAll(async () => {
+      await stack?.stop();
+    }, 60_000);
+
+    async function newKey(tier: 'free' | 'pro'): Promise<string> {
+      const email = `e2e-${randomBytes(4).toString('hex')}@example.com`;
+      await admin(adminEnv, ['create-account', '--email', email, '--tier', tier]);
+      const created = (await admin(adminEnv, ['issue-key', email, '--name', 'e2e'])) as { secret: string };
+      return created.secret;
+    }
+
+    it('scores an anonymous upload both request ways, with one set of quota headers', async () => {
+      for (const answer of [
+        await post(edge, '/api/public/detect'),
+        await post(edge, '/api/public/detect', { body: multipartJpeg() }),
+      ]) {
+        expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+        expect(answer.body.code).toBe(0);
+        expect(answer.body.data.image).toMatchObject({
+          format: 'jpeg',
+          width: 320,
+          height: 240,
+          bytes: JPEG.length,
+        });
+        expect(['allow', 'review', 'block']).toContain(answer.body.data.decision);
+        expect(answer.headers.get('x-quota-tier')).toBe('anonymous');
+        // Exactly one value (the daily window): the ext_authz headers, not a second set from detect.
+        expect(answer.headers.get('x-ratelimit-limit')).toBe(LIMITS.ANON_PER_DAY);
+        expect(answer.headers.get('x-ratelimit-remaining')).toMatch(/^\d+$/);
+      }
+    });
+
+    it('scores on the key endpoint with a key made by the admin CLI on Redis', async () => {
+      const secret = await newKey('pro');
+      const answer = await post(edge, '/api/open/detect', { headers: { authorization: `Bearer ${secret}` } });
+      expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+      expect(answer.headers.get('x-quota-tier')).toBe('pro');
+      expect(answer.headers.get('x-ratelimit-remaining')).toBe('2');
+    });
+
+    it('refuses a bad or missing key with 401/4011 and no quota headers', async () => {
+      for (const headers of <Array<Record<string, string>>>[
+        { authorization: `Bearer nsk_live_${'0'.repeat(32)}` },
+        { authorization: 'Bearer nope' },
+        {},
+      ]) {
+        const answer = await post(edge, '/api/open/detect', { headers });
+        expect({ status: answer.status, code: answer.code }).toEqual({ status: 401, code: 4011 });
+        expect(answer.contentType).toMatch(/^application\/json/);
+        expect(answer.headers.get('x-ratelimit-limit')).toBeNull();
+      }
+    });
+
+    it('refuses past the minute limit with 429/4290, Retry-After and X-RateLimit-* passing through Envoy', async () => {
+      const secret = await newKey('free');
+      await awayFromMinuteEdge();
+      const headers = { authorization: `Bearer ${secret}` };
+      for (let i = 0; i < 3; i++)
+        expect((await post(edge, '/api/open/detect', { headers })).status).toBe(200);
+      const refused = await post(edge, '/api/open/detect', { headers });
+      expect({ status: refused.status, code: refused.code }).toEqual({ status: 429, code: 4290 });
+      const retryAfter = Number(refused.headers.get('retry-after'));
+      expect(retryAfter).toBeGreaterThanOrEqual(1);
+      expect(retryAfter).toBeLessThanOrEqual(60);
+      expect(refused.headers.get('x-ratelimit-limit')).toBe(LIMITS.FREE_PER_DAY);
+      expect(refused.headers.get('x-ratelimit-remaining')).toBe(String(Number(LIMITS.FREE_PER_DAY) - 3));
+      expect(refused.headers.get('x-quota-tier')).toBe('free');
+      expect(refused.contentType).toMatch(/^application\/json/);
+    });
+
+    it('refuses past the daily quota with 429/4291 and Retry-After', async () => {
+      const secret = await newKey('pro');
+      const headers = { authorization: `Bearer ${secret}` };
+      for (let i = 0; i < 3; i++)
+        expect((await post(edge, '/api/open/detect', { headers })).status).toBe(200);
+      const refused = await post(edge, '/api/open/detect', { headers });
+      expect({ status: refused.status, code: refused.code }).toEqual({ status: 429, code: 4291 });
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect(refused.headers.get('x-ratelimit-limit')).toBe('3');
+    });
+
+    it('answers 400/4003 (from detect, not an Envoy 413) for an upload over 50 MiB, streamed through', async () => {
+      // A file of 50 MiB + 1 byte in a multipart body: the body is over 50 MiB by the file and the
+      // framing; Envoy streams it (no body limit of its own) and detect answers.
+      const big = Buffer.alloc(52_428_800 + 1);
+      JPEG.copy(big, 0, 0, 1024);
+      const form = new FormData();
+      form.append('file', new Blob([big], { type: 'image/jpeg' }), 'big.jpg');
+      const answer = await post(edge, '/api/public/detect', { body: form });
+      expect({ status: answer.status, code: answer.code }).toEqual({ status: 400, code: 4003 });
+      expect(answer.body.message).toMatch(/^File too large/);
+    });
+
+    it('answers 400/4003 at the edge, without reading it, for a body declared over the limit', async () => {
+      const big = Buffer.alloc(60_000_000);
+      JPEG.copy(big, 0, 0, 1024);
+      for (const body of [
+        big,
+        (() => {
+          const form = new FormData();
+          form.append('file', new Blob([big], { type: 'image/jpeg' }), 'big.jpg');
+          return form;
+        })(),
+      ]) {
+        const answer = await post(edge, '/api/public/detect', { body });
+        expect({ status: answer.status, body: answer.body }).toEqual({
+          status: 400,
+          body: { code: ERRORS.FILE_TOO_LARGE.code, message: ERRORS.FILE_TOO_LARGE.message },
+        });
+      }
+    });
+
+    it('counts a client that sends its own X-Forwarded-For as itself, and strips client identity headers', async () => {
+      const remaining: number[] = [];
+      for (const spoof of ['203.0.113.7', '198.51.100.1, 203.0.113.8', '10.0.0.1']) {
+        const answer = await post(edge, '/api/public/detect', {
+          headers: { 'x-forwarded-for': spoof, 'x-account-id': 'acct_someone', 'x-quota-tier': 'pro' },
+        });
+        expect(answer.status).toBe(200);
+        expect(answer.headers.get('x-quota-tier')).toBe('anonymous');
+        remaining.push(Number(answer.headers.get('x-ratelimit-remaining')));
+      }
+      // One counter for all three: each request took one more from the same client's window.
+      expect(remaining[1]).toBe((remaining[0] as number) - 1);
+      expect(remaining[2]).toBe((remaining[1] as number) - 1);
+    });
+
+    it('refuses identity headers that did not come through the edge (detect called directly)', async () => {
+      const direct = await post(stack.serviceUrls.detect, '/api/public/detect', {
+        headers: { 'x-account-id': 'acct_someone', 'x-quota-tier': 'pro' },
+      });
+      expect({ status: direct.status, code: direct.code }).toEqual({ status: 401, code: 4011 });
+    });
+
+    it('answers Envoy-made replies in the envelope: unknown route 404/4040; health and skill bypass the quota', async () => {
+      const missing = await get(edge, '/no/such/route');
+      expect({ status: missing.status, body: missing.body }).toEqual({
+        status: 404,
+        body: { code: ERRORS.NOT_FOUND.code, message: ERRORS.NOT_FOUND.message },
+      });
+      expect(missing.contentType).toBe('application/json');
+      const health = await get(edge, '/api/public/health');
+      expect(health.status).toBe(200);
+      expect(health.body.data.status).toBe('ok');
+      expect(health.headers.get('x-ratelimit-limit')).toBeNull();
+      expect((await get(edge, '/docs/skill.md')).status).toBe(200);
+      expect((await get(edge, '/docs/api')).status).toBe(200);
+      // The contract published at the edge is the embedded one: detect's routes included.
+      const document = await get(edge, '/openapi.json');
+      expect(Object.keys(document.body.paths)).toEqual(
+        expect.arrayContaining(['/api/public/detect', '/api/open/detect', '/api/public/health']),
+      );
+      expect((await get(edge, '/console')).status).toBe(200);
+    });
+
+    it('exposes Prometheus metrics on every service and Envoy stats, valid for promtool check metrics', async () => {
+      const promtool = requireTool('promtool');
+      const check = async (text: string) => {
+        const run = execFileAsync(promtool, ['check', 'metrics']);
+        run.child.stdin?.end(text);
+        try {
+          await run;
+          return '';
+        } catch (err) {
+          return `${(err as { stdout?: string }).stdout ?? ''}${(err as { stderr?: string }).stderr ?? ''}`;
+        }
+      };
+      for (const [name, url] of Object.entries(stack.serviceUrls)) {
+        const res = await fetch(`${url}/metrics`);
+        expect(res.status, `${name} /metrics`).toBe(200);
+        const text = await res.text();
+        expect(text, `${name} /metrics`).toMatch(/^# (HELP|TYPE) /m);
+        expect(await check(text), `${name}: promtool check metrics`).toBe('');
+      }
+      // Envoy's exposition has no HELP lines (a lint remark promtool prints); it must parse.
+      const envoy = await (await fetch(`${stack.adminUrl}/stats/prometheus`)).text();
+      expect(envoy).toMatch(/envoy_cluster_upstream_rq_total\{[^}]*envoy_cluster_name="detect"/);
+      expect(await check(envoy)).not.toMatch(/parsing error|error while linting/);
+    });
+
+    it('puts Envoy, quota ext_authz with its Redis command, and detect pipeline spans in ONE trace', async () => {
+      const traceId = randomBytes(16).toString('hex');
+      const callerSpan = randomBytes(8).toString('hex');
+      const answer = await post(edge, '/api/public/detect', {
+        headers: { traceparent: `00-${traceId}-${callerSpan}-01` },
+      });
+      expect(answer.status).toBe(200);
+      const wanted = (spans: Awaited<ReturnType<typeof jaegerTrace>>) => {
+        const services = new Set(spans.map((s) => s.service));
+        const ops = new Set(spans.filter((s) => s.service.includes('detect')).map((s) => s.operation));
+        const quotaRedis = spans.some(
+          (s) =>
+            s.service.includes('quota') &&
+            (s.tags['db.system'] === 'redis' || s.tags['db.system.name'] === 'redis'),
+        );
+        return (
+          services.has('nsfwdetector-edge') &&
+          [...services].some((s) => s.includes('quota')) &&
+          quotaRedis &&
+          ['intake', 'sniff', 'probe', 'decode', 'inference'].every((o) => ops.has(o))
+        );
+      };
+      // Envoy flushes its spans about every 5 s; the services every 0.5 s.
+      let spans: Awaited<ReturnType<typeof jaegerTrace>> = [];
+      const deadline = Date.now() + 40_000;
+      while (Date.now() < deadline) {
+        spans = await jaegerTrace(stack.jaegerUrl, traceId);
+        if (wanted(spans)) break;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      const summary = spans.map((s) => `${s.service}:${s.operation}`).sort();
+      expect(wanted(spans), `spans of trace ${traceId}: ${summary.join(', ')}`).toBe(true);
+      // Envoy continued the caller's trace: its span is the child of the caller's span.
+      const edgeSpan = spans.find((s) => s.service === 'nsfwdetector-edge' && s.parentSpanId === callerSpan);
+      expect(edgeSpan, 'Envoy span under the caller span').toBeDefined();
+      // The access log line of this request carries the trace id.
+      await expect
+        .poll(() => stack.child('envoy').output().includes(`"trace_id":"${traceId}"`), { timeout: 15_000 })
+        .toBe(true);
+    });
+
+    it('answers 503/5001 within 250 ms while redis-server is killed, then recovers without a restart', async () => {
+      await stack.child('redis').kill();
+      const during: EdgeAnswer[] = [];
+      for (let i = 0; i < 20; i++) during.push(await post(edge, '/api/public/detect'));
+      for (const a of during) expectUnavailable(a, 'Redis down');
+      expect(Math.max(...during.map((a) => a.ms))).toBeLessThan(250);
+      // The health service never depends on the quota path.
+      expect((await get(edge, '/api/public/health')).status).toBe(200);
+
+      await stack.restart('redis');
+      const deadline = Date.now() + 15_000;
+      let last: EdgeAnswer | undefined;
+      while (Date.now() < deadline) {
+        last = await post(edge, '/api/public/detect');
+        if (last.status === 200) break;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(last?.status, JSON.stringify(last?.body)).toBe(200);
+    });
+
+    it('answers 503/5001 from Envoy itself when the quota process is killed', async () => {
+      await stack.child('quota').kill();
+      for (let i = 0; i < 5; i++) expectUnavailable(await post(edge, '/api/public/detect'), 'quota killed');
+      expect((await get(edge, '/api/public/health')).status).toBe(200);
+      await stack.restart('quota');
+      expect((await post(edge, '/api/public/detect')).status).toBe(200);
+    });
+
+    it('finishes every in-flight upload when detect gets SIGTERM under load, and exits 0', async () => {
+      const detect = stack.child('detect');
+      const inFlight = Array.from({ length: 6 }, () => halfSentUpload(edge));
+      await Promise.all(inFlight.map((u) => u.started));
+      // Every request is admitted and streaming into detect: stop it under them, then finish the bodies.
+      await new Promise((r) => setTimeout(r, 300));
+      detect.signal('SIGTERM');
+      await new Promise((r) => setTimeout(r, 300));
+      for (const u of inFlight) u.finish();
+      const answers = await Promise.all(inFlight.map((u) => u.done));
+      expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
+      for (const a of answers) expect(JSON.parse(a.body).data.image.format).toBe('jpeg');
+      expect(await detect.exited).toBe(0);
+      // Gone: Envoy answers for it, in the envelope.
+      expectUnavailable(await post(edge, '/api/public/detect'), 'detect stopped');
+    });
+
+    it('answers 503/5001 when the detect process is killed mid-upload and while it is gone', async () => {
+      await stack.restart('detect');
+      expect((await post(edge, '/api/public/detect')).status).toBe(200);
+      const upload = halfSentUpload(edge);
+      await upload.started;
+      await new Promise((r) => setTimeout(r, 300));
+      await stack.child('detect').kill();
+      upload.finish();
+      const cut = await upload.done;
+      expect(cut.status).toBe(503);
+      expect(JSON.parse(cut.body).code).toBe(UNAVAILABLE.code);
+      expectUnavailable(await post(edge, '/api/public/detect'), 'detect killed');
+    });
+  },
+);
+
+/** An upload through the edge whose first half is sent now and the rest on finish(). */
+function halfSentUpload(edge: string) {
+  const half = Math.floor(JPEG.length / 2);
+  let finish: () => void = () => {};
+  let started: () => void = () => {};
+  const startedP = new Promise<void>((r) => (started = r));
+  const done = new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = request(
+      `${edge}/api/public/detect`,
+      { method: 'POST', headers: { 'content-type': 'image/jpeg', 'content-length': String(JPEG.length) } },
+      (res) => {
+        let body = '';
+        res.on('data', (c) => (body += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.on('error', reject);
+    req.write(JPEG.subarray(0, half), () => started());
+    finish = () => req.end(JPEG.subarray(half));
+  });
+  return { started: startedP, finish: () => finish(), done };
+}

@@ -1,0 +1,101 @@
+// Requests to the stack's edge for the e2e suite: the answer's status, envelope code, headers, time.
+
+import { readFileSync } from 'node:fs';
+import { fixture } from '../fixtures/corpus.ts';
+
+export const JPEG = readFileSync(fixture('320x240.jpg'));
+
+export interface EdgeAnswer {
+  status: number;
+  code: number | undefined;
+  // biome-ignore lint/suspicious/noExplicitAny: the envelope's data, checked by each test
+  body: any;
+  headers: Headers;
+  ms: number;
+  contentType: string | null;
+}
+
+/** POSTs `body` (default: a 320×240 JPEG as raw bytes) to `path` on `baseUrl`. */
+export async function post(
+  baseUrl: string,
+  path: string,
+  opts: { headers?: Record<string, string>; body?: Buffer | FormData; contentType?: string } = {},
+): Promise<EdgeAnswer> {
+  const started = performance.now();
+  const headers: Record<string, string> = { ...opts.headers };
+  if (!(opts.body instanceof FormData)) headers['content-type'] = opts.contentType ?? 'image/jpeg';
+  const res = await fetch(`${baseUrl}${path}`, {
+    method: 'POST',
+    headers,
+    body: (opts.body ?? JPEG) as BodyInit,
+  });
+  return answer(res, started);
+}
+
+export async function get(baseUrl: string, path: string): Promise<EdgeAnswer> {
+  const started = performance.now();
+  return answer(await fetch(`${baseUrl}${path}`), started);
+}
+
+async function answer(res: Response, started: number): Promise<EdgeAnswer> {
+  const text = await res.text();
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = text;
+  }
+  return {
+    status: res.status,
+    code: (body as { code?: number })?.code,
+    body,
+    headers: res.headers,
+    ms: performance.now() - started,
+    contentType: res.headers.get('content-type'),
+  };
+}
+
+export function multipartJpeg(): FormData {
+  const form = new FormData();
+  form.append('file', new Blob([JPEG], { type: 'image/jpeg' }), '320x240.jpg');
+  return form;
+}
+
+/** Jaeger's view of one trace: every span with its service and tags. */
+export interface TraceSpan {
+  service: string;
+  operation: string;
+  spanId: string;
+  parentSpanId: string | undefined;
+  tags: Record<string, unknown>;
+}
+
+export async function jaegerTrace(jaegerUrl: string, traceId: string): Promise<TraceSpan[]> {
+  const res = await fetch(`${jaegerUrl}/api/traces/${traceId}`);
+  if (res.status === 404) return [];
+  const body = (await res.json()) as {
+    data?: Array<{
+      processes: Record<string, { serviceName: string }>;
+      spans: Array<{
+        spanID: string;
+        operationName: string;
+        processID: string;
+        references?: Array<{ refType: string; spanID: string }>;
+        tags: Array<{ key: string; value: unknown }>;
+      }>;
+    }>;
+  };
+  const spans: TraceSpan[] = [];
+  for (const trace of body.data ?? []) {
+    for (const s of trace.spans) {
+      spans.push({
+        service: trace.processes[s.processID]?.serviceName ?? '?',
+        operation: s.operationName,
+        spanId: s.spanID,
+        parentSpanId: s.references?.find((r) => r.refType === 'CHILD_OF')?.spanID,
+        tags: Object.fromEntries(s.tags.map((t) => [t.key, t.value])),
+      });
+    }
+  }
+  return spans;
+}
