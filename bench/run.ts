@@ -144,6 +144,7 @@ const uploadStatuses = uploads.map((u) => u.status).join(',');
 // (e) the same load through the cluster stack's edge, in rounds beside this embedded server.
 const edgeLines = await stackFigures({
   embeddedUrl: url,
+  embeddedPid: server.proc.pid as number,
   bodies,
   seconds: SECONDS,
   env: { ANON_PER_MINUTE: '1000000', ANON_PER_DAY: '1000000', LOG_LEVEL: 'warn' },

@@ -15,7 +15,7 @@ try {
   }
   throw err;
 }
-await startTelemetry({ serviceName: 'nsfwdetector' });
+await startTelemetry({ serviceName: 'nsfwdetector', sampleRatio: config.traceSampleRatio });
 
 const { buildEmbeddedApp } = await import('./app.ts');
 const { ModelSlot } = await import('../detect/model/model-slot.ts');

@@ -109,6 +109,11 @@ export interface Config {
   /** How many X-Forwarded-For hops the trusted edge adds (0 = use the socket address). */
   trustedProxyHops: number;
   shutdownGraceMs: number;
+  /**
+   * Share of new traces recorded and exported (0–1). Parent-based: a request that arrives with a
+   * `traceparent` follows its sampled flag; the ratio decides only for traces that start here.
+   */
+  traceSampleRatio: number;
   /** Set → counters, accounts, keys and sessions live in Redis; unset → memory + accounts file. */
   redisUrl: string | undefined;
   redis: {
@@ -215,6 +220,7 @@ export function loadConfig(env: Env = process.env): Config {
     inferenceThreads: intVar(env, 'INFERENCE_THREADS', 2, 1, 64),
     trustedProxyHops: intVar(env, 'TRUSTED_PROXY_HOPS', 0, 0, 10),
     shutdownGraceMs: intVar(env, 'SHUTDOWN_GRACE_MS', 25_000, 0),
+    traceSampleRatio: numberVar(env, 'TRACE_SAMPLE_RATIO', 1, 0, 1),
     redisUrl: redisUrlVar(env),
     redis: {
       commandTimeoutMs: intVar(env, 'REDIS_COMMAND_TIMEOUT_MS', 100, 1, 60_000),

@@ -20,6 +20,8 @@ export interface TelemetryOptions {
   /** Extra processors (tests pass an in-memory exporter here). */
   spanProcessors?: SpanProcessor[];
   env?: Record<string, string | undefined>;
+  /** TRACE_SAMPLE_RATIO: share of the traces that start here which are recorded (default 1). */
+  sampleRatio?: number;
 }
 
 /** Starts the SDK if anything is to be exported; resolves to whether it did. Await before loading HTTP. */
@@ -29,13 +31,19 @@ export async function startTelemetry(opts: TelemetryOptions): Promise<boolean> {
   const exporting = Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
   if (!exporting && !opts.spanProcessors?.length) return false;
   process.env.OTEL_SERVICE_NAME ??= opts.serviceName;
-  const [{ NodeSDK }, { getNodeAutoInstrumentations }, { createAddHookMessageChannel }, { register }] =
-    await Promise.all([
-      import('@opentelemetry/sdk-node'),
-      import('@opentelemetry/auto-instrumentations-node'),
-      import('import-in-the-middle'),
-      import('node:module'),
-    ]);
+  const [
+    { NodeSDK },
+    { getNodeAutoInstrumentations },
+    { createAddHookMessageChannel },
+    { register },
+    { ParentBasedSampler, TraceIdRatioBasedSampler },
+  ] = await Promise.all([
+    import('@opentelemetry/sdk-node'),
+    import('@opentelemetry/auto-instrumentations-node'),
+    import('import-in-the-middle'),
+    import('node:module'),
+    import('@opentelemetry/sdk-trace-base'),
+  ]);
   if (sdk) return true;
   // Our code and its packages are ES modules, which the instrumentations' require hook never sees
   // (ioredis and fastify would run unpatched: no Redis command span in the trace). The ESM loader hook
@@ -44,6 +52,9 @@ export async function startTelemetry(opts: TelemetryOptions): Promise<boolean> {
   register('import-in-the-middle/hook.mjs', import.meta.url, registerOptions);
   sdk = new NodeSDK({
     serviceName: opts.serviceName,
+    // Parent-based: behind Envoy every request carries the edge's sampling decision, so one ratio
+    // (the edge's) decides whole traces; an unsampled request records and exports nothing here.
+    sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(opts.sampleRatio ?? 1) }),
     // Without our own processors the SDK builds the OTLP exporter from the OTEL_* environment.
     ...(opts.spanProcessors?.length ? { spanProcessors: opts.spanProcessors } : {}),
     instrumentations: [

@@ -16,7 +16,7 @@ try {
   }
   throw err;
 }
-await startTelemetry({ serviceName: 'nsfwdetector-detect' });
+await startTelemetry({ serviceName: 'nsfwdetector-detect', sampleRatio: config.traceSampleRatio });
 
 const { createRootApp } = await import('../common/root-app.ts');
 const { createDetectMetrics, createHttpMetrics, instrumentHttp } = await import('../common/metrics.ts');

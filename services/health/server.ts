@@ -15,7 +15,7 @@ try {
   }
   throw err;
 }
-await startTelemetry({ serviceName: 'nsfwdetector-health' });
+await startTelemetry({ serviceName: 'nsfwdetector-health', sampleRatio: config.traceSampleRatio });
 
 const { createRootApp } = await import('../common/root-app.ts');
 const { ok } = await import('../common/envelope.ts');

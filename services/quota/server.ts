@@ -17,7 +17,7 @@ try {
   }
   throw err;
 }
-await startTelemetry({ serviceName: 'nsfwdetector-quota' });
+await startTelemetry({ serviceName: 'nsfwdetector-quota', sampleRatio: config.traceSampleRatio });
 
 const { buildQuotaService } = await import('./app.ts');
 const { openStores } = await import('./stores/open-stores.ts');

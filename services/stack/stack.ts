@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
+import { numberVar } from '../common/config.ts';
 import { Child, listeningPorts, waitFor } from './child.ts';
 import { LOCAL_VALUES, renderEnvoyConfig } from './render-envoy.ts';
 import { requireTool } from './tools.ts';
@@ -36,6 +37,10 @@ export interface StackOptions {
   echo?: boolean;
   /** Bound on bringing everything up (the detect model load dominates). */
   timeoutMs?: number;
+  /** Extra chart values for Envoy's configuration (helm --set), e.g. { 'envoy.concurrency': 1 }. */
+  envoyValues?: Record<string, string | number>;
+  /** Envoy's worker threads (--concurrency). Default 1: see ENVOY_WORKERS below. */
+  envoyWorkers?: number;
 }
 
 export interface Stack {
@@ -100,6 +105,10 @@ exporters:
     trace_storage: memstore
 `;
 
+// One worker thread: on one machine Envoy shares its cores with the detect workers (inference), and
+// a second worker only adds wakeups and a second set of upstream connections (the bench measured it).
+const ENVOY_WORKERS = 1;
+
 export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const timeoutMs = opts.timeoutMs ?? 240_000;
   const productEnv = opts.env ?? process.env;
@@ -107,6 +116,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const children = new Map<ChildName, Child>();
   const ports = new Map<ChildName, number>();
   const echo = opts.echo ?? false;
+  const traceSampleRatio = numberVar(productEnv, 'TRACE_SAMPLE_RATIO', 1, 0, 1);
 
   const stop = async () => {
     // The edge first (no new requests), then the services (they drain), then what they depend on.
@@ -223,6 +233,9 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
         'envoy.upstreams.health.port': ports.get('health') as number,
         'envoy.upstreams.quota.port': ports.get('quota') as number,
         'envoy.tracing.collector.port': jaeger.otlp,
+        // The edge decides for whole traces (the services are parent-based): the same ratio.
+        'envoy.tracing.samplingPercent': 100 * traceSampleRatio,
+        ...opts.envoyValues,
       },
     });
     const configPath = join(dir, 'envoy.json');
@@ -238,6 +251,8 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
         adminPath,
         // Several Envoys may run on one machine (tests): no shared hot-restart memory.
         '--disable-hot-restart',
+        '--concurrency',
+        String(opts.envoyWorkers ?? ENVOY_WORKERS),
         // Access log lines appear within a second (default: every 10 s).
         '--file-flush-interval-msec',
         '1000',
