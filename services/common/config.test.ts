@@ -20,6 +20,13 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ MAX_ACTIVE_IMAGES: '-1' })).toThrow(/MAX_ACTIVE_IMAGES/);
   });
 
+  it('traces everything by default; TRACE_SAMPLE_RATIO is a share between 0 and 1', () => {
+    expect(loadConfig({}).traceSampleRatio).toBe(1);
+    expect(loadConfig({ TRACE_SAMPLE_RATIO: '0.1' }).traceSampleRatio).toBe(0.1);
+    expect(() => loadConfig({ TRACE_SAMPLE_RATIO: '1.5' })).toThrow(/TRACE_SAMPLE_RATIO/);
+    expect(() => loadConfig({ TRACE_SAMPLE_RATIO: 'all' })).toThrow(/TRACE_SAMPLE_RATIO/);
+  });
+
   it('documents every variable it reads in the README', () => {
     const source = readFileSync(new URL('./config.ts', import.meta.url), 'utf8');
     const names = [...source.matchAll(/Var\(env, '([A-Z0-9_]+)'/g)].map((m) => m[1]);
