@@ -112,6 +112,14 @@ export interface Config {
   accountsFile: string;
   /** Port of the quota service's own server (ext_authz + console), when run on its own. */
   quotaPort: number;
+  /** Ports of the detect and health services' own servers (cluster mode). */
+  detectPort: number;
+  healthPort: number;
+  /**
+   * Cluster mode: when set, the detect server takes a request's identity headers only together with
+   * `x-edge-secret` carrying this value (Envoy adds it); the NetworkPolicy is the first guard.
+   */
+  edgeSecret: string | undefined;
 }
 
 function redisUrlVar(env: Env): string | undefined {
@@ -125,6 +133,13 @@ function redisUrlVar(env: Env): string | undefined {
   }
   if (url.protocol !== 'redis:' && url.protocol !== 'rediss:')
     throw new ConfigError(`REDIS_URL must use redis:// or rediss://, got "${url.protocol}"`);
+  return raw;
+}
+
+function edgeSecretVar(env: Env): string | undefined {
+  const raw = optionalVar(env, 'EDGE_SECRET');
+  if (raw !== undefined && raw.length < 16)
+    throw new ConfigError(`EDGE_SECRET must be at least 16 characters, got ${raw.length}`);
   return raw;
 }
 
@@ -194,6 +209,9 @@ export function loadConfig(env: Env = process.env): Config {
     },
     accountsFile: pathVar(env, 'ACCOUNTS_FILE', '.data/accounts.json'),
     quotaPort: intVar(env, 'QUOTA_PORT', 8081, 0, 65535),
+    detectPort: intVar(env, 'DETECT_PORT', 8082, 0, 65535),
+    healthPort: intVar(env, 'HEALTH_PORT', 8083, 0, 65535),
+    edgeSecret: edgeSecretVar(env),
   };
   return Object.freeze(config);
 }

@@ -4,6 +4,7 @@
 import Fastify, { type FastifyInstance, LogController } from 'fastify';
 import type { Config } from './config.ts';
 import { installEnvelopeHandlers } from './envelope.ts';
+import { traceContextMixin } from './logging.ts';
 
 export interface RootAppOptions {
   config: Config;
@@ -13,7 +14,8 @@ export interface RootAppOptions {
 
 export function createRootApp({ config, logger }: RootAppOptions): FastifyInstance {
   const app = Fastify({
-    logger: logger === false ? false : { level: config.logLevel },
+    // JSON lines; each one logged during a traced request names its trace (logging.ts).
+    logger: logger === false ? false : { level: config.logLevel, mixin: traceContextMixin },
     // Only failures are logged (5xx, by the error handler); never request bodies.
     logController: new LogController({ disableRequestLogging: true }),
     // Trust exactly as many X-Forwarded-For hops as the edge in front of us adds (Envoy: 1).

@@ -26,11 +26,19 @@ export async function startTelemetry(opts: TelemetryOptions): Promise<boolean> {
   const exporting = Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
   if (!exporting && !opts.spanProcessors?.length) return false;
   process.env.OTEL_SERVICE_NAME ??= opts.serviceName;
-  const [{ NodeSDK }, { getNodeAutoInstrumentations }] = await Promise.all([
-    import('@opentelemetry/sdk-node'),
-    import('@opentelemetry/auto-instrumentations-node'),
-  ]);
+  const [{ NodeSDK }, { getNodeAutoInstrumentations }, { createAddHookMessageChannel }, { register }] =
+    await Promise.all([
+      import('@opentelemetry/sdk-node'),
+      import('@opentelemetry/auto-instrumentations-node'),
+      import('import-in-the-middle'),
+      import('node:module'),
+    ]);
   if (sdk) return true;
+  // Our code and its packages are ES modules, which the instrumentations' require hook never sees
+  // (ioredis and fastify would run unpatched: no Redis command span in the trace). The ESM loader hook
+  // patches them as they are imported; the message channel limits it to the modules instrumented.
+  const { registerOptions, waitForAllMessagesAcknowledged } = createAddHookMessageChannel();
+  register('import-in-the-middle/hook.mjs', import.meta.url, registerOptions);
   sdk = new NodeSDK({
     serviceName: opts.serviceName,
     // Without our own processors the SDK builds the OTLP exporter from the OTEL_* environment.
@@ -42,10 +50,14 @@ export async function startTelemetry(opts: TelemetryOptions): Promise<boolean> {
         '@opentelemetry/instrumentation-dns': { enabled: false },
         '@opentelemetry/instrumentation-net': { enabled: false },
         '@opentelemetry/instrumentation-runtime-node': { enabled: false },
+        // Log lines get the trace id from our own mixin (logging.ts), which also works with test
+        // processors; this one would add the same keys a second time.
+        '@opentelemetry/instrumentation-pino': { enabled: false },
       }),
     ],
   });
   sdk.start();
+  await waitForAllMessagesAcknowledged();
   return true;
 }
 

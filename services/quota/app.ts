@@ -4,26 +4,45 @@
 
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { Config } from '../common/config.ts';
-import { ok } from '../common/envelope.ts';
+import { ok, sendError } from '../common/envelope.ts';
+import type { HttpMetrics, QuotaMetrics } from '../common/metrics.ts';
+import { instrumentHttp } from '../common/metrics.ts';
 import { createRootApp } from '../common/root-app.ts';
 import type { AccountStore, SessionStore } from './account-store.ts';
-import { type Authorizer, accountSubject, type KeyQuota, QuotaAuthorizer } from './authorize.ts';
+import {
+  type Authorizer,
+  accountSubject,
+  type KeyQuota,
+  QuotaAuthorizer,
+  storeUnavailable,
+} from './authorize.ts';
 import consoleApp from './console/app.ts';
 import extAuthz from './ext-authz.ts';
+import { MeteredAuthorizer } from './metered-authorizer.ts';
 import type { QuotaStore } from './quota-store.ts';
 
 export interface QuotaAppOptions {
   authorizer: Authorizer;
   /** Envoy's ext_authz `path_prefix`; default /ext_authz. */
   pathPrefix?: string;
+  /** Rejects while the stores cannot answer (Redis down); default: always ready. */
+  storesReady?: () => Promise<void>;
 }
 
 export default async function quotaApp(app: FastifyInstance, opts: QuotaAppOptions): Promise<void> {
   await app.register(extAuthz, { authorizer: opts.authorizer, pathPrefix: opts.pathPrefix });
   app.get('/internal/live', async () => ok({ status: 'ok' }));
-  // Ready as soon as the process is up: a Redis outage is answered per request (503/5001), and taking
-  // every replica out of rotation would only turn those answers into connection errors.
-  app.get('/internal/ready', async () => ok({ status: 'ready' }));
+  // Ready only while the stores answer (one bounded PING with Redis): a replica that cannot decide
+  // leaves rotation, and Envoy's ext_authz answers 503/5001 for it meanwhile. Liveness stays up, so
+  // a Redis outage never restarts the pod; it becomes ready again by itself when Redis is back.
+  app.get('/internal/ready', async (_request, reply) => {
+    try {
+      await opts.storesReady?.();
+    } catch (err) {
+      return sendError(reply, storeUnavailable(err));
+    }
+    return ok({ status: 'ready' });
+  });
 }
 
 /** What the quota-and-auth service works on: the stores, chosen at a composition root. */
@@ -64,6 +83,10 @@ export function registerConsole(app: FastifyInstance, deps: QuotaDeps) {
 export interface QuotaServiceDeps extends QuotaDeps {
   /** Tests pass `false` to keep output quiet. */
   logger?: boolean;
+  /** Readiness: rejects while the stores cannot answer. */
+  storesReady?: () => Promise<void>;
+  /** The server's metrics: every request is counted, every decision too. */
+  metrics?: { http: HttpMetrics; quota: QuotaMetrics; redis: boolean };
 }
 
 /** The quota service's root instance (ext_authz + console), as its thin server runs it; tests inject. */
@@ -72,7 +95,15 @@ export async function buildQuotaService(deps: QuotaServiceDeps): Promise<Fastify
     config: deps.config,
     ...(deps.logger === undefined ? {} : { logger: deps.logger }),
   });
-  await app.register(quotaApp, { authorizer: createAuthorizer(deps, app.log) });
+  const { metrics } = deps;
+  if (metrics) instrumentHttp(app, metrics.http);
+  const authorizer = createAuthorizer(deps, app.log);
+  await app.register(quotaApp, {
+    authorizer: metrics
+      ? new MeteredAuthorizer(authorizer, metrics.quota, { redis: metrics.redis })
+      : authorizer,
+    ...(deps.storesReady ? { storesReady: deps.storesReady } : {}),
+  });
   // In the cluster the console is served by this service, behind Envoy.
   await registerConsole(app, deps);
   return app;

@@ -1,6 +1,7 @@
 // The quota-and-auth service on its own (cluster mode: Envoy's ext_authz sidecar). Listens on
-// QUOTA_PORT (default 8081). Stores by configuration: REDIS_URL → Redis, otherwise the embedded ones
-// (only useful for a single replica).
+// QUOTA_PORT (default 8081; 0 = any free port, printed in the "listening" line). Stores by
+// configuration: REDIS_URL → Redis, otherwise the embedded ones (only useful for a single replica).
+// Ready only while the stores answer; metrics at GET /metrics.
 
 import { ConfigError, loadConfig } from '../common/config.ts';
 import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
@@ -21,6 +22,10 @@ const { buildQuotaService } = await import('./app.ts');
 const { openStores } = await import('./stores/open-stores.ts');
 const { AccountsFileError } = await import('./stores/local-account-store.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
+const { createHttpMetrics, createQuotaMetrics } = await import('../common/metrics.ts');
+
+const http = createHttpMetrics('quota');
+const quotaMetrics = createQuotaMetrics(http.registry);
 
 let stores: Awaited<ReturnType<typeof openStores>>;
 try {
@@ -28,6 +33,7 @@ try {
     clientName: 'nsfwdetector-quota',
     onRedisNotReady: (err) =>
       console.error(`nsfwdetector quota: Redis not reachable yet; answering 503 until it is (${err})`),
+    onRedisError: (_err, connection) => quotaMetrics.redisErrors.inc({ connection, kind: 'connection' }),
   });
 } catch (err) {
   if (err instanceof AccountsFileError) {
@@ -43,6 +49,8 @@ const app = await buildQuotaService({
   accountStore: stores.accountStore,
   sessionStore: stores.sessionStore,
   keyQuota: stores.keyQuota,
+  storesReady: () => stores.ping(),
+  metrics: { http, quota: quotaMetrics, redis: stores.kind === 'redis' },
 });
 
 installShutdown({
@@ -52,4 +60,5 @@ installShutdown({
 });
 
 await app.listen({ port: config.quotaPort, host: config.host });
-app.log.info({ stores: stores.kind }, 'quota service ready');
+const { port } = app.server.address() as { port: number };
+app.log.info({ service: 'quota', port, stores: stores.kind }, 'listening');

@@ -22,6 +22,7 @@ export class Child {
   readonly proc: ChildProcess;
   readonly exited: Promise<number | null>;
   #output = '';
+  #spawnFailed = false;
 
   constructor(opts: ChildOptions) {
     this.name = opts.name;
@@ -33,8 +34,15 @@ export class Child {
       // the terminal reaches only the supervisor, which then stops the children in order.
       detached: true,
     });
-    this.exited = new Promise((resolve) => this.proc.once('exit', (code) => resolve(code)));
-    this.proc.once('error', (err) => (this.#output += `\n[spawn error] ${err.message}\n`));
+    this.exited = new Promise((resolve) => {
+      this.proc.once('exit', (code) => resolve(code));
+      // A command that cannot start (ENOENT) emits 'error' and never 'exit'.
+      this.proc.once('error', (err) => {
+        this.#spawnFailed = true;
+        this.#output += `\n[spawn error] ${err.message}\n`;
+        resolve(null);
+      });
+    });
     let partial = '';
     const take = (chunk: Buffer) => {
       const text = chunk.toString();
@@ -48,12 +56,13 @@ export class Child {
     this.proc.stderr?.on('data', take);
   }
 
+  /** 0 when the command could not start. */
   get pid(): number {
-    return this.proc.pid as number;
+    return this.proc.pid ?? 0;
   }
 
   get running(): boolean {
-    return this.proc.exitCode === null && this.proc.signalCode === null;
+    return !this.#spawnFailed && this.proc.exitCode === null && this.proc.signalCode === null;
   }
 
   output(): string {
@@ -62,7 +71,7 @@ export class Child {
 
   /** Sends `signal` to the child's whole process group. */
   signal(signal: NodeJS.Signals): void {
-    if (!this.running) return;
+    if (!this.running || !this.pid) return;
     try {
       process.kill(-this.pid, signal);
     } catch {
@@ -91,7 +100,7 @@ export class Child {
     }
     // Anything left in the group (a grandchild that ignored SIGTERM) goes too.
     try {
-      process.kill(-this.pid, 'SIGKILL');
+      if (this.pid) process.kill(-this.pid, 'SIGKILL');
     } catch {
       // group empty
     }

@@ -4,6 +4,7 @@
 // stack learns the ports from /proc or Envoy's admin API. `npm run stack` (main.ts) and the e2e suite
 // (test/e2e) both start it through `startStack`.
 
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -172,8 +173,11 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     return found;
   };
 
+  // Detect takes identity headers only with this secret, which Envoy adds on the detect routes.
+  const edgeSecret = productEnv.EDGE_SECRET ?? randomBytes(24).toString('hex');
   const serviceEnv = (otlpPort: number): Record<string, string | undefined> => ({
     ...productEnv,
+    EDGE_SECRET: edgeSecret,
     TSX_DISABLE_CACHE: '1',
     HOST: '127.0.0.1',
     REDIS_URL: `redis://127.0.0.1:${ports.get('redis')}`,
@@ -234,9 +238,13 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
         adminPath,
         // Several Envoys may run on one machine (tests): no shared hot-restart memory.
         '--disable-hot-restart',
+        // Access log lines appear within a second (default: every 10 s).
+        '--file-flush-interval-msec',
+        '1000',
         '--log-level',
         productEnv.ENVOY_LOG_LEVEL ?? 'warn',
       ],
+      env: { ...process.env, EDGE_SECRET: edgeSecret },
       echo,
     });
     children.set('envoy', envoy);

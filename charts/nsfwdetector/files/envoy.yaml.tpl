@@ -14,6 +14,7 @@
 {{- $upstreamHeaders := list "x-account-id" "x-quota-tier" }}
 {{- $clientHeadersOnSuccess := list "x-ratelimit-limit" "x-ratelimit-remaining" "x-ratelimit-reset" "x-quota-tier" }}
 {{- $clientHeadersOnDeny := concat $clientHeadersOnSuccess (list "retry-after" "content-type") }}
+{{- $edgeSecretHeader := list (dict "header" (dict "key" "x-edge-secret" "value" "%ENVIRONMENT(EDGE_SECRET)%") "append_action" "OVERWRITE_IF_EXISTS_OR_ADD") }}
 {{- $noExtAuthz := dict "envoy.filters.http.ext_authz" (dict "@type" "type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute" "disabled" true) }}
 admin:
   # Loopback only: the admin interface can stop the server and dump its configuration.
@@ -117,10 +118,14 @@ static_resources:
                     - name: nsfwdetector
                       domains: ["*"]
                       routes:
+                        # x-edge-secret: the detect server's EDGE_SECRET, from Envoy's own environment
+                        # (a Secret in the pod, never this ConfigMap); it replaces any client-sent copy.
                         - match: { path: /api/public/detect }
                           route: { cluster: detect, timeout: {{ $up.detect.routeTimeout }} }
+                          request_headers_to_add: {{ $edgeSecretHeader | toJson }}
                         - match: { path: /api/open/detect }
                           route: { cluster: detect, timeout: {{ $up.detect.routeTimeout }} }
+                          request_headers_to_add: {{ $edgeSecretHeader | toJson }}
                         - match: { path: /api/public/health }
                           route: { cluster: health, timeout: {{ $up.health.routeTimeout }} }
                           typed_per_filter_config: {{ $noExtAuthz | toJson }}

@@ -29,6 +29,13 @@ patterns:
 - name: {{ .name }}
   type: {{ if regexMatch "^[0-9.]+$" (toString $u.address) }}STATIC{{ else }}STRICT_DNS{{ end }}
   connect_timeout: {{ $u.connectTimeout | default "1s" }}
+  typed_extension_protocol_options:
+    envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+      "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+      explicit_http_config: { http_protocol_options: {} }
+      # Idle upstream connections are let go of soon: a service draining on SIGTERM waits for its
+      # open connections, and Envoy would otherwise keep them for an hour.
+      common_http_protocol_options: { idle_timeout: {{ $u.idleTimeout | default "2s" }} }
   circuit_breakers:
     thresholds:
       - priority: DEFAULT

@@ -21,6 +21,8 @@ export interface Stores {
   sessionStore: SessionStore;
   /** The key path of authorize(): resolve + count (one Redis round trip with Redis). */
   keyQuota: KeyQuota;
+  /** Resolves while every store answers (Redis: a PING on each connection, bounded); readiness. */
+  ping(): Promise<void>;
   /** Closes every store (and its connection) once. */
   close(): Promise<void>;
 }
@@ -35,6 +37,8 @@ export interface OpenStoresOptions {
   waitForRedisMs?: number;
   required?: boolean;
   onRedisNotReady?: (err: unknown) => void;
+  /** Each Redis connection error, with the connection's role (metrics). */
+  onRedisError?: (err: Error, connection: string) => void;
 }
 
 export async function openStores(config: Config, opts: OpenStoresOptions = {}): Promise<Stores> {
@@ -47,6 +51,7 @@ export async function openStores(config: Config, opts: OpenStoresOptions = {}): 
       accountStore: local,
       sessionStore: local,
       keyQuota: new ComposedKeyQuota(local, quotaStore),
+      ping: async () => undefined,
       close: once(async () => {
         await quotaStore.close();
         await local.close();
@@ -60,6 +65,7 @@ export async function openStores(config: Config, opts: OpenStoresOptions = {}): 
       socketTimeoutMs: config.redis.socketTimeoutMs,
       connectTimeoutMs: config.redis.connectTimeoutMs,
       name: `${opts.clientName ?? 'nsfwdetector'}-${role}`,
+      onError: (err) => opts.onRedisError?.(err, role),
     });
   const quotaRedis = connection('quota');
   const accountRedis = connection('accounts');
@@ -71,6 +77,9 @@ export async function openStores(config: Config, opts: OpenStoresOptions = {}): 
     accountStore: accounts,
     sessionStore: accounts,
     keyQuota: new RedisKeyQuota(quotaRedis, config.redis.keyPrefix),
+    ping: async () => {
+      await Promise.all([quotaRedis.ping(), accountRedis.ping()]);
+    },
     close: once(async () => {
       await quotaStore.close();
       await accounts.close();

@@ -15,6 +15,8 @@ export interface RedisConnectionOptions {
   connectTimeoutMs: number;
   /** Shown in CLIENT LIST. */
   name?: string;
+  /** Each connection error (metrics); reconnection goes on regardless. */
+  onError?: (err: Error) => void;
 }
 
 const MAX_RECONNECT_DELAY_MS = 500;
@@ -33,7 +35,7 @@ export function connectRedis(opts: RedisConnectionOptions): Redis {
   });
   // Connection errors are reported through the commands that fail (→ 503/5001, logged by the caller);
   // without a listener ioredis would print every reconnect attempt as an unhandled 'error'.
-  redis.on('error', () => undefined);
+  redis.on('error', (err: Error) => opts.onError?.(err));
   return redis;
 }
 

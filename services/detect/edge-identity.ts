@@ -1,0 +1,71 @@
+// Cluster mode: detect does no quota work. Envoy's ext_authz call to the quota service has already
+// admitted the request and counted it; Envoy strips client-sent `x-account-id` / `x-quota-tier`
+// before that call and adds the quota service's values after it. Detect reads them, trusting them
+// only from the edge:
+// - the chart's NetworkPolicy lets only the gateway pods reach detect (the first guard);
+// - with EDGE_SECRET set, a request must also carry `x-edge-secret` with that value, which Envoy adds
+//   to every request it routes to detect (so a pod that slipped past the policy cannot pose as an
+//   account either).
+// A detect request without both identity headers (or with a wrong secret) did not come through
+// ext_authz and is refused 401/4011. The X-RateLimit-* headers the client sees are the quota
+// service's, added by Envoy: detect sets none (EdgeAuthorizer).
+
+import { timingSafeEqual } from 'node:crypto';
+import { trace } from '@opentelemetry/api';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Authorizer, Decision, Tier } from '../common/authorizer.ts';
+import { ApiError } from '../common/errors.ts';
+
+export const EDGE_SECRET_HEADER = 'x-edge-secret';
+const TIERS: readonly Tier[] = ['anonymous', 'free', 'pro'];
+const DETECT_ROUTES = new Set(['/api/public/detect', '/api/open/detect']);
+
+export interface EdgeIdentity {
+  /** The account billed ('-' for anonymous requests, as ext-authz.ts sets it). */
+  accountId: string;
+  tier: Tier;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    edgeIdentity?: EdgeIdentity;
+  }
+}
+
+function header(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name];
+  return Array.isArray(value) ? undefined : value;
+}
+
+function sameSecret(given: string | undefined, expected: Buffer): boolean {
+  if (given === undefined) return false;
+  const bytes = Buffer.from(given);
+  return bytes.length === expected.length && timingSafeEqual(bytes, expected);
+}
+
+const notFromEdge = () =>
+  new ApiError('INVALID_API_KEY', 'Not admitted: detect requests must come through the gateway');
+
+/**
+ * Root hook (call before registering the detect plugin, so it runs before its admission): reads the
+ * edge's identity headers on detect routes, or refuses.
+ */
+export function requireEdgeIdentity(app: FastifyInstance, opts: { secret: string | undefined }): void {
+  const secret = opts.secret === undefined ? undefined : Buffer.from(opts.secret);
+  app.addHook('onRequest', async (request) => {
+    if (!DETECT_ROUTES.has(request.routeOptions.url ?? '')) return;
+    if (secret && !sameSecret(header(request, EDGE_SECRET_HEADER), secret)) throw notFromEdge();
+    const accountId = header(request, 'x-account-id');
+    const tier = header(request, 'x-quota-tier') as Tier | undefined;
+    if (!accountId || !tier || !TIERS.includes(tier)) throw notFromEdge();
+    request.edgeIdentity = { accountId, tier };
+    trace.getActiveSpan()?.setAttributes({ 'nsfwdetector.account_id': accountId, 'nsfwdetector.tier': tier });
+  });
+}
+
+/** The detect plugin's authorizer behind the edge: admitted already, no headers of its own. */
+export class EdgeAuthorizer implements Authorizer {
+  async authorize(): Promise<Decision> {
+    return { allowed: true, tier: 'anonymous', subject: 'edge', headers: {} };
+  }
+}

@@ -1,0 +1,63 @@
+// Decorators that feed the detect service's metrics (services/common/metrics.ts) without the work
+// gate or the scorer knowing about Prometheus. The detect server wraps its parts in them.
+
+import type { DetectMetrics } from '../common/metrics.ts';
+import type { ProbedImage } from './image/types.ts';
+import type { ImageScorer, ScoredImage } from './scoring/image-scorer.ts';
+import { type Ticket, WorkGate } from './work-gate.ts';
+
+/** The work gate, counting its refusals by reason. */
+export class MeteredGate extends WorkGate {
+  readonly #metrics: DetectMetrics;
+  #closing = false;
+
+  constructor(opts: ConstructorParameters<typeof WorkGate>[0], metrics: DetectMetrics) {
+    super(opts);
+    this.#metrics = metrics;
+  }
+
+  override admit(): Ticket {
+    try {
+      return super.admit();
+    } catch (err) {
+      this.#metrics.refusals.inc({ reason: this.#closing ? 'shutting_down' : 'busy' });
+      throw err;
+    }
+  }
+
+  override close(): void {
+    this.#closing = true;
+    super.close();
+  }
+}
+
+/** The scorer, observing each image's decode and inference time (measured in the worker). */
+export class MeteredScorer implements ImageScorer {
+  readonly #inner: ImageScorer;
+  readonly #metrics: DetectMetrics;
+
+  constructor(inner: ImageScorer, metrics: DetectMetrics) {
+    this.#inner = inner;
+    this.#metrics = metrics;
+  }
+
+  get model() {
+    return this.#inner.model;
+  }
+
+  get inputSize() {
+    return this.#inner.inputSize;
+  }
+
+  async score(bytes: Uint8Array, probed: ProbedImage): Promise<ScoredImage> {
+    const scored = await this.#inner.score(bytes, probed);
+    const labels = { model: this.#inner.model };
+    this.#metrics.decode.observe(labels, scored.decodeMs / 1000);
+    this.#metrics.inference.observe(labels, scored.inferenceMs / 1000);
+    return scored;
+  }
+
+  close(): Promise<void> {
+    return this.#inner.close();
+  }
+}

@@ -1,0 +1,64 @@
+// The detect service on its own (cluster mode, behind Envoy). Listens on DETECT_PORT (default 8082;
+// 0 = any free port, printed in the "listening" line). Admission is Envoy's ext_authz call to the
+// quota service: detect trusts the identity headers Envoy adds (edge-identity.ts) and counts nothing.
+// Ready (/internal/ready) once the model is loaded and every scoring worker has scored a warm-up image.
+
+import { ConfigError, loadConfig } from '../common/config.ts';
+import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
+
+let config: ReturnType<typeof loadConfig>;
+try {
+  config = loadConfig();
+} catch (err) {
+  if (err instanceof ConfigError) {
+    console.error(`nsfwdetector detect: invalid configuration: ${err.message}`);
+    process.exit(2);
+  }
+  throw err;
+}
+await startTelemetry({ serviceName: 'nsfwdetector-detect' });
+
+const { createRootApp } = await import('../common/root-app.ts');
+const { createDetectMetrics, createHttpMetrics, instrumentHttp } = await import('../common/metrics.ts');
+const { installShutdown } = await import('../common/shutdown.ts');
+const { default: detectApp } = await import('./app.ts');
+const { EdgeAuthorizer, requireEdgeIdentity } = await import('./edge-identity.ts');
+const { MeteredGate, MeteredScorer } = await import('./metered.ts');
+const { ModelSlot } = await import('./model/model-slot.ts');
+const { loadScorer } = await import('./model/load.ts');
+
+const app = createRootApp({ config });
+const http = createHttpMetrics('detect');
+// The gauges read the gate when scraped, long after it exists.
+const metrics = createDetectMetrics(http.registry, () => gate);
+const gate = new MeteredGate(config.concurrency, metrics);
+const model = new ModelSlot();
+instrumentHttp(app, http);
+requireEdgeIdentity(app, { secret: config.edgeSecret });
+await app.register(detectApp, {
+  model,
+  authorizer: new EdgeAuthorizer(),
+  gate,
+  thresholds: config.thresholds,
+  intake: { maxBytes: config.maxFileBytes, idleTimeoutMs: config.uploadIdleTimeoutMs },
+  limits: config.limits,
+});
+
+installShutdown({
+  log: app.log,
+  graceMs: config.shutdownGraceMs,
+  // New detect requests get 503/5001 from the gate, in-flight ones finish, then the rest closes.
+  steps: [async () => gate.close(), () => app.close(), () => model.close(), () => stopTelemetry()],
+});
+
+await app.listen({ port: config.detectPort, host: config.host });
+app.log.info({ service: 'detect', port: (app.server.address() as { port: number }).port }, 'listening');
+try {
+  const started = performance.now();
+  const scorer = await loadScorer(config, (err) => app.log.error({ err }, 'scoring worker replaced'));
+  model.fill(new MeteredScorer(scorer, metrics));
+  app.log.info({ model: config.model, ms: Math.round(performance.now() - started) }, 'model loaded; ready');
+} catch (err) {
+  app.log.fatal({ err }, 'model failed to load');
+  process.exit(1);
+}
