@@ -192,6 +192,7 @@ spec:
         'HorizontalPodAutoscaler/nsfwdetector-detect',
         'PodDisruptionBudget/nsfwdetector-detect',
         'Secret/nsfwdetector-redis',
+        'Secret/nsfwdetector-edge',
         'NetworkPolicy/nsfwdetector-default-deny',
         'NetworkPolicy/nsfwdetector-redis-from-quota',
         'NetworkPolicy/nsfwdetector-detect-from-gateway',
@@ -213,6 +214,13 @@ spec:
     );
     expect(container(gateway, 'envoy').args.slice(0, 2)).toEqual(['-c', '/etc/envoy/envoy.yaml']);
     expect(env(container(gateway, 'quota'), 'QUOTA_PORT')).toBe('8081');
+    // Envoy sends EDGE_SECRET, detect checks it: both from the same Secret.
+    const edgeRef = (c: { env: { name: string; valueFrom?: unknown }[] }) =>
+      c.env.find((e) => e.name === 'EDGE_SECRET')?.valueFrom;
+    expect(edgeRef(container(gateway, 'envoy'))).toEqual({ secretKeyRef: { name: 'nsfwdetector-edge', key: 'edge-secret' } });
+    expect(edgeRef(container(find(live, 'Deployment', 'nsfwdetector-detect'), 'detect'))).toEqual(
+      edgeRef(container(gateway, 'envoy')),
+    );
 
     // Every pod template: restricted profile, no token, probes, resources, drain window.
     for (const workload of live.filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet')) {
@@ -240,11 +248,15 @@ spec:
     // Limits reach the services as their configuration variables.
     expect(env(container(find(live, 'Deployment', 'nsfwdetector-detect'), 'detect'), 'ANON_PER_MINUTE')).toBe('10');
 
-    const password = async () => {
-      const { stdout: secret } = await kube.kubectl(['get', 'secret', 'nsfwdetector-redis', '-n', ns, '-o', 'json']);
-      return (JSON.parse(secret) as Manifest).data?.['redis-password'];
+    const secretValue = async (name: string, key: string) => {
+      const { stdout: secret } = await kube.kubectl(['get', 'secret', name, '-n', ns, '-o', 'json']);
+      return (JSON.parse(secret) as Manifest).data?.[key];
     };
+    const password = () => secretValue('nsfwdetector-redis', 'redis-password');
+    const edgeSecret = () => secretValue('nsfwdetector-edge', 'edge-secret');
     const before = await password();
+    const edgeBefore = await edgeSecret();
+    expect(Buffer.from(edgeBefore ?? '', 'base64').toString()).toMatch(/^[A-Za-z0-9]{40}$/);
     expect(Buffer.from(before ?? '', 'base64').toString()).toMatch(/^[A-Za-z0-9]{32}$/);
 
     const upgrade = await helmOk(
@@ -253,6 +265,7 @@ spec:
     );
     expect(upgrade.stderr).not.toMatch(/warning/i);
     expect(await password()).toBe(before);
+    expect(await edgeSecret()).toBe(edgeBefore);
     const { stdout: detectAfter } = await kube.kubectl(['get', 'deployment', 'nsfwdetector-detect', '-n', ns, '-o', 'json']);
     expect(env(container(JSON.parse(detectAfter) as Manifest, 'detect'), 'ANON_PER_MINUTE')).toBe('20');
 

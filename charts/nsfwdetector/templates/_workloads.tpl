@@ -170,3 +170,17 @@ livenessProbe:
 - name: tmp
   emptyDir: { sizeLimit: 64Mi }
 {{- end -}}
+
+{{/* EDGE_SECRET for Envoy (which sends it) and detect (which checks it). */}}
+{{- define "nsfwdetector.edgeSecretEnv" -}}
+- name: EDGE_SECRET
+  valueFrom:
+    secretKeyRef:
+      {{- if .Values.edgeSecret.existingSecret }}
+      name: {{ .Values.edgeSecret.existingSecret }}
+      key: {{ .Values.edgeSecret.existingSecretKey }}
+      {{- else }}
+      name: {{ include "nsfwdetector.prefix" . }}-edge
+      key: edge-secret
+      {{- end }}
+{{- end -}}
