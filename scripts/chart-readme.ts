@@ -20,6 +20,7 @@ export function valueDocs(text: string): ValueDoc[] {
   const docs: ValueDoc[] = [];
   const stack: { indent: number; key: string; description: string }[] = [];
   let comment: string[] = [];
+  const seen = new Set<string>();
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i] as string;
     const commentMatch = /^\s*#\s?(.*)$/.exec(line);
@@ -40,6 +41,9 @@ export function valueDocs(text: string): ValueDoc[] {
     comment = [];
     const inherited = [...stack].reverse().find((s) => s.description)?.description ?? '';
     const path = [...stack.map((s) => s.key), key].join('.');
+    // YAML keeps the last of two equal keys silently: a second block would hide the first.
+    if (seen.has(path)) throw new Error(`values.yaml: ${path} is defined twice`);
+    seen.add(path);
     if (rest === '') {
       stack.push({ indent, key, description: own });
       continue;

@@ -30,6 +30,10 @@ describe('chart README', () => {
     }
   });
 
+  it('refuses a key defined twice (YAML would keep the last silently)', () => {
+    expect(() => valueDocs('# -- a\nimage:\n  tag: 1\n# -- b\nimage:\n  tag: 2\n')).toThrow('image is defined twice');
+  });
+
   it('refuses a value without a description', () => {
     expect(() => renderReadme('undocumented: 1\n')).toThrow('no description for undocumented');
   });
