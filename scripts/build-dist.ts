@@ -12,9 +12,13 @@ const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const DIST = join(ROOT, 'dist');
 
 rmSync(DIST, { recursive: true, force: true });
-execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')], {
-  stdio: 'inherit',
-});
+execFileSync(
+  process.execPath,
+  [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')],
+  {
+    stdio: 'inherit',
+  },
+);
 
 function* files(dir: string): Generator<string> {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
@@ -43,5 +47,6 @@ for (const name of readdirSync(join(ROOT, 'models'))) {
     copied++;
   }
 }
-if (!existsSync(join(DIST, 'services/detect/server.js'))) throw new Error('dist has no services/detect/server.js');
+if (!existsSync(join(DIST, 'services/detect/server.js')))
+  throw new Error('dist has no services/detect/server.js');
 console.log(`build: dist/ compiled, ${copied} assets copied`);

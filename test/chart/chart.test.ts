@@ -56,8 +56,20 @@ describeWithKube('Helm chart against a real kube-apiserver', ['kube-apiserver', 
    * A dry-run creates nothing, yet a Pod (the helm test hook) is admitted only if its ServiceAccount
    * exists: the chart's ServiceAccount is created for real first.
    */
-  async function withServiceAccount(ns: string, values: Record<string, string | number | boolean>, extra: string[] = []) {
-    const sa = await helmOk(['template', 'nsfwdetector', CHART_DIR, '--show-only', 'templates/serviceaccount.yaml', ...sets(values), ...extra]);
+  async function withServiceAccount(
+    ns: string,
+    values: Record<string, string | number | boolean>,
+    extra: string[] = [],
+  ) {
+    const sa = await helmOk([
+      'template',
+      'nsfwdetector',
+      CHART_DIR,
+      '--show-only',
+      'templates/serviceaccount.yaml',
+      ...sets(values),
+      ...extra,
+    ]);
     await kube.kubectl(['apply', '--namespace', ns, '-f', '-'], { input: sa.stdout });
   }
 
@@ -101,7 +113,9 @@ describeWithKube('Helm chart against a real kube-apiserver', ['kube-apiserver', 
         expect(kinds).not.toContain('StatefulSet');
         const quota = container(find(items, 'Deployment', 'nsfwdetector-gateway'), 'quota');
         expect(env(quota, 'REDIS_URL')).toBe('redis://:$(REDIS_PASSWORD)@redis.example.internal:6379/0');
-        expect(quota.env.find((e: { name: string }) => e.name === 'REDIS_PASSWORD').valueFrom.secretKeyRef).toEqual({
+        expect(
+          quota.env.find((e: { name: string }) => e.name === 'REDIS_PASSWORD').valueFrom.secretKeyRef,
+        ).toEqual({
           name: 'shared-redis',
           key: 'password',
         });
@@ -168,7 +182,8 @@ spec:
     expect(install.stdout).toContain('port-forward service/nsfwdetector-gateway 8080:80');
 
     // Every object of the release's manifest exists on the server.
-    const manifest = (await helmOk(['get', 'manifest', 'nsfwdetector', '--namespace', ns], { kubeconfig })).stdout;
+    const manifest = (await helmOk(['get', 'manifest', 'nsfwdetector', '--namespace', ns], { kubeconfig }))
+      .stdout;
     const { items: expected } = await serverDryRun(ns, manifest);
     const { stdout } = await kube.kubectl([
       'get',
@@ -217,7 +232,9 @@ spec:
     // Envoy sends EDGE_SECRET, detect checks it: both from the same Secret.
     const edgeRef = (c: { env: { name: string; valueFrom?: unknown }[] }) =>
       c.env.find((e) => e.name === 'EDGE_SECRET')?.valueFrom;
-    expect(edgeRef(container(gateway, 'envoy'))).toEqual({ secretKeyRef: { name: 'nsfwdetector-edge', key: 'edge-secret' } });
+    expect(edgeRef(container(gateway, 'envoy'))).toEqual({
+      secretKeyRef: { name: 'nsfwdetector-edge', key: 'edge-secret' },
+    });
     expect(edgeRef(container(find(live, 'Deployment', 'nsfwdetector-detect'), 'detect'))).toEqual(
       edgeRef(container(gateway, 'envoy')),
     );
@@ -242,11 +259,16 @@ spec:
       }
     }
     for (const name of ['nsfwdetector-detect', 'nsfwdetector-health']) {
-      const readiness = container(find(live, 'Deployment', name), name.split('-')[1] as string).readinessProbe;
+      const readiness = container(
+        find(live, 'Deployment', name),
+        name.split('-')[1] as string,
+      ).readinessProbe;
       expect(readiness.httpGet.path).toBe('/internal/ready');
     }
     // Limits reach the services as their configuration variables.
-    expect(env(container(find(live, 'Deployment', 'nsfwdetector-detect'), 'detect'), 'ANON_PER_MINUTE')).toBe('10');
+    expect(env(container(find(live, 'Deployment', 'nsfwdetector-detect'), 'detect'), 'ANON_PER_MINUTE')).toBe(
+      '10',
+    );
 
     const secretValue = async (name: string, key: string) => {
       const { stdout: secret } = await kube.kubectl(['get', 'secret', name, '-n', ns, '-o', 'json']);
@@ -266,7 +288,15 @@ spec:
     expect(upgrade.stderr).not.toMatch(/warning/i);
     expect(await password()).toBe(before);
     expect(await edgeSecret()).toBe(edgeBefore);
-    const { stdout: detectAfter } = await kube.kubectl(['get', 'deployment', 'nsfwdetector-detect', '-n', ns, '-o', 'json']);
+    const { stdout: detectAfter } = await kube.kubectl([
+      'get',
+      'deployment',
+      'nsfwdetector-detect',
+      '-n',
+      ns,
+      '-o',
+      'json',
+    ]);
     expect(env(container(JSON.parse(detectAfter) as Manifest, 'detect'), 'ANON_PER_MINUTE')).toBe('20');
 
     await helmOk(['uninstall', 'nsfwdetector', '--namespace', ns], { kubeconfig });
@@ -293,9 +323,12 @@ spec:
     expect(wrongType.stderr).toContain("values don't meet the specifications of the schema");
     expect(wrongType.stderr).toContain("at '/detect/replicas': got string, want integer");
 
-    const unknown = await helm(['install', 'bad', CHART_DIR, '--namespace', ns, ...sets({ 'detect.replica': 2 })], {
-      kubeconfig,
-    });
+    const unknown = await helm(
+      ['install', 'bad', CHART_DIR, '--namespace', ns, ...sets({ 'detect.replica': 2 })],
+      {
+        kubeconfig,
+      },
+    );
     expect(unknown.code).not.toBe(0);
     expect(unknown.stderr).toContain("at '/detect': additional properties 'replica' not allowed");
 
@@ -306,9 +339,12 @@ spec:
     expect(outOfRange.code).not.toBe(0);
     expect(outOfRange.stderr).toContain('/config/thresholdBlock');
 
-    const noExternalUrl = await helm(['install', 'bad', CHART_DIR, '--namespace', ns, ...sets({ 'redis.enabled': false })], {
-      kubeconfig,
-    });
+    const noExternalUrl = await helm(
+      ['install', 'bad', CHART_DIR, '--namespace', ns, ...sets({ 'redis.enabled': false })],
+      {
+        kubeconfig,
+      },
+    );
     expect(noExternalUrl.code).not.toBe(0);
     // Nothing was installed by the refused attempts.
     expect((await helmOk(['list', '--namespace', ns, '-q'], { kubeconfig })).stdout.trim()).toBe('');
@@ -343,7 +379,10 @@ spec:
 
 function find(items: Manifest[], kind: string, name: string): Manifest {
   const found = items.find((o) => o.kind === kind && o.metadata.name === name);
-  if (!found) throw new Error(`no ${kind}/${name} among ${items.map((o) => `${o.kind}/${o.metadata.name}`).join(', ')}`);
+  if (!found)
+    throw new Error(
+      `no ${kind}/${name} among ${items.map((o) => `${o.kind}/${o.metadata.name}`).join(', ')}`,
+    );
   return found;
 }
 

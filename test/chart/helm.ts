@@ -49,7 +49,12 @@ export function sets(values: Record<string, string | number | boolean>): string[
 export interface Manifest {
   apiVersion: string;
   kind: string;
-  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  metadata: {
+    name: string;
+    namespace?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
   // biome-ignore lint/suspicious/noExplicitAny: manifests are checked field by field in the tests
   spec?: any;
   data?: Record<string, string>;

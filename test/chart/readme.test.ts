@@ -16,7 +16,12 @@ describe('chart README', () => {
   it('documents every value of values.yaml and the schema knows each', () => {
     const docs = valueDocs(values);
     expect(docs.length).toBeGreaterThan(60);
-    for (const key of ['config.anonPerMinute', 'redis.external.url', 'envoy.xffNumTrustedHops', 'operator.enabled']) {
+    for (const key of [
+      'config.anonPerMinute',
+      'redis.external.url',
+      'envoy.xffNumTrustedHops',
+      'operator.enabled',
+    ]) {
       expect(docs.map((d) => d.key)).toContain(key);
     }
     const schema = JSON.parse(readFileSync(`${CHART_DIR}values.schema.json`, 'utf8'));
@@ -31,7 +36,9 @@ describe('chart README', () => {
   });
 
   it('refuses a key defined twice (YAML would keep the last silently)', () => {
-    expect(() => valueDocs('# -- a\nimage:\n  tag: 1\n# -- b\nimage:\n  tag: 2\n')).toThrow('image is defined twice');
+    expect(() => valueDocs('# -- a\nimage:\n  tag: 1\n# -- b\nimage:\n  tag: 2\n')).toThrow(
+      'image is defined twice',
+    );
   });
 
   it('refuses a value without a description', () => {

@@ -12,68 +12,79 @@ import { requireTool } from '../../services/stack/tools.ts';
 import { describeWithKube } from '../support/describe-kube.ts';
 import { type KubeApiServer, requireKubeTool, startKubeApiServer } from '../support/kube-apiserver.ts';
 
-describeWithKube('skaffold.yaml with skaffold v2.16.1', ['skaffold', 'kube-apiserver', 'etcd', 'kubectl'], () => {
-  let kube: KubeApiServer;
-  const home = mkdtempSync(join(tmpdir(), 'nsfwdetector-skaffold-'));
+describeWithKube(
+  'skaffold.yaml with skaffold v2.16.1',
+  ['skaffold', 'kube-apiserver', 'etcd', 'kubectl'],
+  () => {
+    let kube: KubeApiServer;
+    const home = mkdtempSync(join(tmpdir(), 'nsfwdetector-skaffold-'));
 
-  function skaffold(args: string[]): Promise<{ stdout: string; stderr: string }> {
-    const env: NodeJS.ProcessEnv = {
-      ...process.env,
-      HOME: home,
-      SKAFFOLD_UPDATE_CHECK: 'false',
-      SKAFFOLD_DISABLE_HEALTHCHECK: 'true',
-      KUBECONFIG: kube.kubeconfig,
-      // skaffold runs helm and kubectl from the PATH: the pinned ones first.
-      PATH: `${join(requireTool('helm'), '..')}:${join(requireKubeTool('kubectl'), '..')}:${process.env.PATH}`,
-    };
-    delete env.NODE_BASE;
-    return new Promise((resolve, reject) => {
-      execFile(requireKubeTool('skaffold'), args, { cwd: ROOT, env, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
-        if (err) reject(new Error(`skaffold ${args.join(' ')} failed:\n${stderr}\n${stdout}`));
-        else resolve({ stdout, stderr });
+    function skaffold(args: string[]): Promise<{ stdout: string; stderr: string }> {
+      const env: NodeJS.ProcessEnv = {
+        ...process.env,
+        HOME: home,
+        SKAFFOLD_UPDATE_CHECK: 'false',
+        SKAFFOLD_DISABLE_HEALTHCHECK: 'true',
+        KUBECONFIG: kube.kubeconfig,
+        // skaffold runs helm and kubectl from the PATH: the pinned ones first.
+        PATH: `${join(requireTool('helm'), '..')}:${join(requireKubeTool('kubectl'), '..')}:${process.env.PATH}`,
+      };
+      delete env.NODE_BASE;
+      return new Promise((resolve, reject) => {
+        execFile(
+          requireKubeTool('skaffold'),
+          args,
+          { cwd: ROOT, env, maxBuffer: 64 * 1024 * 1024 },
+          (err, stdout, stderr) => {
+            if (err) reject(new Error(`skaffold ${args.join(' ')} failed:\n${stderr}\n${stdout}`));
+            else resolve({ stdout, stderr });
+          },
+        );
       });
+    }
+
+    beforeAll(async () => {
+      kube = await startKubeApiServer();
+    }, 180_000);
+    afterAll(async () => {
+      await kube?.stop();
+      rmSync(home, { recursive: true, force: true });
     });
-  }
 
-  beforeAll(async () => {
-    kube = await startKubeApiServer();
-  }, 180_000);
-  afterAll(async () => {
-    await kube?.stop();
-    rmSync(home, { recursive: true, force: true });
-  });
-
-  it('is a valid v4beta13 config (skaffold diagnose)', async () => {
-    const { stdout } = await skaffold(['diagnose', '--yaml-only']);
-    expect(stdout).toContain('apiVersion: skaffold/v4beta13');
-    expect(stdout).toContain('chartPath: charts/nsfwdetector');
-  });
-
-  for (const [profile, replicas, logLevel] of [
-    ['dev', 1, 'debug'],
-    ['prod-like', 2, 'info'],
-  ] as const) {
-    it(`renders the chart with the given image for the ${profile} profile`, async () => {
-      const { stdout } = await skaffold([
-        'render',
-        '--offline=true',
-        '--digest-source=tag',
-        `--profile=${profile}`,
-        '--images',
-        'nsfwdetector=registry.example/nsfwdetector:v9',
-      ]);
-      expect(stdout).toContain('image: "registry.example/nsfwdetector:v9"');
-      expect(stdout).toMatch(new RegExp(`name: nsfwdetector-gateway[\\s\\S]*?replicas: ${replicas}\\n`));
-      expect(stdout).toContain(`{ name: LOG_LEVEL, value: "${logLevel}" }`);
-      if (profile === 'dev') expect(stdout).not.toContain('kind: HorizontalPodAutoscaler');
-      else expect(stdout).toContain('kind: HorizontalPodAutoscaler');
-      const ns = `skaffold-${profile}`;
-      await kube.kubectl(['create', 'namespace', ns]);
-      // The helm test hook Pod is admitted only if its ServiceAccount exists (a dry-run creates nothing).
-      const sa = stdout.split(/^---$/m).find((doc) => /^kind: ServiceAccount$/m.test(doc)) ?? '';
-      await kube.kubectl(['apply', '-n', ns, '-f', '-'], { input: sa });
-      const applied = await kube.kubectl(['apply', '--dry-run=server', '-n', ns, '-f', '-'], { input: stdout });
-      expect(applied.stdout).toContain('deployment.apps/nsfwdetector-detect created (server dry run)');
+    it('is a valid v4beta13 config (skaffold diagnose)', async () => {
+      const { stdout } = await skaffold(['diagnose', '--yaml-only']);
+      expect(stdout).toContain('apiVersion: skaffold/v4beta13');
+      expect(stdout).toContain('chartPath: charts/nsfwdetector');
     });
-  }
-});
+
+    for (const [profile, replicas, logLevel] of [
+      ['dev', 1, 'debug'],
+      ['prod-like', 2, 'info'],
+    ] as const) {
+      it(`renders the chart with the given image for the ${profile} profile`, async () => {
+        const { stdout } = await skaffold([
+          'render',
+          '--offline=true',
+          '--digest-source=tag',
+          `--profile=${profile}`,
+          '--images',
+          'nsfwdetector=registry.example/nsfwdetector:v9',
+        ]);
+        expect(stdout).toContain('image: "registry.example/nsfwdetector:v9"');
+        expect(stdout).toMatch(new RegExp(`name: nsfwdetector-gateway[\\s\\S]*?replicas: ${replicas}\\n`));
+        expect(stdout).toContain(`{ name: LOG_LEVEL, value: "${logLevel}" }`);
+        if (profile === 'dev') expect(stdout).not.toContain('kind: HorizontalPodAutoscaler');
+        else expect(stdout).toContain('kind: HorizontalPodAutoscaler');
+        const ns = `skaffold-${profile}`;
+        await kube.kubectl(['create', 'namespace', ns]);
+        // The helm test hook Pod is admitted only if its ServiceAccount exists (a dry-run creates nothing).
+        const sa = stdout.split(/^---$/m).find((doc) => /^kind: ServiceAccount$/m.test(doc)) ?? '';
+        await kube.kubectl(['apply', '-n', ns, '-f', '-'], { input: sa });
+        const applied = await kube.kubectl(['apply', '--dry-run=server', '-n', ns, '-f', '-'], {
+          input: stdout,
+        });
+        expect(applied.stdout).toContain('deployment.apps/nsfwdetector-detect created (server dry run)');
+      });
+    }
+  },
+);

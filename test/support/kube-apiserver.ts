@@ -66,7 +66,20 @@ async function openssl(dir: string, args: string[]): Promise<void> {
 /** A CA, a serving certificate for 127.0.0.1, an admin client in system:masters, a service-account key pair. */
 async function makeCertificates(dir: string): Promise<void> {
   const day = ['-days', '2'];
-  await openssl(dir, ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', ...day, '-subj', '/CN=nsfwdetector-test-ca']);
+  await openssl(dir, [
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.crt',
+    ...day,
+    '-subj',
+    '/CN=nsfwdetector-test-ca',
+  ]);
   writeFileSync(
     join(dir, 'server.ext'),
     'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n',
@@ -76,8 +89,34 @@ async function makeCertificates(dir: string): Promise<void> {
     ['server', '/CN=kube-apiserver', 'server.ext'],
     ['admin', '/O=system:masters/CN=admin', 'client.ext'],
   ] as const) {
-    await openssl(dir, ['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', subject]);
-    await openssl(dir, ['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.crt`, ...day, '-extfile', ext]);
+    await openssl(dir, [
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      `${name}.key`,
+      '-out',
+      `${name}.csr`,
+      '-subj',
+      subject,
+    ]);
+    await openssl(dir, [
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      'ca.crt',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      `${name}.crt`,
+      ...day,
+      '-extfile',
+      ext,
+    ]);
   }
   await openssl(dir, ['genrsa', '-out', 'sa.key', '2048']);
   await openssl(dir, ['rsa', '-in', 'sa.key', '-pubout', '-out', 'sa.pub']);
@@ -207,7 +246,7 @@ export async function startKubeApiServer(): Promise<KubeApiServer> {
             else resolve({ stdout, stderr });
           },
         );
-        child.stdin?.end(opts.input ?? "");
+        child.stdin?.end(opts.input ?? '');
       });
     };
     // Ready: /readyz through the admin credentials (bootstrap RBAC and priority classes done).
