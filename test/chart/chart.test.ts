@@ -124,6 +124,20 @@ describeWithKube('Helm chart against a real kube-apiserver', ['kube-apiserver', 
         expect(kinds).toEqual(expect.arrayContaining(['Role', 'RoleBinding']));
         find(items, 'Deployment', 'nsfwdetector-operator');
       }
+      if (name === 'defaults') {
+        const dashboard = JSON.parse(
+          find(items, 'ConfigMap', 'nsfwdetector-dashboard').data?.['nsfwdetector.json'] ?? '',
+        );
+        const exprs = JSON.stringify(dashboard.panels);
+        for (const metric of [
+          'nsfwdetector_http_requests_total',
+          'nsfwdetector_http_request_duration_seconds_bucket',
+          'nsfwdetector_inference_duration_seconds_bucket',
+          'nsfwdetector_quota_decisions_total',
+        ]) {
+          expect(exprs).toContain(metric);
+        }
+      }
       if (name === 'operator off' || name === 'defaults') {
         expect(items.some((o) => o.metadata.name.endsWith('-operator'))).toBe(false);
         expect(kinds).not.toContain('CustomResourceDefinition');

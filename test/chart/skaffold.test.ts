@@ -84,6 +84,41 @@ describeWithKube(
           input: stdout,
         });
         expect(applied.stdout).toContain('deployment.apps/nsfwdetector-detect created (server dry run)');
+
+        it('deploys the dev profile with a given image tag (skaffold deploy, no status check: no kubelet here)', async () => {
+          const ns = 'skaffold-deploy';
+          await kube.kubectl(['create', 'namespace', ns]);
+          await kube.kubectl([
+            'label',
+            'namespace',
+            ns,
+            'pod-security.kubernetes.io/enforce=restricted',
+            'pod-security.kubernetes.io/warn=restricted',
+          ]);
+          await skaffold([
+            'deploy',
+            '--profile=dev',
+            '--images',
+            'nsfwdetector=registry.example/nsfwdetector:v9',
+            '--status-check=false',
+            '--namespace',
+            ns,
+          ]);
+          const { stdout } = await kube.kubectl([
+            'get',
+            'deployment',
+            'nsfwdetector-detect',
+            '-n',
+            ns,
+            '-o',
+            'json',
+          ]);
+          const detect = JSON.parse(stdout) as {
+            spec: { replicas: number; template: { spec: { containers: { image: string }[] } } };
+          };
+          expect(detect.spec.template.spec.containers[0]?.image).toBe('registry.example/nsfwdetector:v9');
+          expect(detect.spec.replicas).toBe(1);
+        });
       });
     }
   },
