@@ -119,6 +119,8 @@ describe('the detect server', () => {
     // An upload holding the only ticket: half its body sent.
     let status = 0;
     let body = '';
+    // Draining: the last answer on a keep-alive connection closes it, so the server can exit.
+    let connection = '';
     const req = request(`${detect.url}/api/public/detect`, {
       method: 'POST',
       headers: { ...EDGE, 'content-type': 'image/jpeg', 'content-length': String(jpeg.length) },
@@ -126,6 +128,7 @@ describe('the detect server', () => {
     const answered = new Promise<void>((resolve, reject) => {
       req.on('response', (res) => {
         status = res.statusCode ?? 0;
+        connection = res.headers.connection ?? '';
         res.on('data', (c) => (body += c));
         res.on('end', resolve);
       });
@@ -149,6 +152,7 @@ describe('the detect server', () => {
     req.end(jpeg.subarray(jpeg.length >> 1));
     await answered;
     expect(status, body).toBe(200);
+    expect(connection).toBe('close');
     expect((JSON.parse(body) as { code: number }).code).toBe(0);
     expect(await detect.exited).toBe(0);
   });

@@ -63,6 +63,11 @@ describeRedis('the quota server on Redis', () => {
     const server = spans.find((s) => s.kind === 2);
     expect(server?.parentSpanId, 'the server span continues the caller span').toBe('00f067aa0ba902b7');
     expect(server?.service).toBe('nsfwdetector-quota');
+    // The readiness probes before it (each one a Redis PING) left no trace.
+    const probes = receiver?.spans.filter(
+      (s) => s.attributes['url.path'] === '/internal/ready' || s.name === 'ping',
+    );
+    expect(probes).toEqual([]);
   });
 
   it('counts decisions by tier and outcome, in metrics promtool accepts', async (ctx) => {
@@ -115,6 +120,8 @@ describeRedis('the quota server on Redis', () => {
   it('finishes an in-flight check on SIGTERM and exits 0', async () => {
     let status = 0;
     let body = '';
+    // Draining: the last answer on a keep-alive connection closes it, so the server can exit.
+    let connection = '';
     const req = request(`${quota.url}/ext_authz/api/public/detect`, {
       method: 'POST',
       headers: { 'content-type': 'application/octet-stream', 'content-length': '10' },
@@ -122,6 +129,7 @@ describeRedis('the quota server on Redis', () => {
     const answered = new Promise<void>((resolve, reject) => {
       req.on('response', (res) => {
         status = res.statusCode ?? 0;
+        connection = res.headers.connection ?? '';
         res.on('data', (c) => (body += c));
         res.on('end', resolve);
       });
@@ -135,6 +143,7 @@ describeRedis('the quota server on Redis', () => {
     req.end('67890');
     await answered;
     expect(status, body).toBe(200);
+    expect(connection).toBe('close');
     expect(await quota.exited).toBe(0);
   });
 });

@@ -12,6 +12,9 @@ import { isApiError } from './errors.ts';
 
 let sdk: NodeSDK | undefined;
 
+/** Kubernetes probes and Prometheus scrapes. */
+const UNTRACED_PATH = /^\/(?:internal\/(?:live|ready)|metrics)(?:[?/]|$)/;
+
 export interface TelemetryOptions {
   serviceName: string;
   /** Extra processors (tests pass an in-memory exporter here). */
@@ -47,6 +50,11 @@ export async function startTelemetry(opts: TelemetryOptions): Promise<boolean> {
       getNodeAutoInstrumentations({
         // File and socket level spans would drown the request tree in noise.
         '@opentelemetry/instrumentation-fs': { enabled: false },
+        // Probes and scrapes (every few seconds, forever) would bury the request traces; untraced,
+        // the quota readiness PING is not traced either (no parent span).
+        '@opentelemetry/instrumentation-http': {
+          ignoreIncomingRequestHook: (request) => UNTRACED_PATH.test(request.url ?? ''),
+        },
         '@opentelemetry/instrumentation-dns': { enabled: false },
         '@opentelemetry/instrumentation-net': { enabled: false },
         '@opentelemetry/instrumentation-runtime-node': { enabled: false },

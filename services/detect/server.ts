@@ -21,6 +21,7 @@ await startTelemetry({ serviceName: 'nsfwdetector-detect' });
 const { createRootApp } = await import('../common/root-app.ts');
 const { createDetectMetrics, createHttpMetrics, instrumentHttp } = await import('../common/metrics.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
+const { closeConnectionsWhenDraining } = await import('../common/drain.ts');
 const { default: detectApp } = await import('./app.ts');
 const { EdgeAuthorizer, requireEdgeIdentity } = await import('./edge-identity.ts');
 const { MeteredGate, MeteredScorer } = await import('./metered.ts');
@@ -34,6 +35,7 @@ const metrics = createDetectMetrics(http.registry, () => gate);
 const gate = new MeteredGate(config.concurrency, metrics);
 const model = new ModelSlot();
 instrumentHttp(app, http);
+closeConnectionsWhenDraining(app);
 requireEdgeIdentity(app, { secret: config.edgeSecret });
 await app.register(detectApp, {
   model,

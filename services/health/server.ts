@@ -21,10 +21,12 @@ const { createRootApp } = await import('../common/root-app.ts');
 const { ok } = await import('../common/envelope.ts');
 const { createHttpMetrics, instrumentHttp } = await import('../common/metrics.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
+const { closeConnectionsWhenDraining } = await import('../common/drain.ts');
 const { default: healthApp } = await import('./app.ts');
 
 const app = createRootApp({ config });
 instrumentHttp(app, createHttpMetrics('health'));
+closeConnectionsWhenDraining(app);
 await app.register(healthApp);
 app.get('/internal/live', async () => ok({ status: 'ok' }));
 app.get('/internal/ready', async () => ok({ status: 'ready' }));

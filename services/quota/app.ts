@@ -4,6 +4,7 @@
 
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { Config } from '../common/config.ts';
+import { closeConnectionsWhenDraining } from '../common/drain.ts';
 import { ok, sendError } from '../common/envelope.ts';
 import type { HttpMetrics, QuotaMetrics } from '../common/metrics.ts';
 import { instrumentHttp } from '../common/metrics.ts';
@@ -97,6 +98,7 @@ export async function buildQuotaService(deps: QuotaServiceDeps): Promise<Fastify
   });
   const { metrics } = deps;
   if (metrics) instrumentHttp(app, metrics.http);
+  closeConnectionsWhenDraining(app);
   const authorizer = createAuthorizer(deps, app.log);
   await app.register(quotaApp, {
     authorizer: metrics

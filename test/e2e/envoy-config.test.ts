@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { loadConfig } from '../../services/common/config.ts';
 import { ERRORS } from '../../services/common/errors.ts';
 import {
   CHECK_REQUEST_HEADERS,
@@ -106,6 +107,16 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
       (m: Json) => m.remove,
     );
     expect(removed.sort()).toEqual([...UPSTREAM_HEADERS].sort());
+  });
+
+  it('refuses a body declared over MAX_FILE_BYTES + 1 MiB after ext_authz (detect allows that much framing)', () => {
+    const filters: string[] = hcm(deployed).http_filters.map((f: Json) => f.name);
+    expect(filters.indexOf('envoy.filters.http.lua')).toBe(
+      filters.indexOf('envoy.filters.http.ext_authz') + 1,
+    );
+    const lua: string = filter(deployed, 'envoy.filters.http.lua').default_source_code.inline_string;
+    expect(lua).toContain(`length > ${loadConfig({}).maxFileBytes + 1024 * 1024} then`);
+    expect(lua).toContain('[":status"] = "413"');
   });
 
   it('answers in the spec envelope when Envoy replies itself, with the codes and messages of the errors table', () => {

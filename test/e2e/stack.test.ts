@@ -144,6 +144,25 @@ describeWithStackTools(
       expect(answer.body.message).toMatch(/^File too large/);
     });
 
+    it('answers 400/4003 at the edge, without reading it, for a body declared over the limit', async () => {
+      const big = Buffer.alloc(60_000_000);
+      JPEG.copy(big, 0, 0, 1024);
+      for (const body of [
+        big,
+        (() => {
+          const form = new FormData();
+          form.append('file', new Blob([big], { type: 'image/jpeg' }), 'big.jpg');
+          return form;
+        })(),
+      ]) {
+        const answer = await post(edge, '/api/public/detect', { body });
+        expect({ status: answer.status, body: answer.body }).toEqual({
+          status: 400,
+          body: { code: ERRORS.FILE_TOO_LARGE.code, message: ERRORS.FILE_TOO_LARGE.message },
+        });
+      }
+    });
+
     it('counts a client that sends its own X-Forwarded-For as itself, and strips client identity headers', async () => {
       const remaining: number[] = [];
       for (const spoof of ['203.0.113.7', '198.51.100.1, 203.0.113.8', '10.0.0.1']) {

@@ -178,6 +178,22 @@ static_resources:
                             {{- include "nsfwdetector.headerPatterns" $clientHeadersOnDeny | nindent 28 }}
                           allowed_client_headers_on_success:
                             {{- include "nsfwdetector.headerPatterns" $clientHeadersOnSuccess | nindent 28 }}
+                  # A declared body over the limit is refused here (413, answered as 400/4003 by the
+                  # mapper above) without reading it, after ext_authz so it counts as in the embedded
+                  # server. Smaller bodies, and bodies of unknown length, stream on: detect applies the
+                  # 50 MiB rule itself. (A detect refusal that closes the upstream connection while Envoy
+                  # still sends the body could otherwise reach the client as 503.)
+                  - name: envoy.filters.http.lua
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua
+                      default_source_code:
+                        inline_string: |
+                          function envoy_on_request(handle)
+                            local length = tonumber(handle:headers():get("content-length"))
+                            if length ~= nil and length > {{ int64 $e.maxRequestBytes }} then
+                              handle:respond({[":status"] = "413"}, "")
+                            end
+                          end
                   - name: envoy.filters.http.router
                     typed_config:
                       "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
