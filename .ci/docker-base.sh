@@ -40,5 +40,14 @@ if [[ ! -s "$TARBALL" ]]; then
   mv "$TARBALL.tmp" "$TARBALL"
 fi
 docker import --change 'ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin' \
-  --change 'CMD ["node"]' "$TARBALL" "$TAG" >&2
+  --change 'CMD ["node"]' "$TARBALL" "$TAG-rootfs" >&2
+# The machine's CA bundle (NODE_EXTRA_CA_CERTS or the system's), so that `npm ci` in the build stage trusts
+# the same TLS chain to the registry this machine does (an intercepting proxy's CA, where there is one).
+ca_bundle="${NODE_EXTRA_CA_CERTS:-/etc/ssl/certs/ca-certificates.crt}"
+ctx=$(mktemp -d)
+cp "$ca_bundle" "$ctx/ca-certificates.crt"
+printf 'FROM %s\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\nENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt\n' \
+  "$TAG-rootfs" >"$ctx/Dockerfile"
+docker build --quiet -t "$TAG" "$ctx" >&2
+rm -rf "$ctx"
 echo "$TAG"

@@ -76,36 +76,16 @@ GO
   mv "$out.tmp" "$out"
 }
 
-# skaffold: `go install` is refused (replace directives). A wrapper whose main calls skaffold's app.Run,
-# with skaffold's own replace lines copied, builds in about 5 CPU-minutes.
+# skaffold: `go install` is refused (replace directives). A wrapper module (skaffold's own main, which
+# calls app.Run, with skaffold's replace lines copied) builds in about 5 CPU-minutes.
 build_skaffold() {
   local out="$TOOLS_DIR/bin/skaffold-${SKAFFOLD_VERSION}"
   [[ -x "$out" ]] && return 0
   local src w="$TOOLS_DIR/src/skaffold-${SKAFFOLD_VERSION}"
   src=$(module_dir "github.com/GoogleContainerTools/skaffold/v2@${SKAFFOLD_VERSION}")
   rm -rf "$w" && mkdir -p "$w"
-  cat >"$w/main.go" <<'GO'
-// Command skaffold is skaffold's CLI main, built as a wrapper module (the upstream module has replaces).
-package main
-
-import (
-	"context"
-	"errors"
-	"os"
-
-	"github.com/GoogleContainerTools/skaffold/v2/cmd/skaffold/app"
-	"github.com/GoogleContainerTools/skaffold/v2/cmd/skaffold/app/cmd"
-)
-
-func main() {
-	if err := app.Run(os.Stdout, os.Stderr); err != nil {
-		if errors.Is(err, context.Canceled) || errors.Is(err, cmd.ErrCancelled) {
-			os.Exit(0)
-		}
-		os.Exit(1)
-	}
-}
-GO
+  # main.go is skaffold's own cmd/skaffold/skaffold.go.
+  cp "$src/cmd/skaffold/skaffold.go" "$w/main.go"
   {
     echo "module nsfwdetector.local/skaffold"
     echo
