@@ -7,9 +7,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 started_dockerd=""
-containers=()
+# Container ids go to a file: start() runs in a command substitution (a subshell) for the last one.
+containers=$(mktemp)
 cleanup() {
-  for c in "${containers[@]}"; do docker rm -f "$c" >/dev/null 2>&1 || true; done
+  while read -r c; do docker rm -f "$c" >/dev/null 2>&1 || true; done <"$containers"
+  rm -f "$containers"
   if [[ -n "$started_dockerd" ]]; then kill "$started_dockerd" 2>/dev/null || true; wait "$started_dockerd" 2>/dev/null || true; fi
 }
 trap cleanup EXIT
@@ -37,7 +39,7 @@ start() {
   local env_args=() c url
   for e in "$@"; do env_args+=(-e "$e"); done
   c=$(docker run "${run_args[@]}" "${env_args[@]}" "$image" "$entry")
-  containers+=("$c")
+  echo "$c" >>"$containers"
   url="http://$(docker port "$c" 8080/tcp | head -n1)"
   for _ in $(seq 1 240); do
     if curl -fsS "$url/internal/ready" >/dev/null 2>&1; then
@@ -62,7 +64,7 @@ png=$(mktemp)
 node -e "require('sharp')({create:{width:64,height:64,channels:3,background:'#808080'}}).png().toFile(process.argv[1])" "$png"
 answer=$(curl -sS -H 'content-type: image/png' --data-binary "@$png" "$url/api/public/detect")
 rm -f "$png"
-node -e 'const a = JSON.parse(process.argv[1]); if (!["allow", "review", "block"].includes(a.decision)) { console.error(a); process.exit(1); }' "$answer"
+node -e 'const a = JSON.parse(process.argv[1]); if (!["allow", "review", "block"].includes(a.data?.decision)) { console.error(a); process.exit(1); }' "$answer"
 echo "image-smoke: all-in-one scored an image: $answer"
 
 if docker run --rm --read-only "$image" -e "import('tsx').then(() => process.exit(1), () => process.exit(0))"; then
