@@ -154,6 +154,9 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
   it('retries nothing, bounds every cluster and route, keeps admin on loopback, traces and logs JSON', () => {
     const config = deployed as Json;
     expect(config.admin.address.socket_address.address).toBe('127.0.0.1');
+    const monitor = config.overload_manager.resource_monitors[0];
+    expect(monitor.name).toBe('envoy.resource_monitors.global_downstream_max_connections');
+    expect(monitor.typed_config.max_active_downstream_connections).toBeGreaterThan(0);
     for (const cluster of config.static_resources.clusters) {
       const thresholds = cluster.circuit_breakers.thresholds[0];
       expect(thresholds.max_retries, cluster.name).toBe(0);

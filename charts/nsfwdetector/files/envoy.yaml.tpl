@@ -20,6 +20,13 @@ admin:
   # Loopback only: the admin interface can stop the server and dump its configuration.
   address:
     socket_address: { address: 127.0.0.1, port_value: {{ $e.admin.port }} }
+# Bounded downstream connections: past the limit new connections are refused, not queued.
+overload_manager:
+  resource_monitors:
+    - name: envoy.resource_monitors.global_downstream_max_connections
+      typed_config:
+        "@type": type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig
+        max_active_downstream_connections: {{ $e.maxDownstreamConnections }}
 static_resources:
   listeners:
     - name: edge
