@@ -5,10 +5,12 @@
 // configuration the pods mount byte-for-byte the one `npm run stack` runs.
 // No kubelet runs here: pods are never started, so nothing waits for readiness (never --wait).
 
+import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { LOCAL_VALUES, renderEnvoyConfigText } from '../../services/stack/render-envoy.ts';
 import { describeWithKube } from '../support/describe-kube.ts';
 import { type KubeApiServer, startKubeApiServer } from '../support/kube-apiserver.ts';
+import { startServer } from '../support/server-process.ts';
 import { CHART_DIR, helm, helmOk, type Manifest, sets } from './helm.ts';
 
 const RESTRICTED_LABELS = [
@@ -362,6 +364,35 @@ spec:
     expect(noExternalUrl.code).not.toBe(0);
     // Nothing was installed by the refused attempts.
     expect((await helmOk(['list', '--namespace', ns, '-q'], { kubeconfig })).stdout.trim()).toBe('');
+  });
+
+  it("runs the helm test hook's script against the real server: passes when it answers, fails when it does not", async () => {
+    const ns = await restrictedNamespace();
+    await withServiceAccount(ns, {});
+    const { items } = await serverDryRun(ns, await template({}));
+    const hook = find(items, 'Pod', 'nsfwdetector-test').spec.containers[0];
+    expect(hook.command).toEqual(['node', '--input-type=module', '-e']);
+    const png = env(hook, 'PNG') ?? '';
+    const runHook = (gateway: string) =>
+      new Promise<{ code: number; out: string }>((resolve) => {
+        execFile(
+          process.execPath,
+          ['--input-type=module', '-e', hook.args[0]],
+          { env: { ...process.env, GATEWAY: gateway, PNG: png } },
+          (err, stdout, stderr) => resolve({ code: err ? 1 : 0, out: stdout + stderr }),
+        );
+      });
+    // The embedded server answers the same routes the gateway does.
+    const server = await startServer({ SCORING_WORKERS: '1' });
+    try {
+      const passed = await runHook(server.url);
+      expect(passed.out).toMatch(/health 200, detect 200 \((allow|review|block)\)/);
+      expect(passed.code).toBe(0);
+    } finally {
+      await server.stop();
+    }
+    const failed = await runHook(server.url);
+    expect(failed.code).toBe(1);
   });
 
   it('mounts in the gateway exactly the Envoy configuration `npm run stack` runs', async () => {
