@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { Child, listeningPorts, waitFor } from './child.ts';
-import { LOCAL_VALUES, renderEnvoyConfig } from './render-envoy.ts';
+import { LOCAL_VALUES, renderEnvoyConfigText } from './render-envoy.ts';
 import { requireTool } from './tools.ts';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -215,7 +215,8 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     envFor = serviceEnv(jaeger.otlp);
     await Promise.all((Object.keys(SERVICES) as ServiceName[]).map((name) => startService(name)));
 
-    const envoyConfig = await renderEnvoyConfig({
+    // Verbatim: the very bytes the chart's ConfigMap holds (test/chart/chart.test.ts compares them).
+    const envoyConfig = await renderEnvoyConfigText({
       valuesFiles: [LOCAL_VALUES],
       set: {
         'envoy.listener.port': opts.port ?? 8080,
@@ -226,7 +227,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       },
     });
     const configPath = join(dir, 'envoy.json');
-    writeFileSync(configPath, JSON.stringify(envoyConfig, null, 2));
+    writeFileSync(configPath, envoyConfig);
     const adminPath = join(dir, 'envoy-admin-address');
     const envoy = new Child({
       name: 'envoy',
