@@ -103,3 +103,6 @@ if ! command -v promtool >/dev/null; then
   "${as_root[@]}" apt-get update -qq
   "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
 fi
+
+# --- Kubernetes (chart suite test/chart, skaffold, the image): kube-apiserver, etcd, kubectl, skaffold ----
+bash "$(dirname "$0")/install-k8s-tools.sh"

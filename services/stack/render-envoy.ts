@@ -15,17 +15,24 @@ export const LOCAL_VALUES = `${CHART_DIR}values-local.yaml`;
 export type EnvoyConfig = Record<string, unknown>;
 
 /**
- * `helm template` of the Envoy ConfigMap with the given values files and `--set` overrides; the
- * document under `data."envoy.yaml"`.
+ * `helm template` of the Envoy ConfigMap with the given values files and `--set` overrides; the text
+ * under `data."envoy.yaml"`, byte for byte what the gateway pods mount (the stack writes this text).
  */
-export async function renderEnvoyConfig(
+export async function renderEnvoyConfigText(
   opts: { valuesFiles?: string[]; set?: Record<string, string | number> } = {},
-): Promise<EnvoyConfig> {
+): Promise<string> {
   const args = ['template', 'nsfwdetector', CHART_DIR, '--show-only', 'templates/envoy-configmap.yaml'];
   for (const file of opts.valuesFiles ?? []) args.push('--values', file);
   for (const [key, value] of Object.entries(opts.set ?? {})) args.push('--set', `${key}=${value}`);
   const { stdout } = await execFileAsync(requireTool('helm'), args, { maxBuffer: 16 * 1024 * 1024 });
-  return JSON.parse(blockScalar(stdout, 'envoy.yaml')) as EnvoyConfig;
+  return blockScalar(stdout, 'envoy.yaml');
+}
+
+/** The same configuration, parsed. */
+export async function renderEnvoyConfig(
+  opts: { valuesFiles?: string[]; set?: Record<string, string | number> } = {},
+): Promise<EnvoyConfig> {
+  return JSON.parse(await renderEnvoyConfigText(opts)) as EnvoyConfig;
 }
 
 /** The literal block scalar `key: |` of a rendered manifest (our own template: 4-space indent). */
@@ -38,5 +45,7 @@ function blockScalar(manifest: string, key: string): string {
     if (line.trim() !== '' && !line.startsWith('    ')) break;
     body.push(line.slice(4));
   }
-  return body.join('\n');
+  // A `|` block keeps exactly one final newline (YAML "clip"): the value the ConfigMap holds.
+  while (body.length && body.at(-1)?.trim() === '') body.pop();
+  return `${body.join('\n')}\n`;
 }

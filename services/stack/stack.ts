@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { numberVar } from '../common/config.ts';
 import { Child, listeningPorts, waitFor } from './child.ts';
-import { LOCAL_VALUES, renderEnvoyConfig } from './render-envoy.ts';
+import { LOCAL_VALUES, renderEnvoyConfigText } from './render-envoy.ts';
 import { requireTool } from './tools.ts';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -225,7 +225,8 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     envFor = serviceEnv(jaeger.otlp);
     await Promise.all((Object.keys(SERVICES) as ServiceName[]).map((name) => startService(name)));
 
-    const envoyConfig = await renderEnvoyConfig({
+    // Verbatim: the very bytes the chart's ConfigMap holds (test/chart/chart.test.ts compares them).
+    const envoyConfig = await renderEnvoyConfigText({
       valuesFiles: [LOCAL_VALUES],
       set: {
         'envoy.listener.port': opts.port ?? 8080,
@@ -239,7 +240,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       },
     });
     const configPath = join(dir, 'envoy.json');
-    writeFileSync(configPath, JSON.stringify(envoyConfig, null, 2));
+    writeFileSync(configPath, envoyConfig);
     const adminPath = join(dir, 'envoy-admin-address');
     const envoy = new Child({
       name: 'envoy',

@@ -12,7 +12,11 @@ import { disableOrtTelemetry } from '../model/onnx-classifier.ts';
 import { type ImageScorer, isLargeImage, type ScoredImage } from './image-scorer.ts';
 import type { ScoreRequest, ScorerWorkerData } from './scorer-worker.ts';
 
-const ENTRY = new URL('./scorer-worker-entry.mjs', import.meta.url);
+// Compiled (dist/, the production image): the worker is plain JavaScript. From source, the .mjs entry
+// loads the TypeScript worker through tsx.
+const ENTRY = import.meta.url.endsWith('.js')
+  ? new URL('./scorer-worker.js', import.meta.url)
+  : new URL('./scorer-worker-entry.mjs', import.meta.url);
 
 /**
  * The old-generation allocation limit a scoring worker's V8 heap starts with, in MB. A worker's JS

@@ -1,0 +1,186 @@
+{{/* Helpers of the workload templates (the Envoy helpers are in _helpers.tpl). */}}
+
+{{/* Prefix of every object's name. */}}
+{{- define "nsfwdetector.prefix" -}}
+{{- include "nsfwdetector.fullname" . | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Selector labels of one component: (dict "root" $ "component" "detect"). */}}
+{{- define "nsfwdetector.selectorLabels" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* All labels of one component's objects. */}}
+{{- define "nsfwdetector.componentLabels" -}}
+{{ include "nsfwdetector.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
+{{- end -}}
+
+{{/* The service image, by digest when one is given. */}}
+{{- define "nsfwdetector.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The Service that Envoy dials for an upstream is named by the Envoy value itself
+(envoy.upstreams.<name>.address), so the edge configuration and the Services cannot disagree. An IP
+address there (values-local.yaml: the local stack on loopback) names no Service: <prefix>-<name> then.
+*/}}
+{{- define "nsfwdetector.upstreamService" -}}
+{{- $address := toString (index .root.Values.envoy.upstreams .name).address -}}
+{{- if regexMatch "^[0-9.]+$" $address -}}
+{{- printf "%s-%s" (include "nsfwdetector.prefix" .root) .name -}}
+{{- else -}}
+{{- $address -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Pod-level security: Pod Security "restricted". */}}
+{{- define "nsfwdetector.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: {{ .uid }}
+runAsGroup: {{ .uid }}
+fsGroup: {{ .uid }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* Container-level security: Pod Security "restricted", read-only root filesystem. */}}
+{{- define "nsfwdetector.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: [ALL]
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* Spread a component's pods across nodes. */}}
+{{- define "nsfwdetector.topologySpread" -}}
+topologySpreadConstraints:
+  - maxSkew: 1
+    topologyKey: kubernetes.io/hostname
+    whenUnsatisfiable: {{ .root.Values.topologySpread }}
+    labelSelector:
+      matchLabels:
+        {{- include "nsfwdetector.selectorLabels" . | nindent 8 }}
+{{- end -}}
+
+{{/* Name of the Secret and key holding the Redis password; empty name: no password. */}}
+{{- define "nsfwdetector.redisSecretName" -}}
+{{- if .Values.redis.existingSecret -}}
+{{ .Values.redis.existingSecret }}
+{{- else if .Values.redis.enabled -}}
+{{ include "nsfwdetector.prefix" . }}-redis
+{{- end -}}
+{{- end -}}
+
+{{- define "nsfwdetector.redisSecretKey" -}}
+{{- if .Values.redis.existingSecret -}}{{ .Values.redis.existingSecretKey }}{{- else -}}redis-password{{- end -}}
+{{- end -}}
+
+{{/*
+REDIS_PASSWORD and REDIS_URL: the password from its Secret, spliced into the URL by Kubernetes' $(VAR)
+expansion (generated passwords are alphanumeric, so URL-safe).
+*/}}
+{{- define "nsfwdetector.redisEnv" -}}
+{{- $secret := include "nsfwdetector.redisSecretName" . -}}
+{{- $url := "" -}}
+{{- if .Values.redis.enabled -}}
+{{- $url = printf "redis://%s-redis:6379/0" (include "nsfwdetector.prefix" .) -}}
+{{- else -}}
+{{- $url = required "redis.external.url is required when redis.enabled is false" .Values.redis.external.url -}}
+{{- end -}}
+{{- if $secret }}
+- name: REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: {{ include "nsfwdetector.redisSecretKey" . }}
+- name: REDIS_URL
+  value: {{ regexReplaceAll "^(rediss?://)" $url "${1}:$(REDIS_PASSWORD)@" | quote }}
+{{- else }}
+- name: REDIS_URL
+  value: {{ $url | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* The product configuration every service reads (services/common/config.ts validates it at boot). */}}
+{{- define "nsfwdetector.configEnv" -}}
+{{- $c := .Values.config -}}
+- { name: NODE_ENV, value: production }
+- { name: HOST, value: "0.0.0.0" }
+- { name: THRESHOLD_ALLOW, value: {{ $c.thresholdAllow | quote }} }
+- { name: THRESHOLD_BLOCK, value: {{ $c.thresholdBlock | quote }} }
+- { name: MODEL, value: {{ $c.model | quote }} }
+- { name: MAX_FILE_BYTES, value: {{ $c.maxFileBytes | int64 | quote }} }
+- { name: UPLOAD_IDLE_TIMEOUT_MS, value: {{ $c.uploadIdleTimeoutMs | int64 | quote }} }
+- { name: ANON_PER_MINUTE, value: {{ $c.anonPerMinute | int64 | quote }} }
+- { name: ANON_PER_DAY, value: {{ $c.anonPerDay | int64 | quote }} }
+- { name: FREE_PER_MINUTE, value: {{ $c.freePerMinute | int64 | quote }} }
+- { name: FREE_PER_DAY, value: {{ $c.freePerDay | int64 | quote }} }
+- { name: PRO_PER_MINUTE, value: {{ $c.proPerMinute | int64 | quote }} }
+- { name: PRO_PER_DAY, value: {{ $c.proPerDay | int64 | quote }} }
+- { name: SCORING_WORKERS, value: {{ $c.scoringWorkers | int64 | quote }} }
+- { name: INFERENCE_THREADS, value: {{ $c.inferenceThreads | int64 | quote }} }
+- { name: MAX_ACTIVE_IMAGES, value: {{ $c.maxActiveImages | int64 | quote }} }
+- { name: MAX_QUEUED_IMAGES, value: {{ $c.maxQueuedImages | int64 | quote }} }
+- { name: OVERLOAD_RETRY_AFTER_SECONDS, value: {{ $c.overloadRetryAfterSeconds | int64 | quote }} }
+- { name: SHUTDOWN_GRACE_MS, value: {{ $c.shutdownGraceMs | int64 | quote }} }
+- { name: REDIS_KEY_PREFIX, value: {{ $c.redisKeyPrefix | quote }} }
+- { name: REDIS_COMMAND_TIMEOUT_MS, value: {{ $c.redisCommandTimeoutMs | int64 | quote }} }
+- { name: LOG_LEVEL, value: {{ $c.logLevel | quote }} }
+- { name: TRUSTED_PROXY_HOPS, value: {{ add1 .Values.envoy.xffNumTrustedHops | quote }} }
+{{- with $c.otlpEndpoint }}
+- { name: OTEL_EXPORTER_OTLP_ENDPOINT, value: {{ . | quote }} }
+{{- end }}
+{{- end -}}
+
+{{/* Pods get the services' drain window plus 10 s (Envoy's preStop pause, process exit). */}}
+{{- define "nsfwdetector.terminationGrace" -}}
+{{ add (div .Values.config.shutdownGraceMs 1000) 10 }}
+{{- end -}}
+
+{{/* HTTP probes of a service on its port: startup (model load), readiness, liveness. */}}
+{{- define "nsfwdetector.httpProbes" -}}
+startupProbe:
+  httpGet: { path: /internal/live, port: {{ .port }} }
+  periodSeconds: 2
+  failureThreshold: {{ .startupFailures | default 30 }}
+readinessProbe:
+  httpGet: { path: /internal/ready, port: {{ .port }} }
+  periodSeconds: 5
+  failureThreshold: 2
+livenessProbe:
+  httpGet: { path: /internal/live, port: {{ .port }} }
+  periodSeconds: 10
+  failureThreshold: 3
+{{- end -}}
+
+{{/* A writable /tmp (the root filesystem is read-only). */}}
+{{- define "nsfwdetector.tmpVolume" -}}
+- name: tmp
+  emptyDir: { sizeLimit: 64Mi }
+{{- end -}}
+
+{{/* EDGE_SECRET for Envoy (which sends it) and detect (which checks it). */}}
+{{- define "nsfwdetector.edgeSecretEnv" -}}
+- name: EDGE_SECRET
+  valueFrom:
+    secretKeyRef:
+      {{- if .Values.edgeSecret.existingSecret }}
+      name: {{ .Values.edgeSecret.existingSecret }}
+      key: {{ .Values.edgeSecret.existingSecretKey }}
+      {{- else }}
+      name: {{ include "nsfwdetector.prefix" . }}-edge
+      key: edge-secret
+      {{- end }}
+{{- end -}}

@@ -1,0 +1,271 @@
+// A real Kubernetes API server for the chart suite: etcd and kube-apiserver (built by
+// .ci/install-k8s-tools.sh) on loopback, throwaway certificates from openssl, an admin kubeconfig, the
+// PodSecurity admission plugin on. No controller-manager, scheduler or kubelet: objects are stored and
+// admitted, but no pod ever runs (Deployments get no ReplicaSets, namespaces never finish deleting).
+
+import { execFile } from 'node:child_process';
+import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Child, listeningPorts, waitFor } from '../../services/stack/child.ts';
+import { TOOLS_DIR } from '../../services/stack/tools.ts';
+
+const execFileAsync = promisify(execFile);
+
+export const KUBE_INSTALL_HINT = 'bash .ci/install-tools.sh (kube-apiserver, etcd, kubectl, skaffold)';
+
+export type KubeTool = 'kube-apiserver' | 'etcd' | 'kubectl' | 'skaffold';
+const OVERRIDES: Record<KubeTool, string> = {
+  'kube-apiserver': 'KUBE_APISERVER_BIN',
+  etcd: 'ETCD_BIN',
+  kubectl: 'KUBECTL_BIN',
+  skaffold: 'SKAFFOLD_BIN',
+};
+
+/**
+ * The pinned tool from the cache .ci/install-k8s-tools.sh fills, or its override variable. Never
+ * the PATH: a kubectl that happens to be on a machine is some other version.
+ */
+export function kubeToolPath(tool: KubeTool): string | undefined {
+  const path = process.env[OVERRIDES[tool]] ?? join(TOOLS_DIR, 'bin', tool);
+  try {
+    accessSync(path, constants.X_OK);
+    return path;
+  } catch {
+    return undefined;
+  }
+}
+
+export function requireKubeTool(tool: KubeTool): string {
+  const path = kubeToolPath(tool);
+  if (!path) throw new Error(`${tool} is not installed: ${KUBE_INSTALL_HINT}`);
+  return path;
+}
+
+/** The missing ones of `tools`, as one line naming the install command; undefined when none is. */
+export function missingKubeTools(tools: readonly KubeTool[]): string | undefined {
+  const missing = tools.filter((t) => !kubeToolPath(t));
+  return missing.length ? `${missing.join(', ')} not installed: ${KUBE_INSTALL_HINT}` : undefined;
+}
+
+export interface KubeApiServer {
+  /** https://127.0.0.1:<port> */
+  url: string;
+  /** An admin (system:masters) kubeconfig for kubectl and helm. */
+  kubeconfig: string;
+  /** Runs kubectl with the admin kubeconfig; rejects with stderr on a non-zero exit. */
+  kubectl(args: string[], opts?: { input?: string }): Promise<{ stdout: string; stderr: string }>;
+  stop(): Promise<void>;
+}
+
+async function openssl(dir: string, args: string[]): Promise<void> {
+  await execFileAsync('openssl', args, { cwd: dir });
+}
+
+/** A CA, a serving certificate for 127.0.0.1, an admin client in system:masters, a service-account key pair. */
+async function makeCertificates(dir: string): Promise<void> {
+  const day = ['-days', '2'];
+  await openssl(dir, [
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.crt',
+    ...day,
+    '-subj',
+    '/CN=nsfwdetector-test-ca',
+  ]);
+  writeFileSync(
+    join(dir, 'server.ext'),
+    'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n',
+  );
+  writeFileSync(join(dir, 'client.ext'), 'extendedKeyUsage=clientAuth\n');
+  for (const [name, subject, ext] of [
+    ['server', '/CN=kube-apiserver', 'server.ext'],
+    ['admin', '/O=system:masters/CN=admin', 'client.ext'],
+  ] as const) {
+    await openssl(dir, [
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      `${name}.key`,
+      '-out',
+      `${name}.csr`,
+      '-subj',
+      subject,
+    ]);
+    await openssl(dir, [
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      'ca.crt',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      `${name}.crt`,
+      ...day,
+      '-extfile',
+      ext,
+    ]);
+  }
+  await openssl(dir, ['genrsa', '-out', 'sa.key', '2048']);
+  await openssl(dir, ['rsa', '-in', 'sa.key', '-pubout', '-out', 'sa.pub']);
+}
+
+function kubeconfigYaml(dir: string, url: string): string {
+  return `apiVersion: v1
+kind: Config
+clusters:
+  - name: test
+    cluster: { server: "${url}", certificate-authority: "${join(dir, 'ca.crt')}" }
+users:
+  - name: admin
+    user: { client-certificate: "${join(dir, 'admin.crt')}", client-key: "${join(dir, 'admin.key')}" }
+contexts:
+  - name: test
+    context: { cluster: test, user: admin }
+current-context: test
+`;
+}
+
+/** etcd on loopback port 0 (the port is read from /proc), no fsync (tests only). */
+async function startEtcd(dir: string): Promise<{ child: Child; url: string }> {
+  const any = 'http://127.0.0.1:0';
+  const child = new Child({
+    name: 'etcd',
+    command: requireKubeTool('etcd'),
+    args: [
+      `--data-dir=${join(dir, 'etcd')}`,
+      `--listen-client-urls=${any}`,
+      `--advertise-client-urls=${any}`,
+      `--listen-peer-urls=${any}`,
+      `--initial-advertise-peer-urls=${any}`,
+      `--initial-cluster=default=${any}`,
+      '--unsafe-no-fsync',
+      '--log-level=warn',
+    ],
+  });
+  // Two listeners (client and peer); the client one answers /health.
+  const url = await waitFor(
+    child,
+    'etcd to listen',
+    async () => {
+      for (const port of listeningPorts(child.pid)) {
+        const res = await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined);
+        if (res?.ok) return `http://127.0.0.1:${port}`;
+      }
+      return undefined;
+    },
+    60_000,
+  );
+  return { child, url };
+}
+
+/**
+ * kube-apiserver cannot listen on port 0 (0 switches secure serving off), so it gets a random high port
+ * and proves it holds it: a bind failure is seen in its output and another port is tried.
+ */
+async function startApiServer(dir: string, etcdUrl: string): Promise<{ child: Child; url: string }> {
+  for (let attempt = 0; ; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 30_000);
+    const child = new Child({
+      name: 'kube-apiserver',
+      command: requireKubeTool('kube-apiserver'),
+      args: [
+        `--etcd-servers=${etcdUrl}`,
+        '--bind-address=127.0.0.1',
+        '--advertise-address=127.0.0.1',
+        `--secure-port=${port}`,
+        // No kubelet-backed endpoints of its own: the default Service's endpoints are not maintained.
+        '--endpoint-reconciler-type=none',
+        `--cert-dir=${join(dir, 'apiserver-certs')}`,
+        `--tls-cert-file=${join(dir, 'server.crt')}`,
+        `--tls-private-key-file=${join(dir, 'server.key')}`,
+        `--client-ca-file=${join(dir, 'ca.crt')}`,
+        `--service-account-key-file=${join(dir, 'sa.pub')}`,
+        `--service-account-signing-key-file=${join(dir, 'sa.key')}`,
+        '--service-account-issuer=https://kubernetes.default.svc',
+        '--service-cluster-ip-range=10.96.0.0/16',
+        '--authorization-mode=RBAC',
+        '--enable-admission-plugins=PodSecurity',
+        '--storage-media-type=application/json',
+        '--v=0',
+      ],
+    });
+    const url = `https://127.0.0.1:${port}`;
+    try {
+      await waitFor(
+        child,
+        'kube-apiserver to listen',
+        () => (listeningPorts(child.pid).includes(port) ? true : undefined),
+        120_000,
+      );
+      return { child, url };
+    } catch (err) {
+      await child.stop(2_000);
+      if (attempt < 5 && /address already in use/.test(child.output())) continue;
+      throw err;
+    }
+  }
+}
+
+export async function startKubeApiServer(): Promise<KubeApiServer> {
+  const dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-kube-'));
+  const children: Child[] = [];
+  const stop = async () => {
+    for (const child of children.reverse()) await child.stop(10_000);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await makeCertificates(dir);
+    const etcd = await startEtcd(dir);
+    children.push(etcd.child);
+    const api = await startApiServer(dir, etcd.url);
+    children.push(api.child);
+    const kubeconfig = join(dir, 'kubeconfig');
+    writeFileSync(kubeconfig, kubeconfigYaml(dir, api.url));
+    const kubectlBin = requireKubeTool('kubectl');
+    const kubectl: KubeApiServer['kubectl'] = async (args, opts = {}) => {
+      return await new Promise((resolve, reject) => {
+        const child = execFile(
+          kubectlBin,
+          ['--kubeconfig', kubeconfig, ...args],
+          { maxBuffer: 64 * 1024 * 1024 },
+          (err, stdout, stderr) => {
+            if (err) reject(new Error(`kubectl ${args.join(' ')} failed: ${stderr || err.message}`));
+            else resolve({ stdout, stderr });
+          },
+        );
+        child.stdin?.end(opts.input ?? '');
+      });
+    };
+    // Ready: /readyz through the admin credentials (bootstrap RBAC and priority classes done).
+    await waitFor(
+      api.child,
+      'kube-apiserver /readyz',
+      async () => {
+        try {
+          const { stdout } = await kubectl(['get', '--raw', '/readyz']);
+          return stdout.trim() === 'ok' ? true : undefined;
+        } catch {
+          return undefined;
+        }
+      },
+      120_000,
+    );
+    return { url: api.url, kubeconfig, kubectl, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
