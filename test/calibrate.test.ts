@@ -20,7 +20,13 @@ import { CHROMIUM, describeWithTool } from './support/tools.ts';
 
 const run = promisify(execFile);
 const NSFW = ['320x240.jpg', '4.webp', 'Crash_test.gif', 'Landscape_1.jpg', 'corrupt-header.jpg'];
-const SFW = ['Flag_of_the_Netherlands.png', '2x2_fdcce6.png', '5_webp_a.webp', '65536-uint32-limit.png', 'check.svg'];
+const SFW = [
+  'Flag_of_the_Netherlands.png',
+  '2x2_fdcce6.png',
+  '5_webp_a.webp',
+  '65536-uint32-limit.png',
+  'check.svg',
+];
 const TARGET_FALSE_BLOCK = 0.34;
 const TARGET_MISS = 0.25;
 
@@ -42,14 +48,30 @@ const csv = new Map<string, { nsfw?: number; code?: number }>();
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'nsfwdetector-calibrate-'));
   out = join(work, 'report');
-  for (const [label, names] of [['nsfw', NSFW], ['sfw', SFW]] as const) {
+  for (const [label, names] of [
+    ['nsfw', NSFW],
+    ['sfw', SFW],
+  ] as const) {
     mkdirSync(join(work, label));
     for (const name of names) copyFileSync(fixture(name), join(work, label, name));
   }
   const result = await run(
     process.execPath,
-    ['--import', 'tsx', 'services/calibrate/main.ts', '--nsfw', join(work, 'nsfw'), '--sfw', join(work, 'sfw'),
-      '--out', out, '--target-false-block', String(TARGET_FALSE_BLOCK), '--target-miss', String(TARGET_MISS)],
+    [
+      '--import',
+      'tsx',
+      'services/calibrate/main.ts',
+      '--nsfw',
+      join(work, 'nsfw'),
+      '--sfw',
+      join(work, 'sfw'),
+      '--out',
+      out,
+      '--target-false-block',
+      String(TARGET_FALSE_BLOCK),
+      '--target-miss',
+      String(TARGET_MISS),
+    ],
     { cwd: ROOT, env: { ...childEnv(), TSX_DISABLE_CACHE: '1', LOG_LEVEL: 'warn' } },
   );
   stderr = result.stderr;
@@ -69,7 +91,10 @@ afterAll(() => {
 describe('npm run calibrate', () => {
   it('lists every file: a score, or the error code the corpus map gives it', () => {
     const expected = new Map<string, { nsfw?: number; code?: number }>();
-    for (const [label, names] of [['nsfw', NSFW], ['sfw', SFW]] as const) {
+    for (const [label, names] of [
+      ['nsfw', NSFW],
+      ['sfw', SFW],
+    ] as const) {
       for (const name of names) {
         const outcome = CORPUS[name];
         if (!outcome) throw new Error(name);
@@ -91,7 +116,9 @@ describe('npm run calibrate', () => {
 
   it('writes the threshold table and suggestion recomputed here from the scores', () => {
     const scores = (label: string) =>
-      [...csv].filter(([k, v]) => k.startsWith(`${label}/`) && v.nsfw !== undefined).map(([, v]) => v.nsfw as number);
+      [...csv]
+        .filter(([k, v]) => k.startsWith(`${label}/`) && v.nsfw !== undefined)
+        .map(([, v]) => v.nsfw as number);
     const nsfw = scores('nsfw');
     const sfw = scores('sfw');
     expect([nsfw.length, sfw.length]).toEqual([4, 3]);
@@ -112,9 +139,11 @@ describe('npm run calibrate', () => {
       });
     }
     let block = 1;
-    for (let k = 100; k >= 0; k--) if ((expected[k] as Row).falseBlockRate <= TARGET_FALSE_BLOCK) block = k / 100;
+    for (let k = 100; k >= 0; k--)
+      if ((expected[k] as Row).falseBlockRate <= TARGET_FALSE_BLOCK) block = k / 100;
     let allow = 0;
-    for (let k = 0; k <= 100; k++) if (k / 100 <= block && (expected[k] as Row).missRate <= TARGET_MISS) allow = k / 100;
+    for (let k = 0; k <= 100; k++)
+      if (k / 100 <= block && (expected[k] as Row).missRate <= TARGET_MISS) allow = k / 100;
 
     const report = JSON.parse(readFileSync(join(out, 'thresholds.json'), 'utf8')) as {
       suggestion: { allow: number; block: number };
@@ -122,7 +151,9 @@ describe('npm run calibrate', () => {
     };
     expect(report.table).toEqual(expected);
     expect(report.suggestion).toEqual({ allow, block });
-    expect(readFileSync(join(out, 'thresholds.env'), 'utf8')).toBe(`THRESHOLD_ALLOW=${allow}\nTHRESHOLD_BLOCK=${block}\n`);
+    expect(readFileSync(join(out, 'thresholds.env'), 'utf8')).toBe(
+      `THRESHOLD_ALLOW=${allow}\nTHRESHOLD_BLOCK=${block}\n`,
+    );
     expect(readFileSync(join(out, 'values.yaml'), 'utf8')).toBe(
       `config:\n  thresholdAllow: ${allow}\n  thresholdBlock: ${block}\n`,
     );
@@ -140,7 +171,7 @@ describe('npm run calibrate', () => {
   });
 });
 
-describe('the scores are the server\'s', () => {
+describe("the scores are the server's", () => {
   let server: ServerProcess;
   beforeAll(async () => {
     server = await startServer({ LOG_LEVEL: 'warn' });

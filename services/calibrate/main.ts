@@ -14,7 +14,8 @@ import { createFileScorer } from './score-image.ts';
 /** Every regular file under `dir`, depth first, in name order, read lazily. */
 async function* walk(dir: string): AsyncGenerator<string> {
   const entries: { name: string; isDir: boolean; isFile: boolean }[] = [];
-  for await (const e of await opendir(dir)) entries.push({ name: e.name, isDir: e.isDirectory(), isFile: e.isFile() });
+  for await (const e of await opendir(dir))
+    entries.push({ name: e.name, isDir: e.isDirectory(), isFile: e.isFile() });
   entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   for (const e of entries) {
     const p = path.join(dir, e.name);
@@ -41,7 +42,8 @@ function progress(done: number, total: number, startedMs: number): string {
 function rate(name: string, raw: string | undefined, fallback: number): number {
   if (raw === undefined) return fallback;
   const v = Number(raw);
-  if (!Number.isFinite(v) || v < 0 || v > 1) throw new Error(`--${name} must be a number in [0, 1], got ${raw}`);
+  if (!Number.isFinite(v) || v < 0 || v > 1)
+    throw new Error(`--${name} must be a number in [0, 1], got ${raw}`);
   return v;
 }
 
@@ -77,7 +79,10 @@ export async function main(argv: string[]): Promise<number> {
   const tty = process.stderr.isTTY;
   let done = 0;
   try {
-    for (const [label, dir] of [['nsfw', values.nsfw], ['sfw', values.sfw]] as const) {
+    for (const [label, dir] of [
+      ['nsfw', values.nsfw],
+      ['sfw', values.sfw],
+    ] as const) {
       for await (const file of walk(dir)) {
         const outcome = await scorer.score(file);
         const rel = path.relative(dir, file);
@@ -99,7 +104,9 @@ export async function main(argv: string[]): Promise<number> {
   } finally {
     if (tty) process.stderr.write('\n');
     await scorer.close();
-    await new Promise<void>((resolve, reject) => csv.end((err?: Error | null) => (err ? reject(err) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      csv.end((err?: Error | null) => (err ? reject(err) : resolve())),
+    );
   }
   for (const f of failures) process.stderr.write(`not decodable: ${f.file}: ${f.code} ${f.message}\n`);
   const table = thresholdTable(scores.nsfw, scores.sfw);

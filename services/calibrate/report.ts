@@ -63,7 +63,14 @@ export async function writeReport(r: ReportInput): Promise<string> {
   const charts: Record<string, string> = {
     'roc.svg': lineChart('ROC', 'false-block rate (SFW blocked)', 'NSFW blocked', [
       { label: 'model', color: '#1f6feb', points: rocPoints },
-      { label: 'chance', color: '#999', points: [[0, 0], [1, 1]] },
+      {
+        label: 'chance',
+        color: '#999',
+        points: [
+          [0, 0],
+          [1, 1],
+        ],
+      },
     ]),
     'precision-recall.svg': lineChart('Precision / recall', 'recall', 'precision', [
       { label: 'model', color: '#d1242f', points: prPoints },
@@ -82,17 +89,26 @@ export async function writeReport(r: ReportInput): Promise<string> {
     'thresholds.json': `${JSON.stringify({ suggestion: s, targetFalseBlock: r.targetFalseBlock, targetMiss: r.targetMiss, table: r.table }, null, 2)}\n`,
   };
   const shown = r.table.filter(
-    (row) => Math.round(row.threshold * 100) % 5 === 0 || row.threshold === s.allow || row.threshold === s.block,
+    (row) =>
+      Math.round(row.threshold * 100) % 5 === 0 || row.threshold === s.allow || row.threshold === s.block,
   );
   const rows = shown
     .map((row) => {
-      const mark = row.threshold === s.block ? ' class="suggested"' : row.threshold === s.allow ? ' class="suggested"' : '';
+      const mark =
+        row.threshold === s.block
+          ? ' class="suggested"'
+          : row.threshold === s.allow
+            ? ' class="suggested"'
+            : '';
       return `<tr${mark}><td>${row.threshold.toFixed(2)}</td><td>${row.sfwBlocked}</td><td>${pct(row.falseBlockRate)}</td><td>${row.nsfwMissed}</td><td>${pct(row.missRate)}</td><td>${row.precision.toFixed(3)}</td><td>${row.recall.toFixed(3)}</td></tr>`;
     })
     .join('\n');
   const failures = r.failures.length
     ? `<table><thead><tr><th>File</th><th>Class</th><th>Code</th><th>Message</th></tr></thead><tbody>${r.failures
-        .map((f) => `<tr><td>${esc(f.file)}</td><td>${f.label}</td><td>${f.code}</td><td>${esc(f.message)}</td></tr>`)
+        .map(
+          (f) =>
+            `<tr><td>${esc(f.file)}</td><td>${f.label}</td><td>${f.code}</td><td>${esc(f.message)}</td></tr>`,
+        )
         .join('\n')}</tbody></table>`
     : '<p>Every image was scored.</p>';
   const auc = rocAuc(r.nsfw, r.sfw);

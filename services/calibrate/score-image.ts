@@ -19,7 +19,10 @@ export interface FileScorer {
 }
 
 export async function createFileScorer(config: Config): Promise<FileScorer> {
-  const classifier = await createOnnxClassifier({ model: config.model, intraOpThreads: config.inferenceThreads });
+  const classifier = await createOnnxClassifier({
+    model: config.model,
+    intraOpThreads: config.inferenceThreads,
+  });
   const scorer = new InProcessScorer(classifier, config.limits);
   return {
     async score(file) {

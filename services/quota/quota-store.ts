@@ -29,7 +29,12 @@ export interface QuotaStore {
    * Counts one request for `subject` in both windows if, and only if, both allow it. With a
    * `requestId` the charge is recorded under it, so that `refund(requestId)` can take it back.
    */
-  consume(subject: string, limits: WindowLimits, requestId?: string, history?: readonly string[]): Promise<QuotaOutcome>;
+  consume(
+    subject: string,
+    limits: WindowLimits,
+    requestId?: string,
+    history?: readonly string[],
+  ): Promise<QuotaOutcome>;
   /**
    * Uncounts the request counted under `requestId` (a request answered 503 must not use quota).
    * Idempotent, and exact whatever the order: it uncounts only the windows that request was counted

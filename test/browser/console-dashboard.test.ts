@@ -56,7 +56,13 @@ function dashboardFlow(kind: 'accounts file' | 'redis'): void {
       executablePath: CHROMIUM.find(),
       env: childEnv(),
       headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--no-first-run',
+        '--disable-background-networking',
+      ],
       viewport: { width: 1100, height: 900 },
     });
     page = context.pages()[0] ?? (await context.newPage());
@@ -81,7 +87,8 @@ function dashboardFlow(kind: 'accounts file' | 'redis'): void {
     // Load failures (the logged-out session check's 401, the favicon's 404) are expected; a CSP
     // refusal or a script error is not.
     page.on('console', (m) => {
-      if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) consoleErrors.push(m.text());
+      if (m.type() === 'error' && !m.text().startsWith('Failed to load resource'))
+        consoleErrors.push(m.text());
     });
     page.on('pageerror', (e) => consoleErrors.push(e.message));
     await page.goto(`${server.url}/console`);
@@ -151,7 +158,9 @@ function dashboardFlow(kind: 'accounts file' | 'redis'): void {
     if (!box) throw new Error('no chart');
     await page.mouse.move(box.x + box.width - 2, box.y + box.height / 2);
     await expect
-      .poll(async () => (await page.locator('#history-chart .u-legend .u-value').allTextContents()).slice(1, 3))
+      .poll(async () =>
+        (await page.locator('#history-chart .u-legend .u-value').allTextContents()).slice(1, 3),
+      )
       .toEqual(['2', '3']);
     // The key's own history: the same calls.
     const keyId = await page.locator('#history-key option').nth(1).getAttribute('value');

@@ -104,7 +104,14 @@ export class MemoryQuotaStore implements QuotaStore {
     const charge = this.#charges.get(requestId);
     const nowMs = this.#now();
     if (!charge) {
-      this.#charges.set(requestId, { subject: '', minuteStart: 0, dayStart: 0, at: nowMs, refunded: true, history: [] });
+      this.#charges.set(requestId, {
+        subject: '',
+        minuteStart: 0,
+        dayStart: 0,
+        at: nowMs,
+        refunded: true,
+        history: [],
+      });
       return;
     }
     if (charge.refunded) return;
@@ -137,8 +144,8 @@ export class MemoryQuotaStore implements QuotaStore {
 
   #record(subjects: readonly string[], dayStart: number, field: 'served' | 'refused', delta: 1 | -1): void {
     for (const subject of subjects) {
-      let byDay = this.#history.get(subject);
-      if (!byDay) this.#history.set(subject, (byDay = new Map()));
+      const byDay = this.#history.get(subject) ?? new Map<number, { served: number; refused: number }>();
+      this.#history.set(subject, byDay);
       const counts = byDay.get(dayStart) ?? { served: 0, refused: 0 };
       counts[field] = Math.max(0, counts[field] + delta);
       byDay.set(dayStart, counts);

@@ -11,7 +11,13 @@ import { accountSubject, type KeyQuota } from '../authorize.ts';
 import { outcomeOf, type QuotaOutcome } from '../quota-store.ts';
 import { pairs, toAccount, toKey } from './redis-account-store.ts';
 import { LuaScript } from './redis-connection.ts';
-import { chargeKey, historyKeyBase, outcomeFromReply, WINDOWS_LUA, windowKeyBase } from './redis-quota-store.ts';
+import {
+  chargeKey,
+  historyKeyBase,
+  outcomeFromReply,
+  WINDOWS_LUA,
+  windowKeyBase,
+} from './redis-quota-store.ts';
 
 // KEYS[1] keyhash. ARGV[1] account-store prefix, ARGV[2] window key base without the account id,
 // ARGV[3] '1' to count, '0' to only look (a check that costs nothing), ARGV[4] the charge key or '',

@@ -93,13 +93,20 @@ async function showDashboard(session) {
   await Promise.all([loadUsage(), loadKeys(), loadHistory()]);
 }
 
-const utcTime = (unixSeconds) => new Date(unixSeconds * 1000).toISOString().replace('T', ' ').slice(0, 19) + ' UTC';
+const utcTime = (unixSeconds) =>
+  new Date(unixSeconds * 1000).toISOString().replace('T', ' ').slice(0, 19) + ' UTC';
 
 // The chart follows the page's colour scheme: uPlot draws on a canvas, so colours are read from CSS.
 function chartColors() {
   const css = getComputedStyle(document.body);
   const read = (name, fallback) => css.getPropertyValue(name).trim() || fallback;
-  return { text: read('--text', '#222'), grid: read('--line', '#ddd'), served: '#2f81f7', refused: '#d1242f', limit: read('--muted', '#888') };
+  return {
+    text: read('--text', '#222'),
+    grid: read('--line', '#ddd'),
+    served: '#2f81f7',
+    refused: '#d1242f',
+    limit: read('--muted', '#888'),
+  };
 }
 
 let historyPlot = null;
@@ -110,7 +117,12 @@ function drawHistory(history) {
   const box = $('history-chart');
   const c = chartColors();
   const xs = history.days.map((d) => Date.parse(`${d.day}T00:00:00Z`) / 1000);
-  const data = [xs, history.days.map((d) => d.served), history.days.map((d) => d.refused), xs.map(() => history.dailyLimit)];
+  const data = [
+    xs,
+    history.days.map((d) => d.served),
+    history.days.map((d) => d.refused),
+    xs.map(() => history.dailyLimit),
+  ];
   const axis = { stroke: c.text, grid: { stroke: c.grid }, ticks: { stroke: c.grid } };
   const bars = uPlot.paths.bars({ size: [0.6, 40] });
   const opts = {
@@ -172,7 +184,13 @@ async function tryImage(file) {
   const started = performance.now();
   let response;
   try {
-    response = await fetch('/api/open/detect', { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: form, credentials: 'omit', cache: 'no-store' });
+    response = await fetch('/api/open/detect', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}` },
+      body: form,
+      credentials: 'omit',
+      cache: 'no-store',
+    });
   } catch {
     error.textContent = 'The API cannot be reached. Check your connection and retry.';
     show(error, true);
@@ -189,7 +207,9 @@ async function tryImage(file) {
   $('try-status').textContent = String(response.status);
   $('try-json').textContent = body ? JSON.stringify(body, null, 2) : text;
   const data = body?.code === 0 ? body.data : null;
-  $('try-decision').textContent = data ? data.decision : `refused (${body?.code ?? response.status}: ${body?.message ?? ''})`;
+  $('try-decision').textContent = data
+    ? data.decision
+    : `refused (${body?.code ?? response.status}: ${body?.message ?? ''})`;
   $('try-nsfw').textContent = data ? data.scores.nsfw.toFixed(4) : '–';
   $('try-sfw').textContent = data ? data.scores.sfw.toFixed(4) : '–';
   $('try-allow').textContent = data ? String(data.thresholds.allow) : '–';
@@ -199,12 +219,13 @@ async function tryImage(file) {
       `server ${data.timing_ms} ms, round trip ${roundTrip.toFixed(0)} ms`
     : `round trip ${roundTrip.toFixed(0)} ms`;
   const name = file.name || 'image';
-  $('try-curl').textContent = `curl -s ${location.origin}/api/open/detect \\\n  -H ${shellQuote(`Authorization: Bearer ${key}`)} \\\n  -F file=@${shellQuote(name)}`;
-  $('try-cli').textContent = `NSFWDETECTOR_API_KEY=${shellQuote(key)} python3 nsfwdetector.py detect --base-url ${location.origin} --json ${shellQuote(name)}`;
+  $('try-curl').textContent =
+    `curl -s ${location.origin}/api/open/detect \\\n  -H ${shellQuote(`Authorization: Bearer ${key}`)} \\\n  -F file=@${shellQuote(name)}`;
+  $('try-cli').textContent =
+    `NSFWDETECTOR_API_KEY=${shellQuote(key)} python3 nsfwdetector.py detect --base-url ${location.origin} --json ${shellQuote(name)}`;
   show($('try-result'), true);
   await Promise.all([loadUsage(), loadHistory()]);
 }
-
 
 async function loadUsage() {
   try {
@@ -417,7 +438,10 @@ function setup() {
     const file = e.dataTransfer?.files?.[0];
     if (file) tryImage(file);
   });
-  matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => lastHistory && drawHistory(lastHistory));
+  matchMedia('(prefers-color-scheme: dark)').addEventListener(
+    'change',
+    () => lastHistory && drawHistory(lastHistory),
+  );
 
   $('logout').addEventListener('click', async () => {
     try {
