@@ -13,6 +13,7 @@ import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { missingTools, requireTool } from '../services/stack/tools.ts';
 import { CORPUS, fixture } from './fixtures/corpus.ts';
 import { childEnv } from './support/children.ts';
 import { ROOT, type ServerProcess, startServer } from './support/server-process.ts';
@@ -214,5 +215,36 @@ describeWithTool(CHROMIUM, 'the calibration report in Chromium', () => {
     } finally {
       await browser.close();
     }
+  }, 120_000);
+});
+
+// The chart takes the report's values file as it is: its pods get the suggested thresholds.
+const helmMissing = missingTools(['helm']);
+if (helmMissing && process.env.CI === 'true') throw new Error(`${helmMissing}; CI=true requires this suite`);
+if (helmMissing) console.warn(`[skipped] calibration values in the chart: ${helmMissing}`);
+describe.skipIf(Boolean(helmMissing))('the calibration values in the Helm chart', () => {
+  it('renders the suggested thresholds into every service', async () => {
+    const { suggestion } = JSON.parse(readFileSync(join(out, 'thresholds.json'), 'utf8')) as {
+      suggestion: { allow: number; block: number };
+    };
+    // Helm's own homes inside this suite's folder (removed with it); no cluster is needed to render.
+    const { stdout } = await run(
+      requireTool('helm'),
+      ['template', 'calibrated', join(ROOT, 'charts', 'nsfwdetector'), '-f', join(out, 'values.yaml')],
+      {
+        env: {
+          ...process.env,
+          HELM_CACHE_HOME: join(work, 'helm', 'cache'),
+          HELM_CONFIG_HOME: join(work, 'helm', 'config'),
+          HELM_DATA_HOME: join(work, 'helm', 'data'),
+          KUBECONFIG: join(work, 'helm', 'no-kubeconfig'),
+        },
+        maxBuffer: 64 * 1024 * 1024,
+      },
+    );
+    const allow = stdout.match(/name: THRESHOLD_ALLOW, value: "([^"]*)"/g) ?? [];
+    expect(allow.length).toBeGreaterThan(0);
+    expect(new Set(allow)).toEqual(new Set([`name: THRESHOLD_ALLOW, value: "${suggestion.allow}"`]));
+    expect(stdout).toContain(`name: THRESHOLD_BLOCK, value: "${suggestion.block}"`);
   }, 120_000);
 });
