@@ -62,6 +62,11 @@ export function accountSubject(accountId: string): string {
   return `acct:${accountId}`;
 }
 
+/** The usage-history subject of one key (its account's history is under accountSubject). */
+export function keySubject(keyId: string): string {
+  return `key:${keyId}`;
+}
+
 /** Resolves an API key and counts one request against its account's quota. */
 export interface KeyQuota {
   /** Undefined when the key is unknown, revoked or orphaned: then nothing is counted. */
@@ -90,11 +95,11 @@ export class ComposedKeyQuota implements KeyQuota {
   async consumeForKey(secret: string, tiers: Record<AccountTier, WindowLimits>, requestId?: string) {
     const resolved = await this.#accounts.resolveKey(secret);
     if (!resolved) return undefined;
-    const outcome = await this.#quota.consume(
-      accountSubject(resolved.account.id),
-      tiers[resolved.account.tier],
-      requestId,
-    );
+    const subject = accountSubject(resolved.account.id);
+    const outcome = await this.#quota.consume(subject, tiers[resolved.account.tier], requestId, [
+      subject,
+      keySubject(resolved.key.id),
+    ]);
     return { resolved, outcome };
   }
 

@@ -29,7 +29,12 @@ export interface QuotaStore {
    * Counts one request for `subject` in both windows if, and only if, both allow it. With a
    * `requestId` the charge is recorded under it, so that `refund(requestId)` can take it back.
    */
-  consume(subject: string, limits: WindowLimits, requestId?: string): Promise<QuotaOutcome>;
+  consume(
+    subject: string,
+    limits: WindowLimits,
+    requestId?: string,
+    history?: readonly string[],
+  ): Promise<QuotaOutcome>;
   /**
    * Uncounts the request counted under `requestId` (a request answered 503 must not use quota).
    * Idempotent, and exact whatever the order: it uncounts only the windows that request was counted
@@ -39,9 +44,35 @@ export interface QuotaStore {
   refund(requestId: string): Promise<void>;
   /** Current counts without consuming (console usage, admin CLI). */
   peek(subject: string, limits: WindowLimits): Promise<{ minute: WindowState; day: WindowState }>;
+  /**
+   * Served and refused requests per UTC day, oldest first, for the last `days` days including today,
+   * of a history subject (an account's or a key's, given to `consume` in `history`). A served request
+   * that is refunded is uncounted here too.
+   */
+  history(subject: string, days: number): Promise<DayUsage[]>;
   /** Counts a request from a device id for the day (abuse tracking only; never refuses). */
   trackDevice(deviceId: string): Promise<void>;
   close(): Promise<void>;
+}
+
+/** One UTC day of a usage history. */
+export interface DayUsage {
+  /** The day, YYYY-MM-DD (UTC). */
+  day: string;
+  served: number;
+  refused: number;
+}
+
+/** Days of usage history kept (the console's 30-day chart, plus the day that is ending). */
+export const HISTORY_DAYS = 31;
+
+/** The YYYY-MM-DD of each of the last `days` UTC days, oldest first, with its day start in ms. */
+export function historyDays(nowMs: number, days: number): { day: string; dayStart: number }[] {
+  const today = nowMs - (nowMs % DAY_MS);
+  return Array.from({ length: days }, (_, i) => {
+    const dayStart = today - (days - 1 - i) * DAY_MS;
+    return { day: new Date(dayStart).toISOString().slice(0, 10), dayStart };
+  });
 }
 
 /**

@@ -342,6 +342,30 @@ describe('console', () => {
     const pro = (await ctx.app.inject({ url: '/console/api/usage', headers: { cookie } })).json().data;
     expect(pro).toMatchObject({ tier: 'pro', day: { used: 3, limit: 10_000, remaining: 9_997 } });
   });
+
+  it('shows 30 days of served and refused requests, of the account or of one of its own keys', async () => {
+    const { cookie, body } = await signUp(ctx.app);
+    const id = body.data.account.id as string;
+    const other = await signUp(ctx.app, 'grace@example.com');
+    const subject = accountSubject(id);
+    const tight = { perMinute: 1, perDay: 100 };
+    await ctx.quota.consume(subject, tight, undefined, [subject, 'key:key_00000000000000aa']);
+    await ctx.quota.consume(subject, tight, undefined, [subject, 'key:key_00000000000000aa']); // refused
+    const history = async (query = '', c = cookie) =>
+      (await ctx.app.inject({ url: `/console/api/usage/history${query}`, headers: { cookie: c } })).json();
+    const account = await history();
+    expect(account.data.dailyLimit).toBe(100);
+    expect(account.data.days).toHaveLength(30);
+    expect(account.data.days.at(-1)).toEqual({
+      day: new Date().toISOString().slice(0, 10),
+      served: 1,
+      refused: 1,
+    });
+    // A key that is not the account's: 404, whoever owns it.
+    expect((await history('?key=key_00000000000000aa')).code).toBe(4040);
+    expect((await history('?key=nonsense', other.cookie)).code).toBe(4040);
+    expect((await ctx.app.inject({ url: '/console/api/usage/history' })).json().code).toBe(4011);
+  });
 });
 
 describe('console login limits', () => {

@@ -21,6 +21,7 @@
 
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { WindowLimits } from '../../common/config.ts';
 import { ok } from '../../common/envelope.ts';
@@ -37,6 +38,7 @@ import {
   type SessionStore,
 } from '../account-store.ts';
 import { maskedKey } from '../api-keys.ts';
+import { keySubject } from '../authorize.ts';
 import type { QuotaStore } from '../quota-store.ts';
 import {
   burnPasswordCheck,
@@ -99,6 +101,9 @@ const TOKEN_FORMAT = /^[0-9a-f]{64}$/;
 const KEY_ID_FORMAT = /^key_[0-9a-f]{16}$/;
 
 const STATIC_DIR = new URL('./static/', import.meta.url);
+const require = createRequire(import.meta.url);
+/** Days the usage chart shows, today included. */
+export const USAGE_HISTORY_DAYS = 30;
 
 /** Response headers of every console response: no framing, no sniffing, no caching, no referrer. */
 const SECURITY_HEADERS: Record<string, string> = {
@@ -124,6 +129,9 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
   const scryptParams = opts.scrypt ?? DEFAULT_SCRYPT;
   const maxActiveKeys = opts.maxActiveKeys ?? MAX_ACTIVE_KEYS;
   const assets = {
+    // The chart library, served from this origin (the CSP allows no other): uPlot, small and kept.
+    uplotJs: readFileSync(require.resolve('uplot/dist/uPlot.iife.min.js')),
+    uplotCss: readFileSync(require.resolve('uplot/dist/uPlot.min.css')),
     html: readFileSync(new URL('index.html', STATIC_DIR)),
     css: readFileSync(new URL('console.css', STATIC_DIR)),
     js: readFileSync(new URL('console.js', STATIC_DIR)),
@@ -143,6 +151,12 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
   app.get('/console/', page);
   app.get('/console/assets/console.css', (_request, reply) =>
     reply.type('text/css; charset=utf-8').send(assets.css),
+  );
+  app.get('/console/assets/uplot.js', (_request, reply) =>
+    reply.type('text/javascript; charset=utf-8').send(assets.uplotJs),
+  );
+  app.get('/console/assets/uplot.css', (_request, reply) =>
+    reply.type('text/css; charset=utf-8').send(assets.uplotCss),
   );
   app.get('/console/assets/console.js', (_request, reply) =>
     reply.type('text/javascript; charset=utf-8').send(assets.js),
@@ -275,6 +289,21 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
       resetAt: w.resetAt,
     });
     return ok({ tier: account.tier, day: view(day), minute: view(minute) });
+  });
+
+  // Served and refused requests per UTC day, of the account or (?key=<id>) of one of its keys.
+  app.get<{ Querystring: { key?: string } }>('/console/api/usage/history', async (request) => {
+    const { account } = await requireSession(request);
+    const keyId = request.query.key;
+    let subject = opts.accountSubject(account.id);
+    if (keyId !== undefined && keyId !== '') {
+      const keys = await opts.accounts.listKeys(account.id);
+      if (!KEY_ID_FORMAT.test(keyId) || !keys.some((k) => k.id === keyId))
+        throw new ApiError('NOT_FOUND', `No key ${keyId} in this account`);
+      subject = keySubject(keyId);
+    }
+    const days = await opts.quotaStore.history(subject, USAGE_HISTORY_DAYS);
+    return ok({ key: keyId || null, dailyLimit: opts.accountLimits[account.tier].perDay, days });
   });
 
   app.get('/console/api/keys', async (request) => {

@@ -98,4 +98,26 @@ describe('MemoryQuotaStore', () => {
     await expect(store.consume('ip:a', limits, 'once')).rejects.toThrow(/already/);
     expect((await store.peek('ip:a', limits)).day.used).toBe(1);
   });
+
+  it('keeps per-day served/refused history for the subjects given, refund-aware', async () => {
+    const c = clock(T0);
+    const store = new MemoryQuotaStore(c.now);
+    const history = ['acct:a', 'key:k'];
+    for (let i = 0; i < 4; i++) await store.consume('acct:a', limits, `r${i}`, history); // 3 served, 1 refused
+    await store.refund('r1');
+    await store.refund('r1');
+    c.advance(86_400_000); // the next day: yesterday's counts stay, today starts at zero
+    await store.consume('acct:a', limits, 'next', history);
+    for (const subject of history) {
+      const days = await store.history(subject, 30);
+      expect(days).toHaveLength(30);
+      expect(days.slice(-2)).toEqual([
+        { day: '2026-11-21', served: 2, refused: 1 },
+        { day: '2026-11-22', served: 1, refused: 0 },
+      ]);
+    }
+    expect((await store.history('acct:other', 30)).every((d) => d.served === 0 && d.refused === 0)).toBe(
+      true,
+    );
+  });
 });

@@ -5,6 +5,10 @@
 import type { WindowLimits } from '../../common/config.ts';
 import {
   CHARGE_TTL_MS,
+  DAY_MS,
+  type DayUsage,
+  HISTORY_DAYS,
+  historyDays,
   type QuotaOutcome,
   type QuotaStore,
   retryAfterSeconds,
@@ -28,12 +32,16 @@ interface Charge {
   dayStart: number;
   at: number;
   refunded: boolean;
+  /** History subjects the request was counted as served under. */
+  history: readonly string[];
 }
 
 export class MemoryQuotaStore implements QuotaStore {
   readonly #counters = new Map<string, Counters>();
   readonly #devices = new Map<string, { dayStart: number; count: number }>();
   readonly #charges = new Map<string, Charge>();
+  /** History subject → day start (ms) → counts; days past HISTORY_DAYS are swept. */
+  readonly #history = new Map<string, Map<number, { served: number; refused: number }>>();
   readonly #now: () => number;
   #writes = 0;
 
@@ -41,7 +49,12 @@ export class MemoryQuotaStore implements QuotaStore {
     this.#now = now;
   }
 
-  async consume(subject: string, limits: WindowLimits, requestId?: string): Promise<QuotaOutcome> {
+  async consume(
+    subject: string,
+    limits: WindowLimits,
+    requestId?: string,
+    history: readonly string[] = [],
+  ): Promise<QuotaOutcome> {
     const nowMs = this.#now();
     const w = windowsAt(nowMs);
     if (requestId !== undefined && this.#charges.has(requestId))
@@ -52,6 +65,7 @@ export class MemoryQuotaStore implements QuotaStore {
       day: { used: c.dayCount, limit: limits.perDay, resetAt: w.dayEnd / 1000 },
     });
     if (c.dayCount >= limits.perDay) {
+      this.#record(history, w.dayStart, 'refused', 1);
       return {
         allowed: false,
         refusedBy: 'day',
@@ -60,6 +74,7 @@ export class MemoryQuotaStore implements QuotaStore {
       };
     }
     if (c.minuteCount >= limits.perMinute) {
+      this.#record(history, w.dayStart, 'refused', 1);
       return {
         allowed: false,
         refusedBy: 'minute',
@@ -70,6 +85,7 @@ export class MemoryQuotaStore implements QuotaStore {
     c.minuteCount += 1;
     c.dayCount += 1;
     this.#counters.set(subject, c);
+    this.#record(history, w.dayStart, 'served', 1);
     if (requestId !== undefined) {
       this.#charges.set(requestId, {
         subject,
@@ -77,6 +93,7 @@ export class MemoryQuotaStore implements QuotaStore {
         dayStart: w.dayStart,
         at: nowMs,
         refunded: false,
+        history,
       });
     }
     this.#maybeSweep(w.dayStart);
@@ -87,11 +104,19 @@ export class MemoryQuotaStore implements QuotaStore {
     const charge = this.#charges.get(requestId);
     const nowMs = this.#now();
     if (!charge) {
-      this.#charges.set(requestId, { subject: '', minuteStart: 0, dayStart: 0, at: nowMs, refunded: true });
+      this.#charges.set(requestId, {
+        subject: '',
+        minuteStart: 0,
+        dayStart: 0,
+        at: nowMs,
+        refunded: true,
+        history: [],
+      });
       return;
     }
     if (charge.refunded) return;
     charge.refunded = true;
+    this.#record(charge.history, charge.dayStart, 'served', -1);
     const c = this.#counters.get(charge.subject);
     if (!c) return;
     // Only the windows it was counted in: a refund after the minute rolled over leaves the new one be.
@@ -106,6 +131,25 @@ export class MemoryQuotaStore implements QuotaStore {
       minute: { used: c.minuteCount, limit: limits.perMinute, resetAt: w.minuteEnd / 1000 },
       day: { used: c.dayCount, limit: limits.perDay, resetAt: w.dayEnd / 1000 },
     };
+  }
+
+  async history(subject: string, days: number): Promise<DayUsage[]> {
+    const byDay = this.#history.get(subject);
+    return historyDays(this.#now(), days).map(({ day, dayStart }) => ({
+      day,
+      served: byDay?.get(dayStart)?.served ?? 0,
+      refused: byDay?.get(dayStart)?.refused ?? 0,
+    }));
+  }
+
+  #record(subjects: readonly string[], dayStart: number, field: 'served' | 'refused', delta: 1 | -1): void {
+    for (const subject of subjects) {
+      const byDay = this.#history.get(subject) ?? new Map<number, { served: number; refused: number }>();
+      this.#history.set(subject, byDay);
+      const counts = byDay.get(dayStart) ?? { served: 0, refused: 0 };
+      counts[field] = Math.max(0, counts[field] + delta);
+      byDay.set(dayStart, counts);
+    }
   }
 
   async trackDevice(deviceId: string): Promise<void> {
@@ -126,6 +170,7 @@ export class MemoryQuotaStore implements QuotaStore {
     this.#counters.clear();
     this.#devices.clear();
     this.#charges.clear();
+    this.#history.clear();
   }
 
   #current(subject: string, minuteStart: number, dayStart: number): Counters {
@@ -141,6 +186,11 @@ export class MemoryQuotaStore implements QuotaStore {
     if (this.#writes % SWEEP_EVERY !== 0) return;
     for (const [key, c] of this.#counters) if (c.dayStart !== dayStart) this.#counters.delete(key);
     for (const [key, d] of this.#devices) if (d.dayStart !== dayStart) this.#devices.delete(key);
+    const oldestDay = dayStart - HISTORY_DAYS * DAY_MS;
+    for (const [subject, byDay] of this.#history) {
+      for (const day of byDay.keys()) if (day < oldestDay) byDay.delete(day);
+      if (byDay.size === 0) this.#history.delete(subject);
+    }
     const oldest = this.#now() - CHARGE_TTL_MS;
     for (const [id, charge] of this.#charges) if (charge.at < oldest) this.#charges.delete(id);
   }

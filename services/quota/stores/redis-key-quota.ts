@@ -11,11 +11,18 @@ import { accountSubject, type KeyQuota } from '../authorize.ts';
 import { outcomeOf, type QuotaOutcome } from '../quota-store.ts';
 import { pairs, toAccount, toKey } from './redis-account-store.ts';
 import { LuaScript } from './redis-connection.ts';
-import { chargeKey, outcomeFromReply, WINDOWS_LUA, windowKeyBase } from './redis-quota-store.ts';
+import {
+  chargeKey,
+  historyKeyBase,
+  outcomeFromReply,
+  WINDOWS_LUA,
+  windowKeyBase,
+} from './redis-quota-store.ts';
 
 // KEYS[1] keyhash. ARGV[1] account-store prefix, ARGV[2] window key base without the account id,
 // ARGV[3] '1' to count, '0' to only look (a check that costs nothing), ARGV[4] the charge key or '',
-// then (tier, per-minute, per-day) triples. Returns {} for an unknown/revoked/orphaned key, else
+// ARGV[5] the history base without the subject (the account's and the key's days are counted), then
+// (tier, per-minute, per-day) triples. Returns {} for an unknown/revoked/orphaned key, else
 // {key HGETALL, account HGETALL, windows_consume reply}.
 const CONSUME_FOR_KEY = new LuaScript(`${WINDOWS_LUA}
 local id = redis.call('GET', KEYS[1])
@@ -26,10 +33,11 @@ if not f[1] or (f[2] and f[2] ~= '') then return {} end
 local ak = ARGV[1] .. 'acct:' .. f[1]
 local tier = redis.call('HGET', ak, 'tier')
 if not tier then return {} end
-for i = 5, #ARGV, 3 do
+for i = 6, #ARGV, 3 do
   if ARGV[i] == tier then
     local base = ARGV[2] .. f[1]
-    local r = windows_consume(base .. ':m', base .. ':d', tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), ARGV[3] == '1', ARGV[4])
+    local hbs = {ARGV[5] .. 'acct:' .. f[1], ARGV[5] .. 'key:' .. id}
+    local r = windows_consume(base .. ':m', base .. ':d', tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), ARGV[3] == '1', ARGV[4], hbs)
     return {redis.call('HGETALL', kk), redis.call('HGETALL', ak), r}
   end
 end
@@ -73,6 +81,7 @@ export class RedisKeyQuota implements KeyQuota {
       windowKeyBase(this.#prefix, accountSubject('')),
       consume ? '1' : '0',
       requestId === undefined ? '' : chargeKey(this.#prefix, requestId),
+      historyKeyBase(this.#prefix, ''),
     ];
     for (const tier of ACCOUNT_TIERS) args.push(tier, tiers[tier].perMinute, tiers[tier].perDay);
     const reply = await CONSUME_FOR_KEY.run(

@@ -8,6 +8,10 @@ import type { Redis } from 'ioredis';
 import type { WindowLimits } from '../../common/config.ts';
 import {
   CHARGE_TTL_MS,
+  DAY_MS,
+  type DayUsage,
+  HISTORY_DAYS,
+  historyDays,
   type QuotaOutcome,
   type QuotaStore,
   retryAfterSeconds,
@@ -26,7 +30,7 @@ import { closeRedis, LuaScript } from './redis-connection.ts';
  * every script that counts (this store's, and RedisKeyQuota's key-and-count script).
  */
 export const WINDOWS_LUA = `
-local function windows_consume(mk, dk, perMinute, perDay, consume, ck)
+local function windows_consume(mk, dk, perMinute, perDay, consume, ck, hbs)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local minuteStart = now - (now % 60000)
@@ -40,8 +44,17 @@ local function windows_consume(mk, dk, perMinute, perDay, consume, ck)
   local d = count(dk, dayStart)
   if not consume then return {0, m, d, now} end
   if ck ~= '' and redis.call('EXISTS', ck) == 1 then return {3, m, d, now} end
-  if d >= perDay then return {2, m, d, now} end
-  if m >= perMinute then return {1, m, d, now} end
+  local hks = {}
+  for i, hb in ipairs(hbs or {}) do hks[i] = hb .. ':' .. string.format('%d', dayStart / 86400000) end
+  local function note(field)
+    for _, hk in ipairs(hks) do
+      redis.call('HINCRBY', hk, field, 1)
+      redis.call('PEXPIREAT', hk, dayStart + ${HISTORY_DAYS * DAY_MS})
+    end
+  end
+  if d >= perDay then note('r') return {2, m, d, now} end
+  if m >= perMinute then note('r') return {1, m, d, now} end
+  note('s')
   m = m + 1
   d = d + 1
   redis.call('HSET', mk, 'w', minuteStart, 'n', m)
@@ -49,7 +62,7 @@ local function windows_consume(mk, dk, perMinute, perDay, consume, ck)
   redis.call('HSET', dk, 'w', dayStart, 'n', d)
   redis.call('PEXPIREAT', dk, dayStart + 86400000)
   if ck ~= '' then
-    redis.call('HSET', ck, 'm', mk, 'ms', minuteStart, 'd', dk, 'ds', dayStart)
+    redis.call('HSET', ck, 'm', mk, 'ms', minuteStart, 'd', dk, 'ds', dayStart, 'h', table.concat(hks, '\\n'))
     redis.call('PEXPIRE', ck, ${CHARGE_TTL_MS})
   end
   return {0, m, d, now}
@@ -60,9 +73,15 @@ end
 // minute that has rolled over is left alone), once; with no record yet, leaves a tombstone so that
 // the consume, should it still arrive, counts nothing. Returns 1 when it uncounted, else 0.
 const REFUND = new LuaScript(`
-local v = redis.call('HMGET', KEYS[1], 'm', 'ms', 'd', 'ds', 'r')
+local v = redis.call('HMGET', KEYS[1], 'm', 'ms', 'd', 'ds', 'r', 'h')
 if v[5] then return 0 end
 local done = 0
+-- The served count of the day's history (account and key) is uncounted too: a 503 was never served.
+if v[6] then
+  for hk in string.gmatch(v[6], '[^\\n]+') do
+    if (tonumber(redis.call('HGET', hk, 's')) or 0) > 0 then redis.call('HINCRBY', hk, 's', -1) end
+  end
+end
 if v[1] then
   for _, pair in ipairs({{v[1], v[2]}, {v[3], v[4]}}) do
     local h = redis.call('HMGET', pair[1], 'w', 'n')
@@ -83,10 +102,20 @@ export function chargeKey(prefix: string, requestId: string): string {
 }
 
 // KEYS[1] minute window, KEYS[2] day window. ARGV[1] per-minute limit, ARGV[2] per-day limit,
-// ARGV[3] '1' to consume, '0' to peek, ARGV[4] the charge key or ''.
+// ARGV[3] '1' to consume, '0' to peek, ARGV[4] the charge key or '', then the history bases.
 const CONSUME = new LuaScript(`${WINDOWS_LUA}
-return windows_consume(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4])
+local hbs = {}
+for i = 5, #ARGV do hbs[#hbs + 1] = ARGV[i] end
+return windows_consume(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4], hbs)
 `);
+
+/**
+ * Base of a history subject's per-day counters: hashes `<base>:<UTC day number>` {s: served,
+ * r: refused}, each expiring HISTORY_DAYS after its day began (compact: one small hash a day).
+ */
+export function historyKeyBase(prefix: string, subject: string): string {
+  return `${prefix}h:${subject}`;
+}
 
 /** Key names of a subject's windows: `<base>:m` and `<base>:d`. */
 export function windowKeyBase(prefix: string, subject: string): string {
@@ -134,8 +163,27 @@ export class RedisQuotaStore implements QuotaStore {
     this.#prefix = keyPrefix;
   }
 
-  async consume(subject: string, limits: WindowLimits, requestId?: string): Promise<QuotaOutcome> {
-    return outcomeFromReply(await this.#run(subject, limits, true, requestId), limits);
+  async consume(
+    subject: string,
+    limits: WindowLimits,
+    requestId?: string,
+    history: readonly string[] = [],
+  ): Promise<QuotaOutcome> {
+    return outcomeFromReply(await this.#run(subject, limits, true, requestId, history), limits);
+  }
+
+  async history(subject: string, days: number): Promise<DayUsage[]> {
+    const base = historyKeyBase(this.#prefix, subject);
+    const list = historyDays(Date.now(), days);
+    const pipeline = this.#redis.pipeline();
+    for (const { dayStart } of list) pipeline.hmget(`${base}:${dayStart / DAY_MS}`, 's', 'r');
+    const replies = (await pipeline.exec()) ?? [];
+    return list.map(({ day }, i) => {
+      const [err, v] = replies[i] ?? [null, []];
+      if (err) throw err;
+      const [s, r] = (v as (string | null)[]) ?? [];
+      return { day, served: Number(s ?? 0), refused: Number(r ?? 0) };
+    });
   }
 
   // A refund that times out has usually run anyway (the same connection delivers commands in order,
@@ -181,7 +229,13 @@ export class RedisQuotaStore implements QuotaStore {
     return closeRedis(this.#redis);
   }
 
-  #run(subject: string, limits: WindowLimits, consume: boolean, requestId?: string): Promise<unknown> {
+  #run(
+    subject: string,
+    limits: WindowLimits,
+    consume: boolean,
+    requestId?: string,
+    history: readonly string[] = [],
+  ): Promise<unknown> {
     const base = windowKeyBase(this.#prefix, subject);
     return CONSUME.run(
       this.#redis,
@@ -191,6 +245,7 @@ export class RedisQuotaStore implements QuotaStore {
         limits.perDay,
         consume ? '1' : '0',
         requestId === undefined ? '' : chargeKey(this.#prefix, requestId),
+        ...history.map((h) => historyKeyBase(this.#prefix, h)),
       ],
     );
   }

@@ -4,6 +4,7 @@
 
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { awayFromMinuteEdge } from '../../../test/support/minute-edge.ts';
 import { RedisServer } from '../../../test/support/redis-server.ts';
 import { describeWithTool, REDIS_SERVER } from '../../../test/support/tools.ts';
 import { EmailTakenError } from '../account-store.ts';
@@ -183,6 +184,30 @@ describeWithTool(REDIS_SERVER, 'Redis stores (real redis-server)', () => {
 
   describe('refunds', () => {
     const big = { perMinute: 100_000, perDay: 100_000 };
+
+    it('keeps per-day served/refused history for the subjects given, refund-aware, expiring', async () => {
+      const { store, redis, prefix } = await quotaStore();
+      const tight = { perMinute: 2, perDay: 100 };
+      const history = ['acct:h', 'key:k1'];
+      await awayFromMinuteEdge();
+      await store.consume('acct:h', tight, 'h-1', history);
+      await store.consume('acct:h', tight, 'h-2', history);
+      await store.consume('acct:h', tight, 'h-3', history); // refused: minute full
+      await store.consume('acct:h', tight); // refused too, but no history subjects: not in any history
+      await store.refund('h-2');
+      await store.refund('h-2');
+      const today = new Date().toISOString().slice(0, 10);
+      for (const subject of history) {
+        const days = await store.history(subject, 30);
+        expect(days).toHaveLength(30);
+        expect(days.at(-1)).toEqual({ day: today, served: 1, refused: 1 });
+        expect(days.slice(0, -1).every((d) => d.served === 0 && d.refused === 0)).toBe(true);
+      }
+      const dayKey = `${prefix}h:acct:h:${Math.floor(Date.now() / 86_400_000)}`;
+      const ttl = await redis.pttl(dayKey);
+      expect(ttl).toBeGreaterThan(29 * 86_400_000);
+      expect(ttl).toBeLessThanOrEqual(31 * 86_400_000);
+    });
 
     it('uncounts a charge once, and a refund that comes first cancels its consume', async () => {
       const { store } = await quotaStore();

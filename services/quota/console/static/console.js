@@ -90,7 +90,141 @@ async function showDashboard(session) {
   show($('who'), true);
   show($('auth-view'), false);
   show($('dashboard-view'), true);
-  await Promise.all([loadUsage(), loadKeys()]);
+  await Promise.all([loadUsage(), loadKeys(), loadHistory()]);
+}
+
+const utcTime = (unixSeconds) =>
+  new Date(unixSeconds * 1000).toISOString().replace('T', ' ').slice(0, 19) + ' UTC';
+
+// The chart follows the page's colour scheme: uPlot draws on a canvas, so colours are read from CSS.
+function chartColors() {
+  const css = getComputedStyle(document.body);
+  const read = (name, fallback) => css.getPropertyValue(name).trim() || fallback;
+  return {
+    text: read('--text', '#222'),
+    grid: read('--line', '#ddd'),
+    served: '#2f81f7',
+    refused: '#d1242f',
+    limit: read('--muted', '#888'),
+  };
+}
+
+let historyPlot = null;
+let lastHistory = null;
+
+function drawHistory(history) {
+  lastHistory = history;
+  const box = $('history-chart');
+  const c = chartColors();
+  const xs = history.days.map((d) => Date.parse(`${d.day}T00:00:00Z`) / 1000);
+  const data = [
+    xs,
+    history.days.map((d) => d.served),
+    history.days.map((d) => d.refused),
+    xs.map(() => history.dailyLimit),
+  ];
+  const axis = { stroke: c.text, grid: { stroke: c.grid }, ticks: { stroke: c.grid } };
+  const bars = uPlot.paths.bars({ size: [0.6, 40] });
+  const opts = {
+    width: Math.max(320, box.clientWidth || 640),
+    height: 260,
+    tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
+    axes: [axis, axis],
+    scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(5, max)] } },
+    series: [
+      {},
+      { label: 'Served', stroke: c.served, fill: `${c.served}99`, paths: bars },
+      { label: 'Refused (429)', stroke: c.refused, fill: `${c.refused}99`, paths: bars },
+      { label: 'Daily limit', stroke: c.limit, dash: [6, 4], width: 1, points: { show: false } },
+    ],
+  };
+  historyPlot?.destroy();
+  historyPlot = new uPlot(opts, data, box);
+  const body = $('history-body');
+  body.replaceChildren(
+    ...history.days
+      .slice()
+      .reverse()
+      .map((d) => {
+        const tr = document.createElement('tr');
+        for (const v of [d.day, String(d.served), String(d.refused)]) {
+          const td = document.createElement('td');
+          td.textContent = v;
+          tr.append(td);
+        }
+        return tr;
+      }),
+  );
+}
+
+async function loadHistory() {
+  try {
+    const key = $('history-key').value;
+    const history = await api('GET', `usage/history${key ? `?key=${encodeURIComponent(key)}` : ''}`);
+    drawHistory(history);
+  } catch (err) {
+    handleFailure(err);
+  }
+}
+
+// ---- Try it: the public API, called with the user's key like any client -------------------------
+const shellQuote = (s) => `'${String(s).replace(/'/g, "'\\''")}'`;
+
+async function tryImage(file) {
+  const key = $('try-key').value.trim();
+  const error = $('try-error');
+  show(error, false);
+  if (!key) {
+    error.textContent = 'Paste one of your API keys first (a new key is filled in for you).';
+    show(error, true);
+    return;
+  }
+  const form = new FormData();
+  form.append('file', file, file.name);
+  const started = performance.now();
+  let response;
+  try {
+    response = await fetch('/api/open/detect', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}` },
+      body: form,
+      credentials: 'omit',
+      cache: 'no-store',
+    });
+  } catch {
+    error.textContent = 'The API cannot be reached. Check your connection and retry.';
+    show(error, true);
+    return;
+  }
+  const text = await response.text();
+  const roundTrip = performance.now() - started;
+  let body = null;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = null;
+  }
+  $('try-status').textContent = String(response.status);
+  $('try-json').textContent = body ? JSON.stringify(body, null, 2) : text;
+  const data = body?.code === 0 ? body.data : null;
+  $('try-decision').textContent = data
+    ? data.decision
+    : `refused (${body?.code ?? response.status}: ${body?.message ?? ''})`;
+  $('try-nsfw').textContent = data ? data.scores.nsfw.toFixed(4) : '–';
+  $('try-sfw').textContent = data ? data.scores.sfw.toFixed(4) : '–';
+  $('try-allow').textContent = data ? String(data.thresholds.allow) : '–';
+  $('try-block').textContent = data ? String(data.thresholds.block) : '–';
+  $('try-facts').textContent = data
+    ? `${data.image.format} · ${data.image.width}×${data.image.height} · ${data.image.bytes} bytes · ${data.image.frames} frame(s) · ` +
+      `server ${data.timing_ms} ms, round trip ${roundTrip.toFixed(0)} ms`
+    : `round trip ${roundTrip.toFixed(0)} ms`;
+  const name = file.name || 'image';
+  $('try-curl').textContent =
+    `curl -s ${location.origin}/api/open/detect \\\n  -H ${shellQuote(`Authorization: Bearer ${key}`)} \\\n  -F file=@${shellQuote(name)}`;
+  $('try-cli').textContent =
+    `NSFWDETECTOR_API_KEY=${shellQuote(key)} python3 nsfwdetector.py detect --base-url ${location.origin} --json ${shellQuote(name)}`;
+  show($('try-result'), true);
+  await Promise.all([loadUsage(), loadHistory()]);
 }
 
 async function loadUsage() {
@@ -100,6 +234,12 @@ async function loadUsage() {
     $('usage-used').textContent = String(day.used);
     $('usage-remaining').textContent = String(day.remaining);
     $('usage-limit').textContent = String(day.limit);
+    $('window-minute-used').textContent = String(minute.used);
+    $('window-minute-limit').textContent = String(minute.limit);
+    $('window-minute-reset').textContent = utcTime(minute.resetAt);
+    $('window-day-used').textContent = String(day.used);
+    $('window-day-limit').textContent = String(day.limit);
+    $('window-day-reset').textContent = utcTime(day.resetAt);
     const pct = day.limit > 0 ? Math.min(100, (day.used / day.limit) * 100) : 100;
     $('usage-meter').style.width = `${pct}%`;
     $('usage-meter').classList.toggle('full', day.remaining === 0);
@@ -149,6 +289,13 @@ async function loadKeys() {
     const { keys } = await api('GET', 'keys');
     const body = $('keys-body');
     body.replaceChildren(...keys.map(keyRow));
+    const select = $('history-key');
+    const chosen = select.value;
+    select.replaceChildren(
+      new Option('the whole account', ''),
+      ...keys.map((k) => new Option(`key ${k.name || k.id} (${k.masked ?? k.id})`, k.id)),
+    );
+    select.value = keys.some((k) => k.id === chosen) ? chosen : '';
     show($('keys-table'), keys.length > 0);
     show($('keys-empty'), keys.length === 0);
   } catch (err) {
@@ -239,6 +386,7 @@ function setup() {
       const created = await api('POST', 'keys', { name });
       form.reset();
       $('new-key-secret').textContent = created.secret;
+      $('try-key').value = created.secret;
       show($('new-key-copied'), false);
       show($('new-key'), true);
       await loadKeys();
@@ -272,7 +420,28 @@ function setup() {
     show($('new-key'), false);
   });
 
-  $('usage-refresh').addEventListener('click', () => loadUsage());
+  $('usage-refresh').addEventListener('click', () => Promise.all([loadUsage(), loadHistory()]));
+  $('history-key').addEventListener('change', () => loadHistory());
+  $('try-file').addEventListener('change', (e) => {
+    const file = e.target.files?.[0];
+    if (file) tryImage(file);
+  });
+  const drop = $('try-drop');
+  drop.addEventListener('dragover', (e) => {
+    e.preventDefault();
+    drop.classList.add('over');
+  });
+  drop.addEventListener('dragleave', () => drop.classList.remove('over'));
+  drop.addEventListener('drop', (e) => {
+    e.preventDefault();
+    drop.classList.remove('over');
+    const file = e.dataTransfer?.files?.[0];
+    if (file) tryImage(file);
+  });
+  matchMedia('(prefers-color-scheme: dark)').addEventListener(
+    'change',
+    () => lastHistory && drawHistory(lastHistory),
+  );
 
   $('logout').addEventListener('click', async () => {
     try {

@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { histogram, rocAuc, suggestThresholds, thresholdRow, thresholdTable } from './metrics.ts';
+
+describe('calibration metrics', () => {
+  const nsfw = [0.95, 0.8, 0.6, 0.3];
+  const sfw = [0.01, 0.05, 0.2, 0.7];
+
+  it('reads a threshold both ways: SFW at or above it blocked, NSFW below it missed', () => {
+    expect(thresholdRow(0.7, nsfw, sfw)).toEqual({
+      threshold: 0.7,
+      sfwBlocked: 1,
+      nsfwMissed: 2,
+      falseBlockRate: 0.25,
+      missRate: 0.5,
+      precision: 2 / 3,
+      recall: 0.5,
+    });
+    // Nothing blocked: precision is 1 by convention, recall 0.
+    expect(thresholdRow(1, nsfw, sfw)).toMatchObject({
+      sfwBlocked: 0,
+      nsfwMissed: 4,
+      precision: 1,
+      recall: 0,
+    });
+  });
+
+  it('suggests the lowest block within the false-block target and the highest allow under it within the miss target', () => {
+    const table = thresholdTable(nsfw, sfw);
+    expect(table).toHaveLength(101);
+    // False-block <= 0: block must pass 0.7 → 0.71. Miss <= 0.25: allow at most 0.6 (0.3 is then missed).
+    expect(suggestThresholds(table, 0, 0.25)).toEqual({ block: 0.71, allow: 0.6 });
+    // Miss <= 0: allow at most 0.3.
+    expect(suggestThresholds(table, 0, 0)).toEqual({ block: 0.71, allow: 0.3 });
+    // Allow never exceeds block.
+    expect(suggestThresholds(table, 0.5, 1)).toEqual({ block: 0.06, allow: 0.06 });
+  });
+
+  it('computes the ROC AUC with ties as halves, and histograms with 1.0 in the last bin', () => {
+    expect(rocAuc([0.9, 0.8], [0.1, 0.2])).toBe(1);
+    expect(rocAuc([0.5], [0.5])).toBe(0.5);
+    expect(rocAuc(nsfw, sfw)).toBe(14 / 16);
+    expect(histogram([0, 0.49, 0.5, 1], 2)).toEqual([2, 2]);
+  });
+});

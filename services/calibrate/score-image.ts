@@ -1,0 +1,47 @@
+// One file through the server's own detect pipeline, in process: the same sniff, header probe and
+// limits, decode and model the detect route uses (services/detect), so a calibrated threshold means
+// what it will mean in production. Every refusal is the API's own error code.
+
+import { readFile, stat } from 'node:fs/promises';
+import type { Config } from '../common/config.ts';
+import { ApiError, isApiError } from '../common/errors.ts';
+import { probeHeader } from '../detect/image/probe.ts';
+import { sniffFormat } from '../detect/image/sniff.ts';
+import { summarize } from '../detect/model/classifier.ts';
+import { createOnnxClassifier } from '../detect/model/onnx-classifier.ts';
+import { InProcessScorer } from '../detect/scoring/image-scorer.ts';
+
+export type ScoreOutcome = { nsfw: number } | { code: number; message: string };
+
+export interface FileScorer {
+  score(file: string): Promise<ScoreOutcome>;
+  close(): Promise<void>;
+}
+
+export async function createFileScorer(config: Config): Promise<FileScorer> {
+  const classifier = await createOnnxClassifier({
+    model: config.model,
+    intraOpThreads: config.inferenceThreads,
+  });
+  const scorer = new InProcessScorer(classifier, config.limits);
+  return {
+    async score(file) {
+      try {
+        // Checked before reading, like the server's Content-Length check: an oversize file is never held.
+        const { size } = await stat(file);
+        if (size > config.maxFileBytes) {
+          throw new ApiError('FILE_TOO_LARGE', `File too large: the limit is ${config.maxFileBytes} bytes`);
+        }
+        const bytes = await readFile(file);
+        const format = await sniffFormat(bytes);
+        const probed = probeHeader(bytes, format, config.limits);
+        const scored = await scorer.score(bytes, probed);
+        return { nsfw: Math.min(1, Math.max(0, summarize(scored.scores).nsfw)) };
+      } catch (err) {
+        if (isApiError(err)) return { code: err.code, message: err.message };
+        throw err;
+      }
+    },
+    close: () => scorer.close(),
+  };
+}

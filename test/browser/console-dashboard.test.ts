@@ -1,0 +1,179 @@
+// The console as a dashboard, in a real headless Chromium against the real server process: a user
+// signs up, creates a key, tries an image on the page ("Try it" calls the public API with the key),
+// runs the curl command the page shows (same JSON), then calls until the minute limit refuses (429).
+// The 30-day chart and its table view show exactly those served and refused counts, for the account
+// and for the key. On the embedded store, and again on a real redis-server when one is installed.
+// Screenshots (light and dark) go to test-artifacts/.
+
+import { execFile } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { type BrowserContext, chromium, type Page } from 'playwright-core';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { fixture } from '../fixtures/corpus.ts';
+import { childEnv } from '../support/children.ts';
+import { awayFromMinuteEdge } from '../support/minute-edge.ts';
+import { RedisServer } from '../support/redis-server.ts';
+import { ROOT, type ServerProcess, startServer } from '../support/server-process.ts';
+import { CHROMIUM, describeWithTool, REDIS_SERVER } from '../support/tools.ts';
+
+const run = promisify(execFile);
+const ARTIFACTS = join(ROOT, 'test-artifacts');
+const IMAGE = '320x240.jpg';
+const PER_MINUTE = 2;
+
+for (const kind of ['accounts file', 'redis'] as const) {
+  const tools = kind === 'redis' ? [CHROMIUM, REDIS_SERVER] : [CHROMIUM];
+  describeWithTool(tools, `console dashboard in Chromium (${kind})`, () => dashboardFlow(kind));
+}
+
+function dashboardFlow(kind: 'accounts file' | 'redis'): void {
+  let server: ServerProcess;
+  let redis: RedisServer | undefined;
+  let context: BrowserContext;
+  let page: Page;
+  let dataDir: string | undefined;
+  let profileDir: string | undefined;
+  const suffix = kind === 'redis' ? '-redis' : '';
+
+  beforeAll(async () => {
+    dataDir = mkdtempSync(join(tmpdir(), 'nsfwdetector-dashboard-'));
+    profileDir = mkdtempSync(join(tmpdir(), 'nsfwdetector-chromium-'));
+    copyFileSync(fixture(IMAGE), join(dataDir, IMAGE));
+    const env: Record<string, string> = {
+      ACCOUNTS_FILE: join(dataDir, 'accounts.json'),
+      FREE_PER_MINUTE: String(PER_MINUTE),
+      LOG_LEVEL: 'warn',
+    };
+    if (kind === 'redis') {
+      redis = await RedisServer.start();
+      env.REDIS_URL = redis.url;
+    }
+    server = await startServer(env);
+    context = await chromium.launchPersistentContext(profileDir, {
+      executablePath: CHROMIUM.find(),
+      env: childEnv(),
+      headless: true,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--no-first-run',
+        '--disable-background-networking',
+      ],
+      viewport: { width: 1100, height: 900 },
+    });
+    page = context.pages()[0] ?? (await context.newPage());
+  }, 120_000);
+
+  afterAll(async () => {
+    await context?.close();
+    await server?.stop();
+    await redis?.stop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+    if (profileDir) rmSync(profileDir, { recursive: true, force: true });
+  });
+
+  const today = () => new Date().toISOString().slice(0, 10);
+  const todayRow = async () => {
+    const row = page.locator('#history-body tr').first();
+    return (await row.locator('td').allTextContents()).join(' ');
+  };
+
+  it('shows the calls made with a key, served and refused, in the 30-day chart and table', async () => {
+    const consoleErrors: string[] = [];
+    // Load failures (the logged-out session check's 401, the favicon's 404) are expected; a CSP
+    // refusal or a script error is not.
+    page.on('console', (m) => {
+      if (m.type() === 'error' && !m.text().startsWith('Failed to load resource'))
+        consoleErrors.push(m.text());
+    });
+    page.on('pageerror', (e) => consoleErrors.push(e.message));
+    await page.goto(`${server.url}/console`);
+    await page.locator('#auth-view').waitFor();
+    const signup = page.locator('#signup-form');
+    await signup.locator('input[name=email]').fill(`dash-${Date.now()}@example.com`);
+    await signup.locator('input[name=password]').fill('a long dashboard password');
+    await signup.locator('button[type=submit]').click();
+    await page.locator('#dashboard-view').waitFor();
+    await page.locator('#create-key-form input[name=name]').fill('dashboard');
+    await page.locator('#create-key-form button[type=submit]').click();
+    await page.locator('#new-key').waitFor();
+    const secret = (await page.locator('#new-key-secret').textContent()) ?? '';
+    expect(await page.locator('#try-key').inputValue()).toBe(secret);
+    // Thirty days, none used yet; the chart is drawn by the library served from our origin.
+    await expect.poll(() => page.locator('#history-body tr').count()).toBe(30);
+    await page.locator('#history-chart canvas').first().waitFor();
+    expect(await page.evaluate(() => typeof (globalThis as { uPlot?: unknown }).uPlot)).toBe('function');
+
+    // The rest must happen inside one minute window (its limit is PER_MINUTE).
+    await awayFromMinuteEdge(40_000);
+
+    // Try it: pick the image; the page shows the API's JSON and the equivalent commands.
+    await page.locator('#try-file').setInputFiles(join(dataDir as string, IMAGE));
+    await page.locator('#try-result').waitFor();
+    expect(await page.locator('#try-status').textContent()).toBe('200');
+    const shown = JSON.parse((await page.locator('#try-json').textContent()) ?? '') as {
+      code: number;
+      data: { decision: string; timing_ms: number; scores: { nsfw: number } };
+    };
+    expect(shown.code).toBe(0);
+    expect(await page.locator('#try-decision').textContent()).toBe(shown.data.decision);
+    expect(await page.locator('#try-nsfw').textContent()).toBe(shown.data.scores.nsfw.toFixed(4));
+    expect(await page.locator('#try-facts').textContent()).toContain('jpeg · 320×240');
+
+    // The curl command as shown, run by a shell in the image's folder: the same JSON (timing apart).
+    const curl = (await page.locator('#try-curl').textContent()) ?? '';
+    expect(curl).toContain(`Authorization: Bearer ${secret}`);
+    expect(await page.locator('#try-cli').textContent()).toContain('python3 nsfwdetector.py detect');
+    const { stdout } = await run('sh', ['-c', curl], { cwd: dataDir as string });
+    const viaCurl = JSON.parse(stdout) as typeof shown;
+    const withoutTiming = (b: typeof shown) => ({ ...b, data: { ...b.data, timing_ms: 0 } });
+    expect(withoutTiming(viaCurl)).toEqual(withoutTiming(shown));
+
+    // Two calls served so far this minute; three more are refused with 429.
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${server.url}/api/open/detect`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'image/jpeg' },
+        body: new Uint8Array(readFileSync(fixture(IMAGE))),
+      });
+      expect(res.status).toBe(429);
+      await res.body?.cancel();
+    }
+
+    // The account's chart and table: today 2 served, 3 refused; the windows with their resets.
+    await page.locator('#usage-refresh').click();
+    await page.locator('#history-table-view summary').click();
+    await expect.poll(todayRow).toBe(`${today()} 2 3`);
+    expect(await page.locator('#window-minute-used').textContent()).toBe('2');
+    expect(await page.locator('#window-minute-limit').textContent()).toBe(String(PER_MINUTE));
+    expect(await page.locator('#window-day-reset').textContent()).toBe(
+      `${new Date(Date.now() + 86_400_000).toISOString().slice(0, 10)} 00:00:00 UTC`,
+    );
+    // The chart holds the same numbers: its legend, hovered on today's bar, reads them.
+    const box = await page.locator('#history-chart .u-over').boundingBox();
+    if (!box) throw new Error('no chart');
+    await page.mouse.move(box.x + box.width - 2, box.y + box.height / 2);
+    await expect
+      .poll(async () =>
+        (await page.locator('#history-chart .u-legend .u-value').allTextContents()).slice(1, 3),
+      )
+      .toEqual(['2', '3']);
+    // The key's own history: the same calls.
+    const keyId = await page.locator('#history-key option').nth(1).getAttribute('value');
+    await page.locator('#history-key').selectOption(keyId ?? '');
+    await expect.poll(todayRow).toBe(`${today()} 2 3`);
+    await page.locator('#history-key').selectOption('');
+    await expect.poll(todayRow).toBe(`${today()} 2 3`);
+
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, `console-dashboard${suffix}.png`), fullPage: true });
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await page.screenshot({ path: join(ARTIFACTS, `console-dashboard-dark${suffix}.png`), fullPage: true });
+    // CSP stays strict and the page obeys it: nothing was refused.
+    expect(consoleErrors).toEqual([]);
+  }, 180_000);
+}
