@@ -22,7 +22,8 @@ export interface DetectOptions {
   model: ModelSlot;
   authorizer: Authorizer;
   gate: WorkGate;
-  thresholds: Thresholds;
+  /** Read once per request: a policy change applies to the next request, never to one in flight. */
+  thresholds: Thresholds | (() => Thresholds);
   intake: IntakeLimits;
   limits: DimensionLimits;
 }
@@ -177,7 +178,7 @@ async function detect(request: FastifyRequest, _reply: FastifyReply, opts: Detec
   return ok(
     buildResult({
       scores: scored.scores,
-      thresholds: opts.thresholds,
+      thresholds: typeof opts.thresholds === 'function' ? opts.thresholds() : opts.thresholds,
       probed,
       sha256: intake.sha256,
       bytes: byteLength,
