@@ -133,7 +133,9 @@ export async function reconcileAccount(kube: Kube, store: AccountStore, cr: Cust
       labels: { 'app.kubernetes.io/managed-by': 'nsfwdetector-operator', 'nsfwdetector.io/account': cr.metadata.name },
       ownerReferences: [ownerReference(cr, ACCOUNT_KIND)],
     },
-    stringData: data,
+    // `data`, not `stringData`: server-side apply tracks ownership of data.<name>, so an entry this
+    // manager stops applying (a removed key) is removed from the Secret.
+    data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
   });
   const generation = cr.metadata.generation ?? 0;
   const keys = wanted.map((name) => {

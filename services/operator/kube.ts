@@ -125,6 +125,7 @@ export async function event(
   message: string,
 ): Promise<void> {
   const now = new Date();
+  process.stdout.write(`${JSON.stringify({ time: now.toISOString(), service: 'operator', msg: 'event', kind, name: cr.metadata.name, type, reason, message })}\n`);
   await kube.core
     .createNamespacedEvent({
       namespace: cr.metadata.namespace,

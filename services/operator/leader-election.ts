@@ -3,7 +3,7 @@
 // renewed for leaseDurationSeconds. Every write carries the read resourceVersion, so two candidates
 // racing for an expired Lease cannot both win (the loser gets 409 Conflict).
 
-import type { CoordinationV1Api, V1Lease } from '@kubernetes/client-node';
+import { type CoordinationV1Api, type V1Lease, V1MicroTime } from '@kubernetes/client-node';
 
 export interface LeaderElectionOptions {
   api: CoordinationV1Api;
@@ -61,7 +61,8 @@ export class LeaderElection {
 
   async #tryAcquireOrRenew(): Promise<boolean> {
     const { api, namespace, name, identity, leaseDurationSeconds } = this.opts;
-    const now = new Date();
+    // MicroTime: the API server refuses a plain Date's millisecond form for Lease times.
+    const now = new V1MicroTime();
     let lease: V1Lease;
     try {
       lease = await api.readNamespacedLease({ name, namespace });
