@@ -88,7 +88,6 @@ describeWithKube('operator against a real API server and Redis', ['kube-apiserve
   }, 300_000);
 
   afterAll(async () => {
-    for (const [i, p] of operators.entries()) writeFileSync(`/tmp/operator-test-out-${i}.log`, p.output());
     for (const p of operators) await p.stop();
     await quota?.stop();
     await redis?.stop();
