@@ -46,7 +46,8 @@ export function parsePolicy(text: string): PolicyDocument {
   const t = obj(o.thresholds, 'thresholds');
   const allow = num(t.allow, 'thresholds.allow', 0, 1);
   const block = num(t.block, 'thresholds.block', 0, 1);
-  if (!(allow < block)) throw new Error(`thresholds.allow (${allow}) must be lower than thresholds.block (${block})`);
+  if (!(allow < block))
+    throw new Error(`thresholds.allow (${allow}) must be lower than thresholds.block (${block})`);
   if (o.model !== 'MobileNetV2' && o.model !== 'InceptionV3') {
     throw new Error(`model must be MobileNetV2 or InceptionV3, got ${JSON.stringify(o.model)}`);
   }

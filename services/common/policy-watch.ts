@@ -45,7 +45,8 @@ export class PolicyWatch {
     try {
       text = readFileSync(this.path, 'utf8');
     } catch (err) {
-      if (this.#text !== '<unreadable>') this.log.error({ err, path: this.path }, 'policy file unreadable; keeping the last good policy');
+      if (this.#text !== '<unreadable>')
+        this.log.error({ err, path: this.path }, 'policy file unreadable; keeping the last good policy');
       this.#text = '<unreadable>';
       return;
     }
@@ -55,7 +56,10 @@ export class PolicyWatch {
       this.#current = parsePolicy(text);
       this.log.info({ path: this.path, source: this.#current.source }, 'policy applied');
     } catch (err) {
-      this.log.error({ err: (err as Error).message, path: this.path }, 'policy file invalid; keeping the last good policy');
+      this.log.error(
+        { err: (err as Error).message, path: this.path },
+        'policy file invalid; keeping the last good policy',
+      );
     }
   }
 

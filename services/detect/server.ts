@@ -4,8 +4,8 @@
 // Ready (/internal/ready) once the model is loaded and every scoring worker has scored a warm-up image.
 
 import { ConfigError, loadConfig } from '../common/config.ts';
-import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
 import { PolicyWatch } from '../common/policy-watch.ts';
+import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
 
 let config: ReturnType<typeof loadConfig>;
 try {
@@ -54,7 +54,13 @@ installShutdown({
   log: app.log,
   graceMs: config.shutdownGraceMs,
   // New detect requests get 503/5001 from the gate, in-flight ones finish, then the rest closes.
-  steps: [async () => gate.close(), () => app.close(), () => model.close(), async () => policy?.close(), () => stopTelemetry()],
+  steps: [
+    async () => gate.close(),
+    () => app.close(),
+    () => model.close(),
+    async () => policy?.close(),
+    () => stopTelemetry(),
+  ],
 });
 
 await app.listen({ port: config.detectPort, host: config.host });

@@ -33,7 +33,8 @@ async function readSecret(kube: Kube, namespace: string, name: string): Promise<
   try {
     const secret: V1Secret = await kube.core.readNamespacedSecret({ name, namespace });
     const out: Record<string, string> = {};
-    for (const [k, v] of Object.entries(secret.data ?? {})) out[k] = Buffer.from(v, 'base64').toString('utf8');
+    for (const [k, v] of Object.entries(secret.data ?? {}))
+      out[k] = Buffer.from(v, 'base64').toString('utf8');
     return out;
   } catch (err) {
     if (statusCode(err) === 404) return {};
@@ -62,7 +63,14 @@ export async function reconcileAccount(kube: Kube, store: AccountStore, cr: Cust
         revoked++;
       }
     }
-    await event(kube, cr, ACCOUNT_KIND, 'Normal', 'Revoked', `All keys of ${email} revoked (${revoked}); finalizer released`);
+    await event(
+      kube,
+      cr,
+      ACCOUNT_KIND,
+      'Normal',
+      'Revoked',
+      `All keys of ${email} revoked (${revoked}); finalizer released`,
+    );
     await applyFinalizers(kube, ACCOUNT_PLURAL, ACCOUNT_KIND, cr, []);
     return 'finalized';
   }
@@ -90,7 +98,14 @@ export async function reconcileAccount(kube: Kube, store: AccountStore, cr: Cust
       });
       return 'refused';
     }
-    await event(kube, cr, ACCOUNT_KIND, 'Normal', 'Created', `Account ${account.id} created for ${account.email}`);
+    await event(
+      kube,
+      cr,
+      ACCOUNT_KIND,
+      'Normal',
+      'Created',
+      `Account ${account.id} created for ${account.email}`,
+    );
   }
   if (account.tier !== tier) {
     await store.setTier(account.id, tier);
@@ -121,7 +136,14 @@ export async function reconcileAccount(kube: Kube, store: AccountStore, cr: Cust
     if (!created) throw new Error(`account ${account.id} vanished while issuing key ${name}`);
     kept.set(name, created.record);
     data[name] = created.secret;
-    await event(kube, cr, ACCOUNT_KIND, 'Normal', 'KeyIssued', `Key ${name} (${created.record.id}) issued into Secret ${secretName}`);
+    await event(
+      kube,
+      cr,
+      ACCOUNT_KIND,
+      'Normal',
+      'KeyIssued',
+      `Key ${name} (${created.record.id}) issued into Secret ${secretName}`,
+    );
   }
   await apply(kube, {
     apiVersion: 'v1',
@@ -130,7 +152,10 @@ export async function reconcileAccount(kube: Kube, store: AccountStore, cr: Cust
     metadata: {
       name: secretName,
       namespace,
-      labels: { 'app.kubernetes.io/managed-by': 'nsfwdetector-operator', 'nsfwdetector.io/account': cr.metadata.name },
+      labels: {
+        'app.kubernetes.io/managed-by': 'nsfwdetector-operator',
+        'nsfwdetector.io/account': cr.metadata.name,
+      },
       ownerReferences: [ownerReference(cr, ACCOUNT_KIND)],
     },
     // `data`, not `stringData`: server-side apply tracks ownership of data.<name>, so an entry this

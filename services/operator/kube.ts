@@ -42,7 +42,14 @@ export function statusCode(err: unknown): number | undefined {
 
 /** Server-side apply of a whole object (force: the operator owns what it renders). */
 export async function apply<T extends KubernetesObject>(kube: Kube, obj: T): Promise<T> {
-  return await kube.objects.patch(obj, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply);
+  return await kube.objects.patch(
+    obj,
+    undefined,
+    undefined,
+    FIELD_MANAGER,
+    true,
+    PatchStrategy.ServerSideApply,
+  );
 }
 
 /** Server-side apply of a custom resource's status subresource. */
@@ -103,14 +110,19 @@ export function ownerReference(cr: CustomResource, kind: string) {
 }
 
 /** Keeps lastTransitionTime when a condition's status did not change. */
-export function conditions(previous: Condition[] | undefined, next: Condition[], generation: number): Condition[] {
+export function conditions(
+  previous: Condition[] | undefined,
+  next: Condition[],
+  generation: number,
+): Condition[] {
   const now = new Date().toISOString();
   return next.map((c) => {
     const before = previous?.find((p) => p.type === c.type);
     return {
       ...c,
       observedGeneration: generation,
-      lastTransitionTime: before && before.status === c.status && before.lastTransitionTime ? before.lastTransitionTime : now,
+      lastTransitionTime:
+        before && before.status === c.status && before.lastTransitionTime ? before.lastTransitionTime : now,
     };
   });
 }
@@ -125,7 +137,9 @@ export async function event(
   message: string,
 ): Promise<void> {
   const now = new Date();
-  process.stdout.write(`${JSON.stringify({ time: now.toISOString(), service: 'operator', msg: 'event', kind, name: cr.metadata.name, type, reason, message })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ time: now.toISOString(), service: 'operator', msg: 'event', kind, name: cr.metadata.name, type, reason, message })}\n`,
+  );
   await kube.core
     .createNamespacedEvent({
       namespace: cr.metadata.namespace,

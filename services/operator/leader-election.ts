@@ -73,7 +73,13 @@ export class LeaderElection {
           namespace,
           body: {
             metadata: { name, namespace },
-            spec: { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
+            spec: {
+              holderIdentity: identity,
+              leaseDurationSeconds,
+              acquireTime: now,
+              renewTime: now,
+              leaseTransitions: 0,
+            },
           },
         });
         return true;
@@ -110,10 +116,17 @@ export class LeaderElection {
     if (!this.#leading) return;
     this.#leading = false;
     try {
-      const lease = await this.opts.api.readNamespacedLease({ name: this.opts.name, namespace: this.opts.namespace });
+      const lease = await this.opts.api.readNamespacedLease({
+        name: this.opts.name,
+        namespace: this.opts.namespace,
+      });
       if (lease.spec?.holderIdentity === this.opts.identity) {
         lease.spec.holderIdentity = '';
-        await this.opts.api.replaceNamespacedLease({ name: this.opts.name, namespace: this.opts.namespace, body: lease });
+        await this.opts.api.replaceNamespacedLease({
+          name: this.opts.name,
+          namespace: this.opts.namespace,
+          body: lease,
+        });
       }
     } catch {
       // Best effort: the Lease expires on its own.

@@ -5,7 +5,13 @@
 
 import { createServer } from 'node:http';
 import { hostname } from 'node:os';
-import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, KubernetesObjectApi } from '@kubernetes/client-node';
+import {
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  KubernetesObjectApi,
+} from '@kubernetes/client-node';
 import { ConfigError, intVar, loadConfig, stringVar } from '../common/config.ts';
 import { openStores } from '../quota/stores/open-stores.ts';
 import { LeaderElection } from './leader-election.ts';
@@ -13,14 +19,24 @@ import { createOperatorMetrics } from './metrics.ts';
 import { Operator } from './operator.ts';
 
 function log(msg: string, obj: object = {}): void {
-  process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), service: 'operator', msg, ...obj })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ time: new Date().toISOString(), service: 'operator', msg, ...obj })}\n`,
+  );
 }
 
-let settings: { namespace: string; identity: string; leaseSeconds: number; retryMs: number; resyncMs: number; metricsPort: number };
+let settings: {
+  namespace: string;
+  identity: string;
+  leaseSeconds: number;
+  retryMs: number;
+  resyncMs: number;
+  metricsPort: number;
+};
 let config: ReturnType<typeof loadConfig>;
 try {
   config = loadConfig(process.env);
-  if (!config.redisUrl) throw new ConfigError('REDIS_URL is required: the operator writes accounts and keys to Redis');
+  if (!config.redisUrl)
+    throw new ConfigError('REDIS_URL is required: the operator writes accounts and keys to Redis');
   settings = {
     namespace: stringVar(process.env, 'OPERATOR_NAMESPACE', 'default'),
     identity: stringVar(process.env, 'OPERATOR_IDENTITY', `${hostname()}-${process.pid}`),

@@ -16,7 +16,11 @@ export function createOperatorMetrics(): OperatorMetrics {
   const registry = new Registry();
   registry.setDefaultLabels({ service: 'operator' });
   collectDefaultMetrics({ register: registry, prefix: 'nsfwdetector_' });
-  for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
+  for (const name of [
+    'nodejs_active_handles_total',
+    'nodejs_active_requests_total',
+    'nodejs_active_resources_total',
+  ]) {
     registry.removeSingleMetric(`nsfwdetector_${name}`);
   }
   return {

@@ -103,7 +103,7 @@ export class Operator {
       };
       w.informer.on('add', enqueue);
       w.informer.on('update', enqueue);
-      w.informer.on('delete', (obj) => {
+      w.informer.on('delete', () => {
         // A deleted policy hands the installation to the next oldest one: requeue the survivors.
         if (w.kind === POLICY_KIND) for (const p of w.informer.list()) enqueue(p);
       });
@@ -118,7 +118,8 @@ export class Operator {
     }
     // Resync: every object again, so drift (a ConfigMap edited by hand, a key revoked in Redis) heals.
     this.#resync = setInterval(() => {
-      for (const w of this.#watched) for (const obj of w.informer.list()) w.queue.add(`${obj.metadata.namespace}/${obj.metadata.name}`);
+      for (const w of this.#watched)
+        for (const obj of w.informer.list()) w.queue.add(`${obj.metadata.namespace}/${obj.metadata.name}`);
     }, this.opts.resyncMs);
   }
 

@@ -4,7 +4,15 @@
 // renders nothing.
 
 import { POLICY_FILE_KEY, type PolicyDocument, parsePolicy } from '../common/policy-file.ts';
-import { apply, applyStatus, type CustomResource, conditions, event, type Kube, ownerReference } from './kube.ts';
+import {
+  apply,
+  applyStatus,
+  type CustomResource,
+  conditions,
+  event,
+  type Kube,
+  ownerReference,
+} from './kube.ts';
 
 export const POLICY_KIND = 'DetectionPolicy';
 export const POLICY_PLURAL = 'detectionpolicies';
@@ -35,11 +43,17 @@ function older(a: CustomResource, b: CustomResource): number {
   return ta - tb || a.metadata.name.localeCompare(b.metadata.name);
 }
 
-export async function reconcilePolicy(kube: Kube, cr: CustomResource, all: readonly CustomResource[]): Promise<string> {
+export async function reconcilePolicy(
+  kube: Kube,
+  cr: CustomResource,
+  all: readonly CustomResource[],
+): Promise<string> {
   if (cr.metadata.deletionTimestamp) return 'deleting'; // the ConfigMap goes with it (owner reference)
   const generation = cr.metadata.generation ?? 0;
   const previous = cr.status?.conditions;
-  const inForce = [...all].filter((p) => p.metadata.namespace === cr.metadata.namespace && !p.metadata.deletionTimestamp).sort(older)[0];
+  const inForce = [...all]
+    .filter((p) => p.metadata.namespace === cr.metadata.namespace && !p.metadata.deletionTimestamp)
+    .sort(older)[0];
   if (inForce && inForce.metadata.uid !== cr.metadata.uid) {
     const message = `DetectionPolicy ${inForce.metadata.name} is in force in this namespace; only one policy applies`;
     if (previous?.find((c) => c.type === 'Degraded')?.reason !== 'Superseded') {
@@ -86,7 +100,10 @@ export async function reconcilePolicy(kube: Kube, cr: CustomResource, all: reado
     metadata: {
       name,
       namespace: cr.metadata.namespace,
-      labels: { 'app.kubernetes.io/managed-by': 'nsfwdetector-operator', 'nsfwdetector.io/policy': cr.metadata.name },
+      labels: {
+        'app.kubernetes.io/managed-by': 'nsfwdetector-operator',
+        'nsfwdetector.io/policy': cr.metadata.name,
+      },
       ownerReferences: [ownerReference(cr, POLICY_KIND)],
     },
     data: { [POLICY_FILE_KEY]: `${JSON.stringify(doc, null, 2)}\n` },
