@@ -129,6 +129,8 @@ export interface Config {
   tiers: Record<AccountTier, WindowLimits>;
   /** Embedded account store (no REDIS_URL): absolute path of the JSON file. */
   accountsFile: string;
+  /** The mounted policy file the operator renders (DetectionPolicy); watched, applied per request. */
+  policyFile: string | undefined;
   /** Port of the quota service's own server (ext_authz + console), when run on its own. */
   quotaPort: number;
   /** Ports of the detect and health services' own servers (cluster mode). */
@@ -239,6 +241,7 @@ export function loadConfig(env: Env = process.env): Config {
       },
     },
     accountsFile: pathVar(env, 'ACCOUNTS_FILE', '.data/accounts.json'),
+    policyFile: optionalVar(env, 'POLICY_FILE'),
     quotaPort: intVar(env, 'QUOTA_PORT', 8081, 0, 65535),
     detectPort: intVar(env, 'DETECT_PORT', 8082, 0, 65535),
     healthPort: intVar(env, 'HEALTH_PORT', 8083, 0, 65535),

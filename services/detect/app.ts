@@ -22,7 +22,8 @@ export interface DetectOptions {
   model: ModelSlot;
   authorizer: Authorizer;
   gate: WorkGate;
-  thresholds: Thresholds;
+  /** Read once per request: a policy change applies to the next request, never to one in flight. */
+  thresholds: Thresholds | (() => Thresholds);
   intake: IntakeLimits;
   limits: DimensionLimits;
 }
@@ -113,6 +114,8 @@ function headerValue(value: string | string[] | undefined): string | undefined {
 }
 
 async function detect(request: FastifyRequest, _reply: FastifyReply, opts: DetectOptions) {
+  // The policy as the request arrives: a policy change mid-request never changes this request's answer.
+  const thresholds = typeof opts.thresholds === 'function' ? opts.thresholds() : opts.thresholds;
   const intake = await inSpan('intake', {}, async (span) => {
     const admission = request.admission;
     const budget = admission && {
@@ -177,7 +180,7 @@ async function detect(request: FastifyRequest, _reply: FastifyReply, opts: Detec
   return ok(
     buildResult({
       scores: scored.scores,
-      thresholds: opts.thresholds,
+      thresholds,
       probed,
       sha256: intake.sha256,
       bytes: byteLength,

@@ -4,6 +4,7 @@
 // Ready (/internal/ready) once the model is loaded and every scoring worker has scored a warm-up image.
 
 import { ConfigError, loadConfig } from '../common/config.ts';
+import { PolicyWatch } from '../common/policy-watch.ts';
 import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
 
 let config: ReturnType<typeof loadConfig>;
@@ -38,11 +39,13 @@ const model = new ModelSlot();
 instrumentHttp(app, http);
 closeConnectionsWhenDraining(app);
 requireEdgeIdentity(app, { secret: config.edgeSecret });
+// POLICY_FILE (the operator's ConfigMap, mounted): its thresholds win over the configuration's.
+const policy = config.policyFile ? new PolicyWatch(config.policyFile, app.log) : undefined;
 await app.register(detectApp, {
   model,
   authorizer: new EdgeAuthorizer(),
   gate,
-  thresholds: config.thresholds,
+  thresholds: () => policy?.current()?.thresholds ?? config.thresholds,
   intake: intakeLimitsFrom(config),
   limits: config.limits,
 });
@@ -51,7 +54,13 @@ installShutdown({
   log: app.log,
   graceMs: config.shutdownGraceMs,
   // New detect requests get 503/5001 from the gate, in-flight ones finish, then the rest closes.
-  steps: [async () => gate.close(), () => app.close(), () => model.close(), () => stopTelemetry()],
+  steps: [
+    async () => gate.close(),
+    () => app.close(),
+    () => model.close(),
+    async () => policy?.close(),
+    () => stopTelemetry(),
+  ],
 });
 
 await app.listen({ port: config.detectPort, host: config.host });

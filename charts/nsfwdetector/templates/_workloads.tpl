@@ -184,3 +184,29 @@ livenessProbe:
       key: edge-secret
       {{- end }}
 {{- end -}}
+
+{{- /*
+The policy file the operator renders from the DetectionPolicy named operator.policyName (ConfigMap
+<name>-policy), mounted into detect and quota when the operator is on. Optional: until the operator has
+rendered it, the services run on their configuration. The kubelet swaps the file by `..data` symlink.
+*/ -}}
+{{- define "nsfwdetector.policyEnv" -}}
+{{- if .Values.operator.enabled }}
+- { name: POLICY_FILE, value: /etc/nsfwdetector/policy/policy.json }
+{{- end }}
+{{- end -}}
+
+{{- define "nsfwdetector.policyMount" -}}
+{{- if .Values.operator.enabled }}
+- { name: policy, mountPath: /etc/nsfwdetector/policy, readOnly: true }
+{{- end }}
+{{- end -}}
+
+{{- define "nsfwdetector.policyVolume" -}}
+{{- if .Values.operator.enabled }}
+- name: policy
+  configMap:
+    name: {{ printf "%s-policy" .Values.operator.policyName }}
+    optional: true
+{{- end }}
+{{- end -}}

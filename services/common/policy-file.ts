@@ -1,0 +1,63 @@
+// The policy file the operator renders from a DetectionPolicy into a ConfigMap and the services read
+// (POLICY_FILE). One JSON document; parsing validates it fully so a bad file is refused as a whole
+// and the last good policy stays in force.
+
+export interface Limits {
+  perMinute: number;
+  perDay: number;
+}
+
+export interface PolicyDocument {
+  /** The DetectionPolicy's name and generation (logs, debugging). */
+  source: { name: string; generation: number };
+  thresholds: { allow: number; block: number };
+  model: 'MobileNetV2' | 'InceptionV3';
+  anonymous: Limits;
+  tiers: { free: Limits; pro: Limits };
+  upload: { maxBytes: number };
+}
+
+export const POLICY_FILE_KEY = 'policy.json';
+
+function num(v: unknown, what: string, min: number, max = Number.POSITIVE_INFINITY): number {
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < min || v > max) {
+    throw new Error(`${what} must be a number in [${min}, ${max}], got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+function obj(v: unknown, what: string): Record<string, unknown> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error(`${what} must be an object`);
+  return v as Record<string, unknown>;
+}
+
+function limits(v: unknown, what: string): Limits {
+  const o = obj(v, what);
+  return {
+    perMinute: num(o.perMinute, `${what}.perMinute`, 0),
+    perDay: num(o.perDay, `${what}.perDay`, 0),
+  };
+}
+
+/** Parses and validates the file's text; throws an Error naming the first bad field. */
+export function parsePolicy(text: string): PolicyDocument {
+  const o = obj(JSON.parse(text), 'the policy');
+  const source = obj(o.source, 'source');
+  const t = obj(o.thresholds, 'thresholds');
+  const allow = num(t.allow, 'thresholds.allow', 0, 1);
+  const block = num(t.block, 'thresholds.block', 0, 1);
+  if (!(allow < block))
+    throw new Error(`thresholds.allow (${allow}) must be lower than thresholds.block (${block})`);
+  if (o.model !== 'MobileNetV2' && o.model !== 'InceptionV3') {
+    throw new Error(`model must be MobileNetV2 or InceptionV3, got ${JSON.stringify(o.model)}`);
+  }
+  const tiers = obj(o.tiers, 'tiers');
+  return {
+    source: { name: String(source.name ?? ''), generation: Number(source.generation ?? 0) },
+    thresholds: { allow, block },
+    model: o.model,
+    anonymous: limits(o.anonymous, 'anonymous'),
+    tiers: { free: limits(tiers.free, 'tiers.free'), pro: limits(tiers.pro, 'tiers.pro') },
+    upload: { maxBytes: num(obj(o.upload, 'upload').maxBytes, 'upload.maxBytes', 0) },
+  };
+}

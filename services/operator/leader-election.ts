@@ -1,0 +1,135 @@
+// Leader election on a coordination.k8s.io Lease, as client-go's leaderelection does it: the holder
+// renews spec.renewTime every retry period; a candidate takes the Lease over only when it has not been
+// renewed for leaseDurationSeconds. Every write carries the read resourceVersion, so two candidates
+// racing for an expired Lease cannot both win (the loser gets 409 Conflict).
+
+import { type CoordinationV1Api, type V1Lease, V1MicroTime } from '@kubernetes/client-node';
+
+export interface LeaderElectionOptions {
+  api: CoordinationV1Api;
+  namespace: string;
+  name: string;
+  identity: string;
+  leaseDurationSeconds: number;
+  retryPeriodMs: number;
+  onStartedLeading: () => void;
+  onStoppedLeading: () => void;
+  log: (msg: string, obj?: object) => void;
+}
+
+function status(err: unknown): number | undefined {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'number' ? code : undefined;
+}
+
+export class LeaderElection {
+  #leading = false;
+  #stopped = false;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(readonly opts: LeaderElectionOptions) {}
+
+  get leading(): boolean {
+    return this.#leading;
+  }
+
+  start(): void {
+    void this.#tick();
+  }
+
+  async #tick(): Promise<void> {
+    if (this.#stopped) return;
+    try {
+      const held = await this.#tryAcquireOrRenew();
+      if (held && !this.#leading) {
+        this.#leading = true;
+        this.opts.log('became leader', { identity: this.opts.identity });
+        this.opts.onStartedLeading();
+      } else if (!held && this.#leading) this.#lose();
+    } catch (err) {
+      this.opts.log('lease error', { err: (err as Error).message });
+      if (this.#leading) this.#lose();
+    }
+    if (!this.#stopped) this.#timer = setTimeout(() => void this.#tick(), this.opts.retryPeriodMs);
+  }
+
+  #lose(): void {
+    this.#leading = false;
+    this.opts.log('lost leadership', { identity: this.opts.identity });
+    this.opts.onStoppedLeading();
+  }
+
+  async #tryAcquireOrRenew(): Promise<boolean> {
+    const { api, namespace, name, identity, leaseDurationSeconds } = this.opts;
+    // MicroTime: the API server refuses a plain Date's millisecond form for Lease times.
+    const now = new V1MicroTime();
+    let lease: V1Lease;
+    try {
+      lease = await api.readNamespacedLease({ name, namespace });
+    } catch (err) {
+      if (status(err) !== 404) throw err;
+      try {
+        await api.createNamespacedLease({
+          namespace,
+          body: {
+            metadata: { name, namespace },
+            spec: {
+              holderIdentity: identity,
+              leaseDurationSeconds,
+              acquireTime: now,
+              renewTime: now,
+              leaseTransitions: 0,
+            },
+          },
+        });
+        return true;
+      } catch (e) {
+        if (status(e) === 409) return false;
+        throw e;
+      }
+    }
+    const spec = lease.spec ?? {};
+    const renewed = spec.renewTime ? new Date(spec.renewTime).getTime() : 0;
+    const duration = (spec.leaseDurationSeconds ?? leaseDurationSeconds) * 1000;
+    const mine = spec.holderIdentity === identity;
+    if (!mine && spec.holderIdentity && renewed + duration > now.getTime()) return false;
+    lease.spec = {
+      ...spec,
+      holderIdentity: identity,
+      leaseDurationSeconds,
+      renewTime: now,
+      ...(mine ? {} : { acquireTime: now, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 }),
+    };
+    try {
+      await api.replaceNamespacedLease({ name, namespace, body: lease });
+      return true;
+    } catch (err) {
+      if (status(err) === 409) return false;
+      throw err;
+    }
+  }
+
+  /** Stops renewing and, when leading, releases the Lease so a standby takes over at once. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    if (!this.#leading) return;
+    this.#leading = false;
+    try {
+      const lease = await this.opts.api.readNamespacedLease({
+        name: this.opts.name,
+        namespace: this.opts.namespace,
+      });
+      if (lease.spec?.holderIdentity === this.opts.identity) {
+        lease.spec.holderIdentity = '';
+        await this.opts.api.replaceNamespacedLease({
+          name: this.opts.name,
+          namespace: this.opts.namespace,
+          body: lease,
+        });
+      }
+    } catch {
+      // Best effort: the Lease expires on its own.
+    }
+  }
+}

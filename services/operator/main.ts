@@ -1,0 +1,126 @@
+// The operator's process: configuration (services/common/config.ts for Redis, plus OPERATOR_* below),
+// the kubeconfig (KUBECONFIG or in-cluster), Lease leader election, metrics on OPERATOR_METRICS_PORT,
+// graceful shutdown on SIGTERM/SIGINT (release the Lease, finish reconciles in progress).
+//   node --import tsx services/operator/main.ts
+
+import { createServer } from 'node:http';
+import { hostname } from 'node:os';
+import {
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  KubernetesObjectApi,
+} from '@kubernetes/client-node';
+import { ConfigError, intVar, loadConfig, stringVar } from '../common/config.ts';
+import { openStores } from '../quota/stores/open-stores.ts';
+import { LeaderElection } from './leader-election.ts';
+import { createOperatorMetrics } from './metrics.ts';
+import { Operator } from './operator.ts';
+
+function log(msg: string, obj: object = {}): void {
+  process.stdout.write(
+    `${JSON.stringify({ time: new Date().toISOString(), service: 'operator', msg, ...obj })}\n`,
+  );
+}
+
+let settings: {
+  namespace: string;
+  identity: string;
+  leaseSeconds: number;
+  retryMs: number;
+  resyncMs: number;
+  metricsPort: number;
+};
+let config: ReturnType<typeof loadConfig>;
+try {
+  config = loadConfig(process.env);
+  if (!config.redisUrl)
+    throw new ConfigError('REDIS_URL is required: the operator writes accounts and keys to Redis');
+  settings = {
+    namespace: stringVar(process.env, 'OPERATOR_NAMESPACE', 'default'),
+    identity: stringVar(process.env, 'OPERATOR_IDENTITY', `${hostname()}-${process.pid}`),
+    leaseSeconds: intVar(process.env, 'OPERATOR_LEASE_SECONDS', 15, 1, 600),
+    retryMs: intVar(process.env, 'OPERATOR_RETRY_MS', 2_000, 100, 60_000),
+    resyncMs: intVar(process.env, 'OPERATOR_RESYNC_MS', 300_000, 1_000),
+    metricsPort: intVar(process.env, 'OPERATOR_METRICS_PORT', 9090, 0, 65_535),
+  };
+} catch (err) {
+  if (err instanceof ConfigError) {
+    process.stderr.write(`configuration error: ${err.message}\n`);
+    process.exit(1);
+  }
+  throw err;
+}
+
+const kc = new KubeConfig();
+kc.loadFromDefault();
+const kube = {
+  objects: KubernetesObjectApi.makeApiClient(kc),
+  custom: kc.makeApiClient(CustomObjectsApi),
+  core: kc.makeApiClient(CoreV1Api),
+};
+const stores = await openStores(config, { clientName: 'nsfwdetector-operator', required: true });
+const metrics = createOperatorMetrics();
+const operator = new Operator({
+  kc,
+  kube,
+  namespace: settings.namespace,
+  store: stores.accountStore,
+  metrics,
+  resyncMs: settings.resyncMs,
+  log,
+});
+
+let shuttingDown = false;
+async function shutdown(code: number): Promise<void> {
+  if (shuttingDown) return;
+  shuttingDown = true;
+  log('shutting down', { code });
+  await election.stop();
+  await operator.stop();
+  await stores.close();
+  server.close();
+  process.exit(code);
+}
+
+const election = new LeaderElection({
+  api: kc.makeApiClient(CoordinationV1Api),
+  namespace: settings.namespace,
+  name: 'nsfwdetector-operator',
+  identity: settings.identity,
+  leaseDurationSeconds: settings.leaseSeconds,
+  retryPeriodMs: settings.retryMs,
+  onStartedLeading: () => {
+    metrics.leader.set(1);
+    operator.start().catch((err) => {
+      log('operator failed to start', { err: (err as Error).message });
+      void shutdown(1);
+    });
+  },
+  // Another replica may be reconciling now: stop at once (the Deployment restarts this one as standby).
+  onStoppedLeading: () => {
+    metrics.leader.set(0);
+    void shutdown(1);
+  },
+  log,
+});
+
+const server = createServer(async (req, res) => {
+  if (req.url === '/metrics') {
+    res.setHeader('content-type', metrics.registry.contentType);
+    res.end(await metrics.registry.metrics());
+  } else if (req.url === '/healthz') {
+    res.end('ok');
+  } else {
+    res.statusCode = 404;
+    res.end();
+  }
+});
+server.listen(settings.metricsPort, config.host, () => {
+  log('listening', { port: (server.address() as { port: number }).port, identity: settings.identity });
+  election.start();
+});
+
+process.on('SIGTERM', () => void shutdown(0));
+process.on('SIGINT', () => void shutdown(0));

@@ -1,0 +1,137 @@
+// DetectionPolicy → ConfigMap `<name>-policy` (the rendered policy file, owned by the policy) and status
+// conditions with observedGeneration. One policy per installation: in a namespace the oldest policy
+// (creationTimestamp, then name) is in force; any other one is Degraded with reason Superseded and
+// renders nothing.
+
+import { POLICY_FILE_KEY, type PolicyDocument, parsePolicy } from '../common/policy-file.ts';
+import {
+  apply,
+  applyStatus,
+  type CustomResource,
+  conditions,
+  event,
+  type Kube,
+  ownerReference,
+} from './kube.ts';
+
+export const POLICY_KIND = 'DetectionPolicy';
+export const POLICY_PLURAL = 'detectionpolicies';
+
+export function policyConfigMapName(policyName: string): string {
+  return `${policyName}-policy`;
+}
+
+/** The file the services read, from the spec (defaults were filled in by the API server). */
+export function renderPolicy(cr: CustomResource): PolicyDocument {
+  const s = cr.spec as Record<string, Record<string, unknown> | string | undefined>;
+  const tiers = (s.tiers ?? {}) as Record<string, Record<string, unknown>>;
+  const doc = {
+    source: { name: cr.metadata.name, generation: cr.metadata.generation ?? 0 },
+    thresholds: s.thresholds,
+    model: s.model,
+    anonymous: s.anonymous,
+    tiers: { free: tiers.free, pro: tiers.pro },
+    upload: s.upload,
+  };
+  // The same validation the services run: a file they would refuse is never written.
+  return parsePolicy(JSON.stringify(doc));
+}
+
+function older(a: CustomResource, b: CustomResource): number {
+  const ta = a.metadata.creationTimestamp ? new Date(a.metadata.creationTimestamp).getTime() : 0;
+  const tb = b.metadata.creationTimestamp ? new Date(b.metadata.creationTimestamp).getTime() : 0;
+  return ta - tb || a.metadata.name.localeCompare(b.metadata.name);
+}
+
+export async function reconcilePolicy(
+  kube: Kube,
+  cr: CustomResource,
+  all: readonly CustomResource[],
+): Promise<string> {
+  if (cr.metadata.deletionTimestamp) return 'deleting'; // the ConfigMap goes with it (owner reference)
+  const generation = cr.metadata.generation ?? 0;
+  const previous = cr.status?.conditions;
+  const inForce = [...all]
+    .filter((p) => p.metadata.namespace === cr.metadata.namespace && !p.metadata.deletionTimestamp)
+    .sort(older)[0];
+  if (inForce && inForce.metadata.uid !== cr.metadata.uid) {
+    const message = `DetectionPolicy ${inForce.metadata.name} is in force in this namespace; only one policy applies`;
+    if (previous?.find((c) => c.type === 'Degraded')?.reason !== 'Superseded') {
+      await event(kube, cr, POLICY_KIND, 'Warning', 'Superseded', message);
+    }
+    await applyStatus(kube, POLICY_PLURAL, cr, POLICY_KIND, {
+      observedGeneration: generation,
+      conditions: conditions(
+        previous,
+        [
+          { type: 'Ready', status: 'False', reason: 'Superseded', message },
+          { type: 'Progressing', status: 'False', reason: 'Superseded', message },
+          { type: 'Degraded', status: 'True', reason: 'Superseded', message },
+        ],
+        generation,
+      ),
+    });
+    return 'superseded';
+  }
+  let doc: PolicyDocument;
+  try {
+    doc = renderPolicy(cr);
+  } catch (err) {
+    const message = `The policy cannot be rendered: ${(err as Error).message}`;
+    await event(kube, cr, POLICY_KIND, 'Warning', 'InvalidPolicy', message);
+    await applyStatus(kube, POLICY_PLURAL, cr, POLICY_KIND, {
+      observedGeneration: generation,
+      conditions: conditions(
+        previous,
+        [
+          { type: 'Ready', status: 'False', reason: 'InvalidPolicy', message },
+          { type: 'Progressing', status: 'False', reason: 'InvalidPolicy', message },
+          { type: 'Degraded', status: 'True', reason: 'InvalidPolicy', message },
+        ],
+        generation,
+      ),
+    });
+    return 'invalid';
+  }
+  const name = policyConfigMapName(cr.metadata.name);
+  await apply(kube, {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: {
+      name,
+      namespace: cr.metadata.namespace,
+      labels: {
+        'app.kubernetes.io/managed-by': 'nsfwdetector-operator',
+        'nsfwdetector.io/policy': cr.metadata.name,
+      },
+      ownerReferences: [ownerReference(cr, POLICY_KIND)],
+    },
+    data: { [POLICY_FILE_KEY]: `${JSON.stringify(doc, null, 2)}\n` },
+  });
+  const wasReady = previous?.find((c) => c.type === 'Ready');
+  if (!(wasReady?.status === 'True' && wasReady.observedGeneration === generation)) {
+    await event(
+      kube,
+      cr,
+      POLICY_KIND,
+      'Normal',
+      'Rendered',
+      `Generation ${generation} rendered into ConfigMap ${name} (allow ${doc.thresholds.allow}, block ${doc.thresholds.block})`,
+    );
+  }
+  const message = `Generation ${generation} is in ConfigMap ${name}; services apply it on their next request`;
+  await applyStatus(kube, POLICY_PLURAL, cr, POLICY_KIND, {
+    observedGeneration: generation,
+    configMap: name,
+    conditions: conditions(
+      previous,
+      [
+        { type: 'Ready', status: 'True', reason: 'Rendered', message },
+        { type: 'Progressing', status: 'False', reason: 'Rendered', message },
+        { type: 'Degraded', status: 'False', reason: 'Rendered', message },
+      ],
+      generation,
+    ),
+  });
+  return 'rendered';
+}

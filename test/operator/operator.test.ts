@@ -1,0 +1,358 @@
+// The operator against a real kube-apiserver + etcd and a real redis-server: the CRDs as the chart
+// ships them, the operator and the quota/detect servers as child processes. No kubelet runs: the
+// mounted policy file is written here the way the kubelet writes a ConfigMap volume (a new timestamped
+// directory, then an atomic rename of the `..data` symlink).
+
+import {
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { fixture } from '../fixtures/corpus.ts';
+import { describeWithKube } from '../support/describe-kube.ts';
+import { type KubeApiServer, startKubeApiServer } from '../support/kube-apiserver.ts';
+import { startQuotaServer } from '../support/quota-process.ts';
+import { RedisServer } from '../support/redis-server.ts';
+import { ROOT, type ServerProcess, spawnService } from '../support/server-process.ts';
+
+const CRDS = join(ROOT, 'charts/nsfwdetector/crds');
+const JPEG = readFileSync(fixture('320x240.jpg'));
+
+interface Cr {
+  metadata: { generation: number; finalizers?: string[]; uid: string };
+  status?: {
+    observedGeneration?: number;
+    conditions?: Array<{ type: string; status: string; observedGeneration?: number }>;
+    keys?: Array<{ name: string; id: string; last4: string }>;
+    accountId?: string;
+  };
+}
+
+async function eventually<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== undefined) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+describeWithKube(
+  'operator against a real API server and Redis',
+  ['kube-apiserver', 'etcd', 'kubectl'],
+  () => {
+    let kube: KubeApiServer;
+    let redis: RedisServer;
+    let quota: ServerProcess;
+    const operators: ServerProcess[] = [];
+    const dirs: string[] = [];
+
+    const kubectl = async (args: string[], input?: string) =>
+      (await kube.kubectl(args, input ? { input } : {})).stdout;
+    const getJson = async <T>(kind: string, name: string) =>
+      JSON.parse(await kubectl(['get', kind, name, '-o', 'json'])) as T;
+    const startOperator = (identity: string) =>
+      spawnService({
+        entry: 'services/operator/main.ts',
+        portVar: 'OPERATOR_METRICS_PORT',
+        waitReady: false,
+        env: {
+          KUBECONFIG: kube.kubeconfig,
+          REDIS_URL: redis.url,
+          OPERATOR_NAMESPACE: 'default',
+          OPERATOR_IDENTITY: identity,
+          OPERATOR_LEASE_SECONDS: '4',
+          OPERATOR_RETRY_MS: '500',
+        },
+      }).then((p) => {
+        operators.push(p);
+        return p;
+      });
+    const leaseHolder = async () =>
+      (await getJson<{ spec: { holderIdentity?: string } }>('lease', 'nsfwdetector-operator')).spec
+        .holderIdentity;
+    const authorize = async (secret: string) =>
+      (
+        await fetch(`${quota.url}/ext_authz/api/open/detect`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${secret}`, 'content-length': '0' },
+        })
+      ).status;
+
+    beforeAll(async () => {
+      kube = await startKubeApiServer();
+      redis = await RedisServer.start();
+      await kubectl(['apply', '--server-side', '-f', CRDS]);
+      await kubectl(['wait', '--for=condition=Established', 'crd', '--all', '--timeout=60s']);
+      quota = await startQuotaServer({ REDIS_URL: redis.url });
+      await startOperator('operator-a');
+    }, 300_000);
+
+    afterAll(async () => {
+      for (const p of operators) await p.stop();
+      await quota?.stop();
+      await redis?.stop();
+      await kube?.stop();
+      for (const d of dirs) rmSync(d, { recursive: true, force: true });
+    }, 120_000);
+
+    const policy = (allow: number, block: number, name = 'main') => `apiVersion: nsfwdetector.io/v1alpha1
+kind: DetectionPolicy
+metadata: { name: ${name}, namespace: default }
+spec:
+  thresholds: { allow: ${allow}, block: ${block} }
+`;
+    const readyFor = async (name: string, generation: number) =>
+      await eventually(`DetectionPolicy ${name} Ready for generation ${generation}`, async () => {
+        const cr = await getJson<Cr>('detectionpolicy', name);
+        const ready = cr.status?.conditions?.find((c) => c.type === 'Ready');
+        return ready?.status === 'True' &&
+          ready.observedGeneration === generation &&
+          cr.status?.observedGeneration === generation
+          ? cr
+          : undefined;
+      });
+
+    it('refuses an invalid policy in the API server itself (CEL), with a clear message', async () => {
+      await expect(kubectl(['apply', '-f', '-'], policy(0.9, 0.2, 'bad'))).rejects.toThrow(
+        /thresholds.allow must be lower than thresholds.block/,
+      );
+      await expect(kubectl(['apply', '-f', '-'], policy(0.1, 1.5, 'bad'))).rejects.toThrow(
+        /less than or equal to 1/,
+      );
+    });
+
+    let detect: ServerProcess;
+    let mount: string;
+    /** As the kubelet does: ..<ts>/policy.json, then `..data` swapped by rename, policy.json → ..data/policy.json. */
+    const kubeletWrite = (text: string) => {
+      const stamp = join(mount, `..${Date.now()}_${Math.random().toString(16).slice(2)}`);
+      mkdirSync(stamp);
+      writeFileSync(join(stamp, 'policy.json'), text);
+      const tmp = join(mount, '..data_tmp');
+      symlinkSync(stamp.split('/').pop() as string, tmp);
+      renameSync(tmp, join(mount, '..data'));
+    };
+    const configMapText = async () =>
+      (await getJson<{ data: Record<string, string> }>('configmap', 'main-policy')).data[
+        'policy.json'
+      ] as string;
+    const detectThresholds = async () => {
+      const res = await fetch(`${detect.url}/api/open/detect`, {
+        method: 'POST',
+        headers: { 'content-type': 'image/jpeg', 'x-account-id': '-', 'x-quota-tier': 'anonymous' },
+        body: JPEG,
+      });
+      expect(res.status).toBe(200);
+      return ((await res.json()) as { data: { thresholds: unknown } }).data.thresholds;
+    };
+
+    it('renders a policy into a ConfigMap owned by it, status Ready with observedGeneration; `kubectl wait` works', async () => {
+      await kubectl(['apply', '-f', '-'], policy(0.2, 0.8));
+      await kubectl(['wait', '--for=condition=Ready', 'detectionpolicy/main', '--timeout=60s']);
+      const cr = await readyFor('main', 1);
+      const cm = JSON.parse(
+        await kubectl(['get', 'configmap', 'main-policy', '--show-managed-fields', '-o', 'json']),
+      ) as {
+        metadata: {
+          ownerReferences: Array<{ uid: string; kind: string; controller: boolean }>;
+          managedFields: Array<{ manager: string }>;
+        };
+      };
+      expect(cm.metadata.ownerReferences).toEqual([
+        expect.objectContaining({ kind: 'DetectionPolicy', uid: cr.metadata.uid, controller: true }),
+      ]);
+      expect(cm.metadata.managedFields.map((f) => f.manager)).toContain('nsfwdetector-operator');
+      const doc = JSON.parse(await configMapText());
+      expect(doc.thresholds).toEqual({ allow: 0.2, block: 0.8 });
+      // Defaults filled in by the API server from the CRD's schema.
+      expect(doc.model).toBe('MobileNetV2');
+      expect(doc.tiers.free).toEqual({ perMinute: 60, perDay: 1000 });
+      const events = await kubectl([
+        'get',
+        'events',
+        '--field-selector',
+        'involvedObject.name=main',
+        '-o',
+        'json',
+      ]);
+      expect(events).toContain('Rendered');
+      const columns = await kubectl(['get', 'detectionpolicies']);
+      expect(columns).toMatch(/NAME\s+ALLOW\s+BLOCK\s+MODEL\s+READY\s+AGE/);
+      expect(columns).toMatch(/main\s+0.2\s+0.8\s+MobileNetV2\s+True/);
+    });
+
+    it('follows a threshold change: ConfigMap and status, and detect answers with it on its next request', async () => {
+      mount = mkdtempSync(join(tmpdir(), 'nsfwdetector-policy-'));
+      dirs.push(mount);
+      kubeletWrite(await configMapText());
+      symlinkSync('..data/policy.json', join(mount, 'policy.json'));
+      detect = await spawnService({
+        entry: 'services/detect/server.ts',
+        portVar: 'DETECT_PORT',
+        env: { POLICY_FILE: join(mount, 'policy.json') },
+      });
+      operators.push(detect);
+      expect(await detectThresholds()).toEqual({ allow: 0.2, block: 0.8 });
+
+      await kubectl([
+        'patch',
+        'detectionpolicy',
+        'main',
+        '--type=merge',
+        '-p',
+        '{"spec":{"thresholds":{"allow":0.3,"block":0.6}}}',
+      ]);
+      await readyFor('main', 2);
+      const text = await eventually('the ConfigMap to follow', async () => {
+        const t = await configMapText();
+        return JSON.parse(t).thresholds.allow === 0.3 ? t : undefined;
+      });
+      kubeletWrite(text);
+      await eventually('detect to apply the new thresholds', async () => {
+        const t = (await detectThresholds()) as { allow: number };
+        return t.allow === 0.3 ? t : undefined;
+      });
+      expect(await detectThresholds()).toEqual({ allow: 0.3, block: 0.6 });
+
+      // An invalid file keeps the last good policy.
+      kubeletWrite('{"thresholds": {"allow": 0.9, "block": 0.1}}');
+      await new Promise((r) => setTimeout(r, 1_500));
+      expect(await detectThresholds()).toEqual({ allow: 0.3, block: 0.6 });
+      expect(detect.output()).toMatch(/policy file invalid; keeping the last good policy/);
+    }, 240_000);
+
+    it('marks a second policy Degraded (Superseded) and leaves the ConfigMap to the first', async () => {
+      await kubectl(['apply', '-f', '-'], policy(0.05, 0.95, 'second'));
+      await eventually('second to be Superseded', async () => {
+        const cr = await getJson<Cr>('detectionpolicy', 'second');
+        return cr.status?.conditions?.find((c) => c.type === 'Degraded' && c.status === 'True')
+          ? cr
+          : undefined;
+      });
+      await expect(kubectl(['get', 'configmap', 'second-policy'])).rejects.toThrow(/NotFound/);
+      await kubectl(['delete', 'detectionpolicy', 'second']);
+    });
+
+    const account = (keys: string[]) => `apiVersion: nsfwdetector.io/v1alpha1
+kind: ApiAccount
+metadata: { name: acme, namespace: default }
+spec:
+  email: ops@acme.example
+  tier: pro
+  keys: [${keys.map((k) => `{ name: ${k} }`).join(', ')}]
+`;
+    const secretData = async () => {
+      const s = await getJson<{ data: Record<string, string> }>('secret', 'acme-keys');
+      return Object.fromEntries(
+        Object.entries(s.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]),
+      );
+    };
+
+    let ciKey = '';
+    let deployKey = '';
+    it('issues ApiAccount keys into an owned Secret; they work against the quota service (real Redis)', async () => {
+      await kubectl(['apply', '-f', '-'], account(['ci', 'deploy']));
+      await kubectl(['wait', '--for=condition=Ready', 'apiaccount/acme', '--timeout=60s']);
+      const cr = await getJson<Cr>('apiaccount', 'acme');
+      expect(cr.metadata.finalizers).toContain('nsfwdetector.io/revoke-keys');
+      const data = await secretData();
+      ciKey = data.ci as string;
+      deployKey = data.deploy as string;
+      expect(ciKey).toMatch(/^nsk_live_[0-9a-f]{32}$/);
+      expect(cr.status?.keys?.map((k) => k.name).sort()).toEqual(['ci', 'deploy']);
+      expect(JSON.stringify(cr.status)).not.toContain(ciKey);
+      expect(cr.status?.keys?.find((k) => k.name === 'ci')?.last4).toBe(ciKey.slice(-4));
+      const secret = await getJson<{ metadata: { ownerReferences: Array<{ uid: string }> } }>(
+        'secret',
+        'acme-keys',
+      );
+      expect(secret.metadata.ownerReferences[0]?.uid).toBe(cr.metadata.uid);
+      expect(await authorize(ciKey)).toBe(200);
+      expect(await authorize(deployKey)).toBe(200);
+      expect(await kubectl(['get', 'apiaccounts'])).toMatch(/acme\s+ops@acme.example\s+pro\s+2\s+True/);
+    });
+
+    it('revokes a key removed from the list on the next request (401)', async () => {
+      await kubectl(['apply', '-f', '-'], account(['ci']));
+      let seen = 0;
+      await eventually('deploy to be refused', async () => {
+        seen = await authorize(deployKey);
+        if (seen !== 401) throw new Error(`deploy answered ${seen}`);
+        return true;
+      });
+      expect(await authorize(ciKey)).toBe(200);
+      await eventually(
+        'the Secret to drop deploy',
+        async () => ((await secretData()).deploy === undefined ? true : undefined),
+        30_000,
+      );
+    }, 120_000);
+
+    it('converges after the operator is killed and restarted (and two operators elect one leader)', async () => {
+      const first = operators[0] as ServerProcess;
+      first.proc.kill('SIGKILL');
+      await first.exited;
+      // Changed while no operator runs: the restarted ones see the state, not the missed events.
+      await kubectl([
+        'patch',
+        'detectionpolicy',
+        'main',
+        '--type=merge',
+        '-p',
+        '{"spec":{"thresholds":{"allow":0.25}}}',
+      ]);
+      const b = await startOperator('operator-b');
+      const c = await startOperator('operator-c');
+      await readyFor('main', 3);
+      const holder = await leaseHolder();
+      expect(['operator-b', 'operator-c']).toContain(holder);
+      const [leader, standby] = holder === 'operator-b' ? [b, c] : [c, b];
+      expect(leader.output()).toContain('became leader');
+      expect(standby.output()).not.toContain('became leader');
+      // Failover: the leader is killed; the standby takes the Lease once it expires.
+      leader.proc.kill('SIGKILL');
+      await leader.exited;
+      await eventually(
+        'the standby to take over',
+        async () =>
+          (await leaseHolder()) === (holder === 'operator-b' ? 'operator-c' : 'operator-b')
+            ? true
+            : undefined,
+        30_000,
+      );
+      await kubectl([
+        'patch',
+        'detectionpolicy',
+        'main',
+        '--type=merge',
+        '-p',
+        '{"spec":{"thresholds":{"allow":0.15}}}',
+      ]);
+      await readyFor('main', 4);
+      const metrics = await (await fetch(`${standby.url}/metrics`)).text();
+      expect(metrics).toMatch(/nsfwdetector_operator_reconciles_total\{[^}]*kind="DetectionPolicy"/);
+      expect(metrics).toMatch(/nsfwdetector_operator_leader\{[^}]*\} 1/);
+    }, 120_000);
+
+    it('revokes every key and releases the finalizer when the ApiAccount is deleted', async () => {
+      await kubectl(['delete', 'apiaccount', 'acme', '--timeout=60s']);
+      await expect(kubectl(['get', 'apiaccount', 'acme'])).rejects.toThrow(/NotFound/);
+      expect(await authorize(ciKey)).toBe(401);
+    }, 90_000);
+  },
+);
