@@ -144,7 +144,7 @@ describe('npm run calibrate', () => {
       if ((expected[k] as Row).falseBlockRate <= TARGET_FALSE_BLOCK) block = k / 100;
     let allow = 0;
     for (let k = 0; k <= 100; k++)
-      if (k / 100 <= block && (expected[k] as Row).missRate <= TARGET_MISS) allow = k / 100;
+      if (k / 100 < block && (expected[k] as Row).missRate <= TARGET_MISS) allow = k / 100;
 
     const report = JSON.parse(readFileSync(join(out, 'thresholds.json'), 'utf8')) as {
       suggestion: { allow: number; block: number };

@@ -31,8 +31,8 @@ describe('calibration metrics', () => {
     expect(suggestThresholds(table, 0, 0.25)).toEqual({ block: 0.71, allow: 0.6 });
     // Miss <= 0: allow at most 0.3.
     expect(suggestThresholds(table, 0, 0)).toEqual({ block: 0.71, allow: 0.3 });
-    // Allow never exceeds block.
-    expect(suggestThresholds(table, 0.5, 1)).toEqual({ block: 0.06, allow: 0.06 });
+    // Allow stays below block (a DetectionPolicy refuses allow >= block).
+    expect(suggestThresholds(table, 0.5, 1)).toEqual({ block: 0.06, allow: 0.05 });
   });
 
   it('computes the ROC AUC with ties as halves, and histograms with 1.0 in the last bin', () => {

@@ -45,7 +45,7 @@ export function thresholdTable(nsfw: readonly number[], sfw: readonly number[]):
 export interface Suggestion {
   /** Smallest candidate whose false-block rate is within the target (1 when none is). */
   block: number;
-  /** Largest candidate not above `block` whose miss rate is within the target (0 when none is). */
+  /** Largest candidate below `block` (the policy needs allow < block) whose miss rate is within the target (0 when none is). */
   allow: number;
 }
 
@@ -56,7 +56,7 @@ export function suggestThresholds(
 ): Suggestion {
   const block = table.find((r) => r.falseBlockRate <= targetFalseBlock)?.threshold ?? 1;
   let allow = 0;
-  for (const r of table) if (r.threshold <= block && r.missRate <= targetMiss) allow = r.threshold;
+  for (const r of table) if (r.threshold < block && r.missRate <= targetMiss) allow = r.threshold;
   return { block, allow };
 }
 

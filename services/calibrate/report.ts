@@ -29,7 +29,8 @@ export interface ReportInput {
 }
 
 /** The operator's resource (issue 13): group nsfwdetector.io, version v1alpha1, spec.thresholds. */
-export function detectionPolicyManifest(s: Suggestion, name = 'calibrated'): string {
+// Named as the chart's default `operator.policyName`, so applying it replaces the policy in force.
+export function detectionPolicyManifest(s: Suggestion, name = 'main'): string {
   return `apiVersion: nsfwdetector.io/v1alpha1
 kind: DetectionPolicy
 metadata:

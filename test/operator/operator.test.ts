@@ -15,6 +15,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { detectionPolicyManifest } from '../../services/calibrate/report.ts';
 import { fixture } from '../fixtures/corpus.ts';
 import { describeWithKube } from '../support/describe-kube.ts';
 import { type KubeApiServer, startKubeApiServer } from '../support/kube-apiserver.ts';
@@ -133,6 +134,13 @@ spec:
       );
       await expect(kubectl(['apply', '-f', '-'], policy(0.1, 1.5, 'bad'))).rejects.toThrow(
         /less than or equal to 1/,
+      );
+    });
+
+    it("accepts the calibration report's DetectionPolicy manifest as it is (npm run calibrate)", async () => {
+      const manifest = detectionPolicyManifest({ allow: 0.07, block: 0.93 });
+      expect(await kubectl(['apply', '--dry-run=server', '-f', '-'], manifest)).toMatch(
+        /detectionpolicy.nsfwdetector.io\/main (created|configured) \(server dry run\)/,
       );
     });
 
