@@ -2,19 +2,10 @@
 // HTTP stack, which is therefore imported dynamically below.
 
 import { announceListening } from '../common/announce-listening.ts';
-import { ConfigError, loadConfig } from '../common/config.ts';
+import { loadConfigOrExit } from '../common/config.ts';
 import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
 
-let config: ReturnType<typeof loadConfig>;
-try {
-  config = loadConfig();
-} catch (err) {
-  if (err instanceof ConfigError) {
-    console.error(`nsfwdetector: invalid configuration: ${err.message}`);
-    process.exit(2);
-  }
-  throw err;
-}
+const config = loadConfigOrExit('nsfwdetector');
 await startTelemetry({ serviceName: 'nsfwdetector', sampleRatio: config.traceSampleRatio });
 
 const { buildEmbeddedApp } = await import('./app.ts');

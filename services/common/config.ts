@@ -249,3 +249,17 @@ export function loadConfig(env: Env = process.env): Config {
   };
   return Object.freeze(config);
 }
+
+/**
+ * A thin server's first step: the validated configuration, or — for a bad value — one line naming the
+ * variable on stderr and exit code 2, before anything else starts.
+ */
+export function loadConfigOrExit(who: string, env: Env = process.env): Config {
+  try {
+    return loadConfig(env);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    console.error(`${who}: invalid configuration: ${err.message}`);
+    process.exit(2);
+  }
+}

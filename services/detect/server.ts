@@ -3,20 +3,11 @@
 // quota service: detect trusts the identity headers Envoy adds (edge-identity.ts) and counts nothing.
 // Ready (/internal/ready) once the model is loaded and every scoring worker has scored a warm-up image.
 
-import { ConfigError, loadConfig } from '../common/config.ts';
+import { loadConfigOrExit } from '../common/config.ts';
 import { PolicyWatch } from '../common/policy-watch.ts';
 import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
 
-let config: ReturnType<typeof loadConfig>;
-try {
-  config = loadConfig();
-} catch (err) {
-  if (err instanceof ConfigError) {
-    console.error(`nsfwdetector detect: invalid configuration: ${err.message}`);
-    process.exit(2);
-  }
-  throw err;
-}
+const config = loadConfigOrExit('nsfwdetector detect');
 await startTelemetry({ serviceName: 'nsfwdetector-detect', sampleRatio: config.traceSampleRatio });
 
 const { createRootApp } = await import('../common/root-app.ts');

@@ -2,19 +2,10 @@
 // constants only. Listens on HEALTH_PORT (default 8083; 0 = any free port, printed in the "listening"
 // line). Live and ready as soon as it listens: it depends on nothing.
 
-import { ConfigError, loadConfig } from '../common/config.ts';
+import { loadConfigOrExit } from '../common/config.ts';
 import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
 
-let config: ReturnType<typeof loadConfig>;
-try {
-  config = loadConfig();
-} catch (err) {
-  if (err instanceof ConfigError) {
-    console.error(`nsfwdetector health: invalid configuration: ${err.message}`);
-    process.exit(2);
-  }
-  throw err;
-}
+const config = loadConfigOrExit('nsfwdetector health');
 await startTelemetry({ serviceName: 'nsfwdetector-health', sampleRatio: config.traceSampleRatio });
 
 const { createRootApp } = await import('../common/root-app.ts');

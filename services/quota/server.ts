@@ -4,19 +4,10 @@
 // Ready only while the stores answer; metrics at GET /metrics.
 
 import { announceListening } from '../common/announce-listening.ts';
-import { ConfigError, loadConfig } from '../common/config.ts';
+import { loadConfigOrExit } from '../common/config.ts';
 import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
 
-let config: ReturnType<typeof loadConfig>;
-try {
-  config = loadConfig();
-} catch (err) {
-  if (err instanceof ConfigError) {
-    console.error(`nsfwdetector quota: invalid configuration: ${err.message}`);
-    process.exit(2);
-  }
-  throw err;
-}
+const config = loadConfigOrExit('nsfwdetector quota');
 await startTelemetry({ serviceName: 'nsfwdetector-quota', sampleRatio: config.traceSampleRatio });
 
 const { buildQuotaService } = await import('./app.ts');
