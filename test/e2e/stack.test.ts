@@ -15,6 +15,7 @@ import { accountSubject } from '../../services/quota/authorize.ts';
 import { windowKeyBase } from '../../services/quota/stores/redis-quota-store.ts';
 import { type Stack, startStack } from '../../services/stack/stack.ts';
 import { requireTool } from '../../services/stack/tools.ts';
+import { childEnv } from '../support/children.ts';
 import { awayFromMinuteEdge } from '../support/minute-edge.ts';
 import { type EdgeAnswer, get, JPEG, jaegerTrace, multipartJpeg, post } from '../support/stack-client.ts';
 import { describeWithStackTools } from '../support/stack-tools.ts';
@@ -49,7 +50,7 @@ describeWithStackTools(
     let edge: string;
 
     beforeAll(async () => {
-      stack = await startStack({ port: 0, env: { ...process.env, ...LIMITS, LOG_LEVEL: 'info' } });
+      stack = await startStack({ port: 0, env: childEnv({ ...process.env, ...LIMITS, LOG_LEVEL: 'info' }) });
       edge = stack.edgeUrl;
       // The admin CLI's Redis bound (100 ms by default) trips now and then on a busy shared machine.
       adminEnv = { REDIS_URL: stack.redisUrl, REDIS_COMMAND_TIMEOUT_MS: '1000', ...LIMITS };
