@@ -36,12 +36,13 @@ describeWithStackTools('npm run stack', ['helm', 'envoy', 'jaeger'], { redis: tr
     const { proc, exited } = stack;
     try {
       const deadline = Date.now() + 240_000;
-      let output = '';
-      while (!/Ctrl-C stops everything/.test((output = stack.output()))) {
+      while (!/Ctrl-C stops everything/.test(stack.output())) {
+        const output = stack.output();
         if (proc.exitCode !== null) throw new Error(`npm run stack exited:\n${output}`);
         if (Date.now() > deadline) throw new Error(`npm run stack not up:\n${output}`);
         await new Promise((r) => setTimeout(r, 200));
       }
+      const output = stack.output();
       const edge = /edge:\s+(http:\/\/127\.0\.0\.1:\d+)/.exec(output)?.[1] as string;
       const pids = (/pids:\s+([\d ]+)/.exec(output)?.[1] ?? '').trim().split(' ').map(Number);
       const dir = /temp dir:\s+(\S+)/.exec(output)?.[1] as string;

@@ -92,7 +92,9 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
       // missing: not current
     }
     if (current !== expected) {
-      console.error('charts/nsfwdetector/README.md is not current: run npx tsx charts/nsfwdetector/readme/generate.ts');
+      console.error(
+        'charts/nsfwdetector/README.md is not current: run npx tsx charts/nsfwdetector/readme/generate.ts',
+      );
       process.exit(1);
     }
   } else {
