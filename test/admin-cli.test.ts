@@ -148,7 +148,7 @@ describe('admin CLI with the embedded store and `npm start`', () => {
   it('refuses to start the server on an accounts file that is not ours', async () => {
     const bad = join(dir, 'bad.json');
     writeFileSync(bad, 'not json');
-    const server = await startServer({ ACCOUNTS_FILE: bad }, { waitReady: false });
+    const server = await startServer({ ACCOUNTS_FILE: bad }, { waitFor: 'nothing' });
     servers.push(server);
     expect(await server.exited).toBe(2);
     expect(server.output()).toMatch(/ACCOUNTS_FILE .*bad\.json is not valid JSON/);

@@ -11,14 +11,14 @@ import { fixture } from './fixtures/corpus.ts';
 import { OtlpReceiver } from './support/otlp-receiver.ts';
 import { parseSamples, sampleValue } from './support/prometheus-text.ts';
 import { requirePromtool, scrapeValidated } from './support/promtool.ts';
-import { type ServiceProcess, startService, stopAll, waitForStatus } from './support/service-process.ts';
+import { type ServerProcess, startClusterService, waitForStatus } from './support/server-process.ts';
 
 const SECRET = 'edge-secret-for-the-test-0123456789';
 const EDGE = { 'x-edge-secret': SECRET, 'x-account-id': '-', 'x-quota-tier': 'anonymous' };
 const jpeg = readFileSync(fixture('320x240.jpg'));
 
 let receiver: OtlpReceiver;
-let detect: ServiceProcess;
+let detect: ServerProcess;
 
 const post = (headers: Record<string, string>) =>
   fetch(`${detect.url}/api/public/detect`, {
@@ -29,27 +29,29 @@ const post = (headers: Record<string, string>) =>
 
 beforeAll(async () => {
   receiver = await OtlpReceiver.start();
-  detect = await startService('detect', {
+  detect = await startClusterService('detect', {
     env: {
       EDGE_SECRET: SECRET,
       LOG_LEVEL: 'debug',
-      // One ticket: a held upload makes the next request an overload refusal.
+      // One upload in progress at a time: a held upload makes the next request an overload refusal.
       MAX_ACTIVE_IMAGES: '1',
-      MAX_QUEUED_IMAGES: '0',
+      MAX_UPLOADS: '1',
       SCORING_WORKERS: '1',
       ...receiver.env(),
     },
   });
 }, 120_000);
 afterAll(async () => {
-  await stopAll();
+  await detect?.stop();
   await receiver?.close();
 });
 
 describe('the detect server', () => {
   it('refuses to boot on invalid configuration, naming the variable', async () => {
-    const bad = await startService('detect', { env: { EDGE_SECRET: 'short' }, waitListening: false });
+    const bad = await startClusterService('detect', { env: { EDGE_SECRET: 'short' }, waitFor: 'nothing' });
     expect(await bad.exited).toBe(2);
+    // The leader has exited; stop() also ends what it started (its group) before the file ends.
+    await bad.stop();
     expect(bad.output()).toMatch(/EDGE_SECRET must be at least 16 characters/);
   });
 
@@ -116,7 +118,7 @@ describe('the detect server', () => {
 
   it('counts overload refusals, and finishes an in-flight upload on SIGTERM, exiting 0', async (ctx) => {
     requirePromtool(ctx);
-    // An upload holding the only ticket: half its body sent.
+    // An upload holding the only admission: half its body sent.
     let status = 0;
     let body = '';
     // Draining: the last answer on a keep-alive connection closes it, so the server can exit.

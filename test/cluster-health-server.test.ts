@@ -5,24 +5,26 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OtlpReceiver } from './support/otlp-receiver.ts';
 import { parseSamples, sampleValue } from './support/prometheus-text.ts';
 import { requirePromtool, scrapeValidated } from './support/promtool.ts';
-import { type ServiceProcess, startService, stopAll } from './support/service-process.ts';
+import { type ServerProcess, startClusterService } from './support/server-process.ts';
 
 let receiver: OtlpReceiver;
-let health: ServiceProcess;
+let health: ServerProcess;
 
 beforeAll(async () => {
   receiver = await OtlpReceiver.start();
-  health = await startService('health', { env: { LOG_LEVEL: 'debug', ...receiver.env() } });
+  health = await startClusterService('health', { env: { LOG_LEVEL: 'debug', ...receiver.env() } });
 });
 afterAll(async () => {
-  await stopAll();
+  await health?.stop();
   await receiver?.close();
 });
 
 describe('the health server', () => {
   it('refuses to boot on an invalid HEALTH_PORT, naming it', async () => {
-    const bad = await startService('health', { env: { HEALTH_PORT: 'eighty' }, waitListening: false });
+    const bad = await startClusterService('health', { env: { HEALTH_PORT: 'eighty' }, waitFor: 'nothing' });
     expect(await bad.exited).toBe(2);
+    // The leader has exited; stop() also ends what it started (its group) before the file ends.
+    await bad.stop();
     expect(bad.output()).toMatch(/HEALTH_PORT must be an integer/);
   });
 

@@ -11,11 +11,11 @@ import { OtlpReceiver } from './support/otlp-receiver.ts';
 import { parseSamples, sampleValue } from './support/prometheus-text.ts';
 import { requirePromtool, scrapeValidated } from './support/promtool.ts';
 import { RedisServer } from './support/redis-server.ts';
-import { type ServiceProcess, startService, stopAll, waitForStatus } from './support/service-process.ts';
+import { type ServerProcess, startClusterService, waitForStatus } from './support/server-process.ts';
 
 let redis: RedisServer | undefined;
 let receiver: OtlpReceiver | undefined;
-let quota: ServiceProcess;
+let quota: ServerProcess;
 
 const check = (headers: Record<string, string> = {}) =>
   fetch(`${quota.url}/ext_authz/api/public/detect`, { method: 'POST', headers });
@@ -24,7 +24,7 @@ describeRedis('the quota server on Redis', () => {
   beforeAll(async () => {
     redis = await RedisServer.start();
     receiver = await OtlpReceiver.start();
-    quota = await startService('quota', {
+    quota = await startClusterService('quota', {
       env: {
         REDIS_URL: redis.url,
         REDIS_KEY_PREFIX: 'qs:',
@@ -36,7 +36,7 @@ describeRedis('the quota server on Redis', () => {
     });
   });
   afterAll(async () => {
-    await stopAll();
+    await quota?.stop();
     await redis?.stop();
     await receiver?.close();
   });

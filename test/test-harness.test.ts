@@ -86,6 +86,10 @@ interface Run {
   output: string;
 }
 
+/** A whole vitest run (start-up, transform, its guards) inside a test: on a machine busy with the rest
+ * of the suite (model sessions on both cores) it can take longer than a unit test's 60 s. */
+const FIXTURE_RUN = { timeout: 300_000 };
+
 /** Runs vitest with the repository's harness on fixture suites (test/fixtures/runner). */
 async function runFixtures(filter: string, env: Record<string, string | undefined>): Promise<Run> {
   const childEnv: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0', ...env };
@@ -100,7 +104,7 @@ async function runFixtures(filter: string, env: Record<string, string | undefine
   return { code, output: child.output() };
 }
 
-describe('the run guard', () => {
+describe('the run guard', FIXTURE_RUN, () => {
   it('fails a file that leaves a child running or a temp dir behind, and kills the child', async () => {
     const run = await runFixtures('leaks-in-file', {});
     expect(run.code).toBe(1);
@@ -125,7 +129,7 @@ describe('the run guard', () => {
   });
 });
 
-describe('describeWithTool', () => {
+describe('describeWithTool', FIXTURE_RUN, () => {
   it('outside CI, skips a suite whose tool is missing, with its install command and a count before the summary', async () => {
     const run = await runFixtures('needs-tool', { CI: undefined });
     expect(run.code).toBe(0);

@@ -27,6 +27,12 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ TRACE_SAMPLE_RATIO: 'all' })).toThrow(/TRACE_SAMPLE_RATIO/);
   });
 
+  it('refuses a variable that no longer exists, naming what replaced it', () => {
+    expect(() => loadConfig({ MAX_QUEUED_IMAGES: '0' })).toThrow(
+      /MAX_QUEUED_IMAGES no longer exists: .*MAX_UPLOADS, MAX_UPLOADS_PER_CLIENT/,
+    );
+  });
+
   it('documents every variable it reads in the README', () => {
     const source = readFileSync(new URL('./config.ts', import.meta.url), 'utf8');
     const names = [...source.matchAll(/Var\(env, '([A-Z0-9_]+)'/g)].map((m) => m[1]);

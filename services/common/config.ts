@@ -164,7 +164,16 @@ function edgeSecretVar(env: Env): string | undefined {
   return raw;
 }
 
+/** Variables that no longer exist, with what replaced them: an operator's old setting would otherwise
+ * be ignored without a word. */
+const RETIRED: Record<string, string> = {
+  MAX_QUEUED_IMAGES:
+    'requests in progress are bounded by MAX_UPLOADS, MAX_UPLOADS_PER_CLIENT and MAX_UPLOAD_BYTES_IN_PROGRESS',
+};
+
 export function loadConfig(env: Env = process.env): Config {
+  for (const [name, instead] of Object.entries(RETIRED))
+    if (read(env, name) !== undefined) throw new ConfigError(`${name} no longer exists: ${instead}`);
   const allow = numberVar(env, 'THRESHOLD_ALLOW', 0.1, 0, 1);
   const block = numberVar(env, 'THRESHOLD_BLOCK', 0.9, 0, 1);
   if (allow > block)

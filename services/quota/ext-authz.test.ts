@@ -5,7 +5,12 @@ import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../common/config.ts';
 import { buildQuotaService } from './app.ts';
-import { CLIENT_HEADERS_ON_DENY, CLIENT_HEADERS_ON_SUCCESS, UPSTREAM_HEADERS } from './ext-authz.ts';
+import {
+  CLIENT_HEADERS_ON_DENY,
+  CLIENT_HEADERS_ON_SUCCESS,
+  REFUND_PATH_PREFIX,
+  UPSTREAM_HEADERS,
+} from './ext-authz.ts';
 import { type LocalAccountStore, memoryAccountStore } from './stores/local-account-store.ts';
 import { MemoryQuotaStore } from './stores/memory-quota-store.ts';
 
@@ -67,6 +72,7 @@ describe('ext_authz check', () => {
     expect(pick(res.headers, UPSTREAM_HEADERS)).toEqual({
       'x-account-id': account.id,
       'x-quota-tier': 'pro',
+      'x-charge-id': expect.stringMatching(/^[0-9a-f-]{36}$/),
     });
     expect(pick(res.headers, CLIENT_HEADERS_ON_SUCCESS)).toEqual({
       'x-ratelimit-limit': '10000',
@@ -74,6 +80,25 @@ describe('ext_authz check', () => {
       'x-ratelimit-reset': String(Math.floor(Date.now() / 86_400_000 + 1) * 86_400),
       'x-quota-tier': 'pro',
     });
+  });
+
+  it('takes a charge back when the edge posts its id (the upstream answered 503), once', async () => {
+    const a = await start();
+    const { secret } = await keyFor('pro');
+    const auth = { authorization: `Bearer ${secret}` };
+    const first = await check(a, '/api/open/detect', auth);
+    expect(first.headers['x-ratelimit-remaining']).toBe('9999');
+    const chargeId = String(first.headers['x-charge-id']);
+    for (let i = 0; i < 2; i++) {
+      const refund = await a.inject({ method: 'POST', url: `${REFUND_PATH_PREFIX}/${chargeId}` });
+      expect(refund.statusCode).toBe(204);
+    }
+    // Refunded once, not twice: the next request is the first one counted again.
+    expect((await check(a, '/api/open/detect', auth)).headers['x-ratelimit-remaining']).toBe('9999');
+    expect((await check(a, '/api/open/detect', auth)).headers['x-ratelimit-remaining']).toBe('9998');
+    const bad = await a.inject({ method: 'POST', url: `${REFUND_PATH_PREFIX}/${'x'.repeat(65)}` });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json()).toMatchObject({ code: 4001 });
   });
 
   it('ignores a body and its Content-Type, and the query string', async () => {

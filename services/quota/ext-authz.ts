@@ -10,15 +10,22 @@
 // The Envoy configuration (a later issue) must use exactly these lists, set `status_on_error` to 503
 // and `failure_mode_allow: false` (an unreachable quota service must never mean "allowed"), and strip
 // client-sent copies of UPSTREAM_HEADERS before the filter.
+//
+// Refunds: an allowed detect request carries its charge id upstream (x-charge-id). When the upstream
+// then answers 503 (detect busy, draining, or gone), the edge posts that id to REFUND_PATH_PREFIX/<id>
+// and the charge is taken back, as the embedded server refunds its own 503s. That path is only for the
+// edge on its loopback/sidecar port: Envoy routes no client request to it. A forged id takes nothing
+// back (ids are random UUIDs; an unknown one is only marked as used).
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendError } from '../common/envelope.ts';
+import { ApiError } from '../common/errors.ts';
 import type { Authorizer, RequestFacts } from './authorize.ts';
 
 /** Request headers this transport reads (Envoy `allowed_headers`). */
 export const CHECK_REQUEST_HEADERS = ['authorization', 'x-device-id', 'x-forwarded-for'] as const;
 /** Set on every allowed detect request for the detect service (Envoy `allowed_upstream_headers`). */
-export const UPSTREAM_HEADERS = ['x-account-id', 'x-quota-tier'] as const;
+export const UPSTREAM_HEADERS = ['x-account-id', 'x-quota-tier', 'x-charge-id'] as const;
 /** Added to the client's response on success (Envoy `allowed_client_headers_on_success`). */
 export const CLIENT_HEADERS_ON_SUCCESS = [
   'x-ratelimit-limit',
@@ -33,6 +40,12 @@ export const CLIENT_HEADERS_ON_DENY = [...CLIENT_HEADERS_ON_SUCCESS, 'retry-afte
 export const ANONYMOUS_ACCOUNT = '-';
 
 export const DEFAULT_PATH_PREFIX = '/ext_authz';
+
+/** POST REFUND_PATH_PREFIX/<charge id>: the edge takes back the charge of a request answered 503. */
+export const REFUND_PATH_PREFIX = '/ext_authz-refund';
+
+/** What a charge id looks like (authorize() makes UUIDs); anything else is refused unread. */
+const CHARGE_ID = /^[0-9A-Za-z-]{1,64}$/;
 
 /** The original paths that are subject to quota, and which endpoint each is. */
 const DETECT_ENDPOINTS: Record<string, RequestFacts['endpoint']> = {
@@ -79,9 +92,17 @@ export default async function extAuthz(app: FastifyInstance, opts: ExtAuthzOptio
         ...decision.headers,
         'x-account-id': decision.accountId ?? ANONYMOUS_ACCOUNT,
         'x-quota-tier': decision.tier,
+        ...(decision.requestId === undefined ? {} : { 'x-charge-id': decision.requestId }),
       })
       .send();
   };
+
+  app.post<{ Params: { chargeId: string } }>(`${REFUND_PATH_PREFIX}/:chargeId`, async (request, reply) => {
+    const { chargeId } = request.params;
+    if (!CHARGE_ID.test(chargeId)) return sendError(reply, new ApiError('BAD_REQUEST', 'Not a charge id'));
+    await opts.authorizer.refund(chargeId);
+    return reply.code(204).send();
+  });
 
   app.route({ method: [...METHODS], url: prefix, handler });
   app.route({ method: [...METHODS], url: `${prefix}/*`, handler });

@@ -11,7 +11,7 @@ import { LOCAL_VALUES, renderEnvoyConfigText } from '../../services/stack/render
 import { describeWithKube } from '../support/describe-kube.ts';
 import { type KubeApiServer, startKubeApiServer } from '../support/kube-apiserver.ts';
 import { startServer } from '../support/server-process.ts';
-import { CHART_DIR, helm, helmOk, type Manifest, sets } from './helm.ts';
+import { CHART_DIR, helm, helmOk, type Manifest, removeHelmHome, sets } from './helm.ts';
 
 const RESTRICTED_LABELS = [
   'pod-security.kubernetes.io/enforce=restricted',
@@ -95,6 +95,7 @@ describeWithKube('Helm chart against a real kube-apiserver', ['kube-apiserver', 
 
   afterAll(async () => {
     await kube?.stop();
+    removeHelmHome();
   });
 
   it('passes helm lint --strict, with the default and the local stack values', async () => {

@@ -1,7 +1,7 @@
 // Helm for the chart suite: the pinned binary, its caches in a temp directory, an optional kubeconfig.
 
 import { execFile } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CHART_DIR } from '../../services/stack/render-envoy.ts';
@@ -16,6 +16,11 @@ export interface HelmResult {
 }
 
 const home = mkdtempSync(join(tmpdir(), 'nsfwdetector-helm-'));
+
+/** Removes helm's caches (the suite's afterAll): a test leaves no temp dir behind. */
+export function removeHelmHome(): void {
+  rmSync(home, { recursive: true, force: true });
+}
 
 /** Runs helm; resolves with the exit code and both outputs (never rejects on a non-zero exit). */
 export function helm(args: string[], opts: { kubeconfig?: string } = {}): Promise<HelmResult> {

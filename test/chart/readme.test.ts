@@ -1,15 +1,15 @@
-// The chart README documents every value, generated from values.yaml (scripts/chart-readme.ts), and is
+// The chart README documents every value, generated from values.yaml (charts/nsfwdetector/readme/generate.ts), and is
 // current.
 
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { README_PATH, renderReadme, valueDocs } from '../../scripts/chart-readme.ts';
+import { README_PATH, renderReadme, valueDocs } from '../../charts/nsfwdetector/readme/generate.ts';
 import { CHART_DIR } from '../../services/stack/render-envoy.ts';
 
 const values = readFileSync(`${CHART_DIR}values.yaml`, 'utf8');
 
 describe('chart README', () => {
-  it('is current (regenerate: npx tsx scripts/chart-readme.ts)', () => {
+  it('is current (regenerate: npx tsx charts/nsfwdetector/readme/generate.ts)', () => {
     expect(readFileSync(README_PATH, 'utf8')).toBe(renderReadme(values));
   });
 

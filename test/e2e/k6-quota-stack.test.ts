@@ -6,6 +6,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { QUOTA_LIMITS, runQuotaOn } from '../../loadtests/run.ts';
 import { type Stack, startStack } from '../../services/stack/stack.ts';
+import { childEnv } from '../support/children.ts';
 import { describeWithStackTools } from '../support/stack-tools.ts';
 
 // As loadtests/run.ts: this scenario is about counts, codes and headers, not the store-timeout path
@@ -19,7 +20,7 @@ describeWithStackTools(
   () => {
     let stack: Stack;
     beforeAll(async () => {
-      stack = await startStack({ port: 0, env: { ...process.env, ...ENV } });
+      stack = await startStack({ port: 0, env: childEnv({ ...process.env, ...ENV }) });
       // The stack's own readiness probe was an anonymous detect from this machine: start from zero.
       const redis = new Redis(stack.redisUrl);
       try {

@@ -2,9 +2,9 @@
 // exactly as `npm start` does, and Ctrl-C (SIGINT to the terminal's process group) leaves no process
 // and no temp directory behind.
 
-import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { afterAll, expect, it } from 'vitest';
+import { spawnChild } from '../support/children.ts';
 import { ROOT, type ServerProcess, startServer } from '../support/server-process.ts';
 import { JPEG, post } from '../support/stack-client.ts';
 import { describeWithStackTools } from '../support/stack-tools.ts';
@@ -27,24 +27,22 @@ describeWithStackTools('npm run stack', ['helm', 'envoy', 'jaeger'], { redis: tr
   it('comes up, answers as npm start does, and stops every child on Ctrl-C', {
     timeout: 300_000,
   }, async () => {
-    const proc = spawn('npm', ['run', '--silent', 'stack'], {
+    // Its own process group, as a terminal's foreground job is (spawnChild: the run's guards see it
+    // and everything it starts).
+    const stack = spawnChild('npm run stack', 'npm', ['run', '--silent', 'stack'], {
       cwd: ROOT,
       env: { ...process.env, STACK_PORT: '0', ANON_PER_MINUTE: '1000', LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      // Its own process group, as a terminal's foreground job is.
-      detached: true,
     });
-    let output = '';
-    proc.stdout.on('data', (c) => (output += c));
-    proc.stderr.on('data', (c) => (output += c));
-    const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+    const { proc, exited } = stack;
     try {
       const deadline = Date.now() + 240_000;
-      while (!/Ctrl-C stops everything/.test(output)) {
+      while (!/Ctrl-C stops everything/.test(stack.output())) {
+        const output = stack.output();
         if (proc.exitCode !== null) throw new Error(`npm run stack exited:\n${output}`);
         if (Date.now() > deadline) throw new Error(`npm run stack not up:\n${output}`);
         await new Promise((r) => setTimeout(r, 200));
       }
+      const output = stack.output();
       const edge = /edge:\s+(http:\/\/127\.0\.0\.1:\d+)/.exec(output)?.[1] as string;
       const pids = (/pids:\s+([\d ]+)/.exec(output)?.[1] ?? '').trim().split(' ').map(Number);
       const dir = /temp dir:\s+(\S+)/.exec(output)?.[1] as string;
@@ -75,7 +73,7 @@ describeWithStackTools('npm run stack', ['helm', 'envoy', 'jaeger'], { redis: tr
         proc.exitCode === 0 || proc.signalCode === 'SIGINT',
         `exit ${proc.exitCode}/${proc.signalCode}`,
       ).toBe(true);
-      expect(output).toContain('[stack] SIGINT: stopping every child');
+      expect(stack.output()).toContain('[stack] SIGINT: stopping every child');
       const deadlineGone = Date.now() + 5_000;
       while (pids.some(alive) && Date.now() < deadlineGone) await new Promise((r) => setTimeout(r, 100));
       expect(pids.filter(alive)).toEqual([]);
@@ -85,6 +83,7 @@ describeWithStackTools('npm run stack', ['helm', 'envoy', 'jaeger'], { redis: tr
       if (proc.exitCode === null && proc.signalCode === null) {
         process.kill(-(proc.pid as number), 'SIGINT');
         await Promise.race([exited, new Promise((r) => setTimeout(r, 20_000))]);
+        await stack.kill();
       }
     }
   });

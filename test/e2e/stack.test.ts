@@ -7,11 +7,15 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
 import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { admin } from '../../loadtests/run.ts';
 import { ERRORS } from '../../services/common/errors.ts';
+import { accountSubject } from '../../services/quota/authorize.ts';
+import { windowKeyBase } from '../../services/quota/stores/redis-quota-store.ts';
 import { type Stack, startStack } from '../../services/stack/stack.ts';
 import { requireTool } from '../../services/stack/tools.ts';
+import { childEnv } from '../support/children.ts';
 import { awayFromMinuteEdge } from '../support/minute-edge.ts';
 import { type EdgeAnswer, get, JPEG, jaegerTrace, multipartJpeg, post } from '../support/stack-client.ts';
 import { describeWithStackTools } from '../support/stack-tools.ts';
@@ -46,7 +50,7 @@ describeWithStackTools(
     let edge: string;
 
     beforeAll(async () => {
-      stack = await startStack({ port: 0, env: { ...process.env, ...LIMITS, LOG_LEVEL: 'info' } });
+      stack = await startStack({ port: 0, env: childEnv({ ...process.env, ...LIMITS, LOG_LEVEL: 'info' }) });
       edge = stack.edgeUrl;
       // The admin CLI's Redis bound (100 ms by default) trips now and then on a busy shared machine.
       adminEnv = { REDIS_URL: stack.redisUrl, REDIS_COMMAND_TIMEOUT_MS: '1000', ...LIMITS };
@@ -329,6 +333,35 @@ describeWithStackTools(
       expect(cut.status).toBe(503);
       expect(JSON.parse(cut.body).code).toBe(UNAVAILABLE.code);
       expectUnavailable(await post(edge, '/api/public/detect'), 'detect killed');
+    });
+
+    it('does not charge requests detect could not answer: Redis counts exactly the 200s', async () => {
+      // detect is gone (killed above): ext_authz counts each request, then the edge answers 503 for
+      // detect and posts the charge id back to the quota sidecar.
+      const email = `e2e-refund-${randomBytes(4).toString('hex')}@example.com`;
+      const created = (await admin(adminEnv, ['create-account', '--email', email, '--tier', 'pro'])) as {
+        account: { id: string };
+      };
+      const { secret } = (await admin(adminEnv, ['issue-key', email, '--name', 'e2e'])) as { secret: string };
+      const auth = { authorization: `Bearer ${secret}` };
+      const redis = new Redis(stack.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
+      await redis.connect();
+      try {
+        const dayKey = `${windowKeyBase('nsfwd:', accountSubject(created.account.id))}:d`;
+        const counted = async () => Number((await redis.hget(dayKey, 'n')) ?? 0);
+        // PRO_PER_DAY is 3: charged 503s would leave no room for the 200 below (429/4291 instead).
+        for (let i = 0; i < 3; i++)
+          expectUnavailable(await post(edge, '/api/open/detect', { headers: auth }), 'detect gone');
+        await expect.poll(counted, { timeout: 15_000 }).toBe(0);
+
+        await stack.restart('detect');
+        const ok = await post(edge, '/api/open/detect', { headers: auth });
+        expect(ok.status, JSON.stringify(ok.body)).toBe(200);
+        expect(ok.headers.get('x-ratelimit-remaining')).toBe('2');
+        expect(await counted()).toBe(1);
+      } finally {
+        redis.disconnect();
+      }
     });
   },
 );

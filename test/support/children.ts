@@ -7,7 +7,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 
-/** Set in every child's environment to the run's id (run-guard.ts); inherited by its descendants. */
+/** Set in every child's environment to the run's id (run-guard.ts); inherited by its descendants. A
+ * run started by a test (test-harness.test.ts runs vitest on fixtures) appends its own id after a
+ * comma, so what the inner run leaves is found by both runs' checks, even when the inner run is
+ * killed before its own check. */
 export const CHILD_MARKER = 'NSFWDETECTOR_TEST_CHILD';
 /** The run's id, set by run-guard.ts in the main vitest process and inherited by the workers. */
 export const RUN_VAR = 'NSFWDETECTOR_TEST_RUN';
@@ -32,7 +35,15 @@ const live = new Set<Child>();
 /** The environment a child gets: the caller's, plus the run's marker (also for tools like Playwright
  * that spawn browsers themselves). */
 export function childEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
-  return { ...env, [CHILD_MARKER]: process.env[RUN_VAR] ?? 'unguarded' };
+  const run = process.env[RUN_VAR] ?? 'unguarded';
+  const outer = env[CHILD_MARKER];
+  const chain = outer === undefined ? [] : outer.split(',');
+  return { ...env, [CHILD_MARKER]: chain.includes(run) ? outer : [...chain, run].join(',') };
+}
+
+/** Whether a process environment's marker (CHILD_MARKER's value) names the run `runId`. */
+export function markedFor(marker: string, runId: string): boolean {
+  return marker.split(',').includes(runId);
 }
 
 export interface SpawnOptions {

@@ -10,7 +10,7 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { CHILD_MARKER, killGroup, RUN_VAR } from './children.ts';
+import { CHILD_MARKER, killGroup, markedFor, RUN_VAR } from './children.ts';
 import { SKIPS_DIR_VAR } from './tools.ts';
 
 /** Temp dirs a test leaves behind: this run's, by name. */
@@ -80,13 +80,16 @@ function safeList(dir: string): string[] {
 
 /** Live (not zombie) processes whose environment carries this run's child marker. */
 export function processesOfRun(runId: string): Array<{ pid: number; cmdline: string }> {
-  const needle = `\0${CHILD_MARKER}=${runId}\0`;
+  const prefix = `${CHILD_MARKER}=`;
   const found: Array<{ pid: number; cmdline: string }> = [];
   for (const entry of safeList('/proc')) {
     const pid = Number(entry);
     if (!Number.isInteger(pid) || pid === process.pid) continue;
     try {
-      if (!`\0${readFileSync(`/proc/${pid}/environ`, 'latin1')}`.includes(needle)) continue;
+      const marker = readFileSync(`/proc/${pid}/environ`, 'latin1')
+        .split('\0')
+        .find((entry) => entry.startsWith(prefix));
+      if (marker === undefined || !markedFor(marker.slice(prefix.length), runId)) continue;
       const state = /\)\s+(\S)/.exec(readFileSync(`/proc/${pid}/stat`, 'latin1'))?.[1];
       if (state === 'Z') continue;
       const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'latin1').replaceAll('\0', ' ').trim();

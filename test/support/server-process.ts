@@ -18,6 +18,8 @@ export interface ServerProcess {
   port: number;
   proc: Child['proc'];
   output: () => string;
+  /** The JSON log lines so far (other lines are skipped). */
+  logLines: () => Array<Record<string, unknown>>;
   /** Resolves with the exit code. */
   exited: Promise<number | null>;
   /** SIGTERM (then SIGKILL to the group after a grace period); resolves with the exit code. */
@@ -30,8 +32,9 @@ export interface ServiceOptions {
   /** The variable the service reads its port from. */
   portVar: string;
   env?: Record<string, string>;
-  /** Wait for /internal/ready (default), or only for the listening line. */
-  waitReady?: boolean;
+  /** What the start waits for: /internal/ready (default), the listening line only, or nothing (a start
+   * that is expected to fail; the port is filled in if it comes). */
+  waitFor?: 'ready' | 'listening' | 'nothing';
   /** How long the listening line, then readiness, may each take (default 120 s: the model loads). */
   startTimeoutMs?: number;
 }
@@ -106,10 +109,11 @@ export async function spawnService(opts: ServiceOptions): Promise<ServerProcess>
     port: 0,
     proc: child.proc,
     output: child.output,
+    logLines: () => jsonLines(child.output()),
     exited: child.exited,
     stop: () => child.stop(),
   };
-  if (opts.waitReady === false) {
+  if (opts.waitFor === 'nothing') {
     // The caller expects the start to fail (or waits itself): the port only if it comes.
     void listeningPort(child).then(
       (port) => Object.assign(server, { port, url: `http://127.0.0.1:${port}` }),
@@ -120,7 +124,7 @@ export async function spawnService(opts: ServiceOptions): Promise<ServerProcess>
   try {
     const port = await listeningPort(child, opts.startTimeoutMs);
     Object.assign(server, { port, url: `http://127.0.0.1:${port}` });
-    await waitReady(server, child, opts.startTimeoutMs);
+    if (opts.waitFor !== 'listening') await waitReady(server, child, opts.startTimeoutMs);
     return server;
   } catch (err) {
     await child.kill();
@@ -134,8 +138,63 @@ export async function spawnService(opts: ServiceOptions): Promise<ServerProcess>
 }
 
 /** The embedded server (`npm start`). */
-export function startServer(env: Record<string, string> = {}, opts: { waitReady?: boolean } = {}) {
+export function startServer(env: Record<string, string> = {}, opts: Pick<ServiceOptions, 'waitFor'> = {}) {
   return spawnService({ entry: 'services/all-in-one/server.ts', portVar: 'PORT', env, ...opts });
+}
+
+export type ClusterService = 'detect' | 'quota' | 'health';
+
+const CLUSTER_PORT_VARS: Record<ClusterService, string> = {
+  detect: 'DETECT_PORT',
+  quota: 'QUOTA_PORT',
+  health: 'HEALTH_PORT',
+};
+
+/** One cluster service's thin server (services/<name>/server.ts). Waits for the listening line only
+ * by default: the tests watch readiness themselves (detect's comes after the model load). */
+export function startClusterService(
+  service: ClusterService,
+  opts: Pick<ServiceOptions, 'env' | 'waitFor' | 'startTimeoutMs'> = {},
+): Promise<ServerProcess> {
+  return spawnService({
+    entry: `services/${service}/server.ts`,
+    portVar: CLUSTER_PORT_VARS[service],
+    waitFor: 'listening',
+    ...opts,
+  });
+}
+
+/** Polls GET `path` until it answers `status` (e.g. detect's readiness after the model load). */
+export async function waitForStatus(
+  server: ServerProcess,
+  path: string,
+  status: number,
+  timeoutMs = 120_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = 0;
+  while (Date.now() < deadline) {
+    if (server.proc.exitCode !== null) throw new Error(`exited:\n${server.output()}`);
+    last = await fetch(`${server.url}${path}`).then(
+      (r) => r.status,
+      () => 0,
+    );
+    if (last === status) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${server.url}${path}: ${last}, not ${status}, after ${timeoutMs} ms`);
+}
+
+function jsonLines(output: string): Array<Record<string, unknown>> {
+  return output.split('\n').flatMap((line) => {
+    if (!line.startsWith('{')) return [];
+    try {
+      const parsed = JSON.parse(line) as unknown;
+      return parsed && typeof parsed === 'object' ? [parsed as Record<string, unknown>] : [];
+    } catch {
+      return [];
+    }
+  });
 }
 
 async function waitReady(server: ServerProcess, child: Child, timeoutMs = 120_000): Promise<void> {

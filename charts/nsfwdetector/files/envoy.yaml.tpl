@@ -11,7 +11,7 @@
 {{- $up := $e.upstreams }}
 {{- /* Keep equal to services/quota/ext-authz.ts (test/e2e/envoy-config.test.ts compares them). */}}
 {{- $checkRequestHeaders := list "authorization" "x-device-id" "x-forwarded-for" }}
-{{- $upstreamHeaders := list "x-account-id" "x-quota-tier" }}
+{{- $upstreamHeaders := list "x-account-id" "x-quota-tier" "x-charge-id" }}
 {{- $clientHeadersOnSuccess := list "x-ratelimit-limit" "x-ratelimit-remaining" "x-ratelimit-reset" "x-quota-tier" }}
 {{- $clientHeadersOnDeny := concat $clientHeadersOnSuccess (list "retry-after" "content-type") }}
 {{- $edgeSecretHeader := list (dict "header" (dict "key" "x-edge-secret" "value" "%ENVIRONMENT(EDGE_SECRET)%") "append_action" "OVERWRITE_IF_EXISTS_OR_ADD") }}
@@ -205,7 +205,27 @@ static_resources:
                             local length = tonumber(handle:headers():get("content-length"))
                             if length ~= nil and length > {{ int64 $e.maxRequestBytes }} then
                               handle:respond({[":status"] = "413"}, "")
+                              return
                             end
+                            -- The charge ext_authz made for this request (a client's own copy was
+                            -- stripped before ext_authz), kept for the answer.
+                            local charge = handle:headers():get("x-charge-id")
+                            if charge ~= nil then
+                              handle:streamInfo():dynamicMetadata():set("nsfwdetector.charge", "id", charge)
+                            end
+                          end
+                          -- A counted request answered 503 (detect busy, draining or gone) is not
+                          -- charged: the quota sidecar takes the charge back, as the embedded server does.
+                          function envoy_on_response(handle)
+                            if handle:headers():get(":status") ~= "503" then return end
+                            local meta = handle:streamInfo():dynamicMetadata():get("nsfwdetector.charge")
+                            if meta == nil or meta["id"] == nil then return end
+                            handle:httpCall("quota", {
+                              [":method"] = "POST",
+                              [":path"] = "/ext_authz-refund/" .. meta["id"],
+                              [":authority"] = "quota",
+                              ["content-length"] = "0",
+                            }, "", 1000, true) -- fire and forget: the client has its answer
                           end
                   - name: envoy.filters.http.router
                     typed_config:

@@ -132,7 +132,9 @@ expansion (generated passwords are alphanumeric, so URL-safe).
 - { name: SCORING_WORKERS, value: {{ $c.scoringWorkers | int64 | quote }} }
 - { name: INFERENCE_THREADS, value: {{ $c.inferenceThreads | int64 | quote }} }
 - { name: MAX_ACTIVE_IMAGES, value: {{ $c.maxActiveImages | int64 | quote }} }
-- { name: MAX_QUEUED_IMAGES, value: {{ $c.maxQueuedImages | int64 | quote }} }
+- { name: MAX_UPLOADS, value: {{ $c.maxUploads | int64 | quote }} }
+- { name: MAX_UPLOADS_PER_CLIENT, value: {{ $c.maxUploadsPerClient | int64 | quote }} }
+- { name: MAX_UPLOAD_BYTES_IN_PROGRESS, value: {{ $c.maxUploadBytesInProgress | int64 | quote }} }
 - { name: OVERLOAD_RETRY_AFTER_SECONDS, value: {{ $c.overloadRetryAfterSeconds | int64 | quote }} }
 - { name: SHUTDOWN_GRACE_MS, value: {{ $c.shutdownGraceMs | int64 | quote }} }
 - { name: REDIS_KEY_PREFIX, value: {{ $c.redisKeyPrefix | quote }} }

@@ -5,7 +5,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-const CHART = fileURLToPath(new URL('../charts/nsfwdetector/', import.meta.url));
+const CHART = fileURLToPath(new URL('../', import.meta.url));
 export const README_PATH = `${CHART}README.md`;
 
 export interface ValueDoc {
@@ -61,7 +61,7 @@ export function renderReadme(values: string): string {
   const rows = docs.map((d) => `| \`${d.key}\` | \`${cell(d.default)}\` | ${cell(d.description)} |`);
   return `# nsfwdetector Helm chart
 
-<!-- Generated from values.yaml by \`npx tsx scripts/chart-readme.ts\`; do not edit by hand. -->
+<!-- Generated from values.yaml by \`npx tsx charts/nsfwdetector/readme/generate.ts\`; do not edit by hand. -->
 
 Self-hostable image moderation: Envoy (the only entry) with the quota-and-auth service as its ext_authz
 sidecar, the detect service (HorizontalPodAutoscaler, PodDisruptionBudget), the health service, and
@@ -92,7 +92,9 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
       // missing: not current
     }
     if (current !== expected) {
-      console.error('charts/nsfwdetector/README.md is not current: run npx tsx scripts/chart-readme.ts');
+      console.error(
+        'charts/nsfwdetector/README.md is not current: run npx tsx charts/nsfwdetector/readme/generate.ts',
+      );
       process.exit(1);
     }
   } else {
