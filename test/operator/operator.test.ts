@@ -22,6 +22,7 @@ import { type KubeApiServer, startKubeApiServer } from '../support/kube-apiserve
 import { startQuotaServer } from '../support/quota-process.ts';
 import { RedisServer } from '../support/redis-server.ts';
 import { ROOT, type ServerProcess, spawnService } from '../support/server-process.ts';
+import { REDIS_SERVER } from '../support/tools.ts';
 
 const CRDS = join(ROOT, 'charts/nsfwdetector/crds');
 const JPEG = readFileSync(fixture('320x240.jpg'));
@@ -70,7 +71,7 @@ describeWithKube(
       spawnService({
         entry: 'services/operator/main.ts',
         portVar: 'OPERATOR_METRICS_PORT',
-        waitReady: false,
+        waitFor: 'listening',
         env: {
           KUBECONFIG: kube.kubeconfig,
           REDIS_URL: redis.url,
@@ -363,4 +364,5 @@ spec:
       expect(await authorize(ciKey)).toBe(401);
     }, 90_000);
   },
+  [REDIS_SERVER],
 );

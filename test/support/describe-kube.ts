@@ -1,24 +1,22 @@
-// `describe` for suites that need the real Kubernetes API server (kube-apiserver, etcd, kubectl) and
-// Helm. Missing tool: fails under CI=true, skipped elsewhere with one line naming the install command.
+// `describe` for suites that need the real Kubernetes API server (kube-apiserver, etcd, kubectl …) and
+// Helm: describeWithTool with those tools, so a skipped suite is counted in the run's summary.
 
-import { describe, it } from 'vitest';
-import { missingTools } from '../../services/stack/tools.ts';
-import { type KubeTool, missingKubeTools } from './kube-apiserver.ts';
+import { KUBE_INSTALL_HINT, type KubeTool, kubeToolPath } from './kube-apiserver.ts';
+import { STACK_TOOLS } from './stack-tools.ts';
+import { describeWithTool, type Tool } from './tools.ts';
 
-export function describeWithKube(name: string, tools: readonly KubeTool[], body: () => void): void {
-  const missing = [missingKubeTools(tools), missingTools(['helm'])].filter(Boolean).join('; ');
-  if (!missing) {
-    describe(name, body);
-    return;
-  }
-  if (process.env.CI === 'true') {
-    describe(name, () => {
-      it('needs its tools', () => {
-        throw new Error(`${missing}; CI=true requires this suite`);
-      });
-    });
-    return;
-  }
-  console.warn(`[skipped] ${name}: ${missing}`);
-  describe.skip(name, body);
+const kubeTool = (name: KubeTool): Tool => ({
+  name,
+  install: KUBE_INSTALL_HINT,
+  find: () => kubeToolPath(name),
+});
+
+/** `also`: further tools the suite needs (e.g. redis-server). */
+export function describeWithKube(
+  name: string,
+  tools: readonly KubeTool[],
+  body: () => void,
+  also: readonly Tool[] = [],
+): void {
+  describeWithTool([...tools.map(kubeTool), STACK_TOOLS.helm, ...also], name, body);
 }

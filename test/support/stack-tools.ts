@@ -1,41 +1,25 @@
-// `describe` for suites that need the stack's external tools (Envoy, Helm, Jaeger, redis-server, k6…).
-// Missing tool: the suite fails under CI=true, and is skipped elsewhere with one line naming the
-// install command (as describe-redis.ts does for redis-server).
+// `describe` for suites that need the stack's external tools (Envoy, Helm, Jaeger, promtool, k6, and
+// redis-server): describeWithTool with those tools, so a skipped suite is counted in the run's summary.
 
-import { describe, it } from 'vitest';
-import { missingTools, type Tool } from '../../services/stack/tools.ts';
-import { REDIS_INSTALL_HINT, redisServerPath } from './redis-server.ts';
+import { INSTALL_HINT, type Tool as StackTool, toolPath } from '../../services/stack/tools.ts';
+import { describeWithTool, REDIS_SERVER, type Tool } from './tools.ts';
 
-/** What is missing of `tools` (plus redis-server when `redis`), as one line; undefined when nothing. */
-export function missingStackTools(
-  tools: readonly Tool[],
-  opts: { redis?: boolean } = {},
-): string | undefined {
-  const missing = [missingTools(tools)];
-  if (opts.redis && !redisServerPath()) missing.push(`redis-server not installed: ${REDIS_INSTALL_HINT}`);
-  const text = missing.filter(Boolean).join('; ');
-  return text || undefined;
-}
+const stackTool = (name: StackTool): Tool => ({ name, install: INSTALL_HINT, find: () => toolPath(name) });
+
+/** The stack's tools as found where services/stack/tools.ts looks (the tools cache, overrides, PATH). */
+export const STACK_TOOLS = {
+  envoy: stackTool('envoy'),
+  helm: stackTool('helm'),
+  jaeger: stackTool('jaeger'),
+  promtool: stackTool('promtool'),
+  k6: stackTool('k6'),
+} as const satisfies Record<StackTool, Tool>;
 
 export function describeWithStackTools(
   name: string,
-  tools: readonly Tool[],
+  tools: readonly StackTool[],
   opts: { redis?: boolean },
   body: () => void,
 ): void {
-  const missing = missingStackTools(tools, opts);
-  if (missing === undefined) {
-    describe(name, body);
-    return;
-  }
-  if (process.env.CI === 'true') {
-    describe(name, () => {
-      it('needs its tools', () => {
-        throw new Error(`${missing}; CI=true requires this suite`);
-      });
-    });
-    return;
-  }
-  console.warn(`[skipped] ${name}: ${missing}`);
-  describe.skip(name, body);
+  describeWithTool([...tools.map((t) => STACK_TOOLS[t]), ...(opts.redis ? [REDIS_SERVER] : [])], name, body);
 }
