@@ -94,7 +94,7 @@ async function showDashboard(session) {
 }
 
 const utcTime = (unixSeconds) =>
-  new Date(unixSeconds * 1000).toISOString().replace('T', ' ').slice(0, 19) + ' UTC';
+  `${new Date(unixSeconds * 1000).toISOString().replace('T', ' ').slice(0, 19)} UTC`;
 
 // The chart follows the page's colour scheme: uPlot draws on a canvas, so colours are read from CSS.
 function chartColors() {
