@@ -56,6 +56,17 @@ if [[ ! -x "${st_venv}/bin/st" ]]; then
   "${st_venv}/bin/pip" install --quiet --disable-pip-version-check "schemathesis==${SCHEMATHESIS_VERSION}"
 fi
 
+# onnxruntime's quantisation tools for the opt-in int8 model (`npm run models:int8`, models/quantise.ts),
+# in their own venv in the tools cache; the same onnxruntime version as onnxruntime-node. Keep the
+# version in step with ORT_QUANTISATION_VERSION in models/quantise.ts (the venv's name carries it).
+ORT_QUANTISATION_VERSION=1.30.0
+quant_venv="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}/quantise-ort-${ORT_QUANTISATION_VERSION}"
+if ! "${quant_venv}/bin/python" -c 'import onnxruntime.quantization, onnx' 2>/dev/null; then
+  python3 -m venv "$quant_venv"
+  "${quant_venv}/bin/pip" install --quiet --disable-pip-version-check \
+    "onnxruntime==${ORT_QUANTISATION_VERSION}" onnx==1.23.2 numpy==2.4.6 protobuf==7.36.2 ml_dtypes==0.6.0
+fi
+
 # --- Cluster-mode stack (npm run stack, test/e2e): Envoy, Helm, Jaeger, promtool ------------------------
 # Built or downloaded once into a cache outside the repo; each step is skipped when the pinned version is
 # already there, so a second run takes seconds. services/stack/tools.ts finds them at the same paths.

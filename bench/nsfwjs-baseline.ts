@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import * as tf from '@tensorflow/tfjs';
 import sharp from 'sharp';
 import { loadReference } from '../models/nsfwjs-reference.ts';
-import { MODEL_INPUT_SIZE, type ModelName } from '../services/detect/model/classifier.ts';
+import { FLOAT_SOURCE, MODEL_INPUT_SIZE, type ModelName } from '../services/detect/model/classifier.ts';
 
 export interface RgbImage {
   rgb: Uint8Array;
@@ -30,7 +30,7 @@ export async function nsfwjsWasmImagesPerSecond(
   opts: { model: ModelName; seconds: number; decode?: boolean },
 ): Promise<{ imagesPerSecond: number; count: number }> {
   if (rgbImages.length === 0) throw new Error('no images to classify');
-  const net = await loadReference(opts.model, 'wasm');
+  const net = await loadReference(FLOAT_SOURCE[opts.model], 'wasm');
 
   const classify = async (img: RgbImage) => {
     let { rgb, width, height } = img;

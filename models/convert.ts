@@ -15,7 +15,12 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { MODEL_NAMES, type ModelName } from '../services/detect/model/classifier.ts';
+import {
+  FLOAT_MODEL_NAMES,
+  type FloatModelName,
+  MODEL_NAMES,
+  type ModelName,
+} from '../services/detect/model/classifier.ts';
 import { kerasToOnnx } from './keras-to-onnx.ts';
 import { loadKerasModel, nsfwjsVersion } from './keras-weights.ts';
 import { serializeModel } from './onnx-graph.ts';
@@ -29,7 +34,7 @@ export interface Checksums {
   models: Partial<Record<ModelName, { sha256: string; bytes: number }>>;
 }
 
-export const modelFile = (name: ModelName, dir = MODELS_DIR): string => path.join(dir, `${name}.onnx`);
+export const modelFile = (name: FloatModelName, dir = MODELS_DIR): string => path.join(dir, `${name}.onnx`);
 
 const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
 
@@ -48,13 +53,13 @@ export async function writeChecksums(checksums: Checksums, file = CHECKSUMS_FILE
 }
 
 /** Builds the ONNX bytes in memory. Pure: the same nsfwjs files give the same bytes. */
-export function convertToBytes(name: ModelName): Uint8Array {
+export function convertToBytes(name: FloatModelName): Uint8Array {
   return serializeModel(kerasToOnnx(loadKerasModel(name)));
 }
 
 export class ChecksumMismatchError extends Error {}
 
-function verify(name: ModelName, digest: string, checksums: Checksums): void {
+function verify(name: FloatModelName, digest: string, checksums: Checksums): void {
   const expected = checksums.models[name]?.sha256;
   if (expected === digest) return;
   const installed = nsfwjsVersion();
@@ -81,7 +86,7 @@ async function writeAtomically(file: string, bytes: Uint8Array): Promise<void> {
 }
 
 export interface ConvertResult {
-  name: ModelName;
+  name: FloatModelName;
   file: string;
   sha256: string;
   bytes: number;
@@ -98,7 +103,7 @@ export interface ConvertOptions {
   checksumsFile?: string;
 }
 
-export async function convertModel(name: ModelName, opts: ConvertOptions = {}): Promise<ConvertResult> {
+export async function convertModel(name: FloatModelName, opts: ConvertOptions = {}): Promise<ConvertResult> {
   const started = performance.now();
   const file = modelFile(name, opts.outDir);
   const checksumsFile = opts.checksumsFile ?? CHECKSUMS_FILE;
@@ -145,7 +150,7 @@ const pending = new Map<string, Promise<string>>();
  * Path of an up-to-date ONNX model, converting it first when the file is absent or its sha256 does
  * not match checksums.json. Concurrent calls share one conversion.
  */
-export function ensureModel(name: ModelName, opts: { dir?: string } = {}): Promise<string> {
+export function ensureModel(name: FloatModelName, opts: { dir?: string } = {}): Promise<string> {
   const file = modelFile(name, opts.dir);
   let p = pending.get(file);
   if (!p) {
@@ -156,8 +161,8 @@ export function ensureModel(name: ModelName, opts: { dir?: string } = {}): Promi
   return p;
 }
 
-function parseArgs(argv: string[]): ConvertOptions & { models: ModelName[] } {
-  const opts: ConvertOptions & { models: ModelName[] } = { models: [...MODEL_NAMES] };
+function parseArgs(argv: string[]): ConvertOptions & { models: FloatModelName[] } {
+  const opts: ConvertOptions & { models: FloatModelName[] } = { models: [...FLOAT_MODEL_NAMES] };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const value = (): string => {
@@ -170,9 +175,9 @@ function parseArgs(argv: string[]): ConvertOptions & { models: ModelName[] } {
     else if (arg === '--out-dir') opts.outDir = path.resolve(value());
     else if (arg === '--model') {
       const m = value();
-      if (m === 'all') opts.models = [...MODEL_NAMES];
-      else if ((MODEL_NAMES as readonly string[]).includes(m)) opts.models = [m as ModelName];
-      else throw new Error(`--model must be one of ${MODEL_NAMES.join(', ')}, all (got ${m})`);
+      if (m === 'all') opts.models = [...FLOAT_MODEL_NAMES];
+      else if ((FLOAT_MODEL_NAMES as readonly string[]).includes(m)) opts.models = [m as FloatModelName];
+      else throw new Error(`--model must be one of ${FLOAT_MODEL_NAMES.join(', ')}, all (got ${m})`);
     } else throw new Error(`unknown argument ${arg}`);
   }
   return opts;

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import type { ModelName } from '../services/detect/model/classifier.ts';
+import type { FloatModelName } from '../services/detect/model/classifier.ts';
 
 const require = createRequire(import.meta.url);
 
@@ -24,7 +24,7 @@ export interface Weight {
 }
 
 export interface KerasModel {
-  name: ModelName;
+  name: FloatModelName;
   nsfwjsVersion: string;
   layers: KerasLayer[];
   inputLayers: string[];
@@ -87,7 +87,7 @@ function decodeWeight(spec: WeightSpec, bytes: Uint8Array): Float32Array {
   return values;
 }
 
-export function loadKerasModel(name: ModelName): KerasModel {
+export function loadKerasModel(name: FloatModelName): KerasModel {
   const dir = path.join(nsfwjsDistDir(), 'models', name);
   const json = require(path.join(dir, 'model.min.js')) as ModelJson;
   const modelConfig = json.modelTopology.model_config;

@@ -13,10 +13,10 @@ import {
   CLASS_NAMES,
   type ClassName,
   type ClassScores,
-  type ModelName,
+  type FloatModelName,
 } from '../services/detect/model/classifier.ts';
 
-const NSFWJS_MODEL: Record<ModelName, 'MobileNetV2' | 'InceptionV3'> = {
+const NSFWJS_MODEL: Record<FloatModelName, 'MobileNetV2' | 'InceptionV3'> = {
   mobilenet_v2: 'MobileNetV2',
   inception_v3: 'InceptionV3',
 };
@@ -68,7 +68,7 @@ export async function quietly<T>(f: () => Promise<T>): Promise<T> {
 
 /** nsfwjs with `model` loaded on `backend` (cached), with that backend active. */
 export async function loadReference(
-  model: ModelName,
+  model: FloatModelName,
   backend: ReferenceBackend = 'cpu',
 ): Promise<nsfwjs.NSFWJS> {
   const key = `${model}/${backend}`;
@@ -104,7 +104,7 @@ export async function referenceScoresFromRgb(
   rgb: Uint8Array,
   width: number,
   height: number,
-  model: ModelName,
+  model: FloatModelName,
   backend: ReferenceBackend = 'cpu',
 ): Promise<ClassScores> {
   if (rgb.length !== width * height * 3)
@@ -122,7 +122,7 @@ export async function referenceScoresFromRgb(
  * The model alone on an already preprocessed NHWC tensor [1, S, S, 3] in [0, 1] — what nsfwjs
  * passes to model.predict — for comparisons on arbitrary float inputs.
  */
-export async function referenceScoresFromTensor(input: Float32Array, model: ModelName): Promise<ClassScores> {
+export async function referenceScoresFromTensor(input: Float32Array, model: FloatModelName): Promise<ClassScores> {
   const net = await loadReference(model);
   const size = Math.round(Math.sqrt(input.length / 3));
   const out = tf.tidy(() => net.model.predict(tf.tensor4d(input, [1, size, size, 3])) as tf.Tensor);

@@ -6,10 +6,25 @@ export const CLASS_NAMES = ['drawing', 'hentai', 'neutral', 'porn', 'sexy'] as c
 export type ClassName = (typeof CLASS_NAMES)[number];
 export type ClassScores = Record<ClassName, number>;
 
-export const MODEL_NAMES = ['mobilenet_v2', 'inception_v3'] as const;
+/** The models converted from nsfwjs's weights (models/convert.ts, `npm run models`). */
+export const FLOAT_MODEL_NAMES = ['mobilenet_v2', 'inception_v3'] as const;
+export type FloatModelName = (typeof FLOAT_MODEL_NAMES)[number];
+/** Every model `MODEL` may name; mobilenet_v2_int8 is quantised from mobilenet_v2 (`npm run models:int8`). */
+export const MODEL_NAMES = [...FLOAT_MODEL_NAMES, 'mobilenet_v2_int8'] as const;
 export type ModelName = (typeof MODEL_NAMES)[number];
 
-export const MODEL_INPUT_SIZE: Record<ModelName, number> = { mobilenet_v2: 224, inception_v3: 299 };
+export const MODEL_INPUT_SIZE: Record<ModelName, number> = {
+  mobilenet_v2: 224,
+  inception_v3: 299,
+  mobilenet_v2_int8: 224,
+};
+
+/** The float model each model is (or is made from): what nsfwjs itself runs for comparison. */
+export const FLOAT_SOURCE: Record<ModelName, FloatModelName> = {
+  mobilenet_v2: 'mobilenet_v2',
+  inception_v3: 'inception_v3',
+  mobilenet_v2_int8: 'mobilenet_v2',
+};
 
 export interface Classifier {
   readonly name: ModelName;

@@ -1,5 +1,5 @@
 // The server loads the checksummed model file and never converts: a missing or altered file is a
-// clear error naming `npm run models`.
+// clear error naming `npm run models` (`npm run models:int8` for the quantised model).
 
 import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,6 +29,17 @@ describe('verifiedModelFile', () => {
     expect(err).toBeInstanceOf(ModelFileError);
     expect((err as Error).message).toMatch(/mobilenet_v2\.onnx is missing; run `npm run models`/);
     expect(existsSync(join(dir, 'mobilenet_v2.onnx'))).toBe(false);
+  });
+
+  it('refuses a missing quantised model, naming npm run models:int8', async () => {
+    const dir = scratch();
+    writeFileSync(
+      join(dir, 'checksums.json'),
+      JSON.stringify({ nsfwjs: '4.3.0', models: { mobilenet_v2_int8: { sha256: 'a'.repeat(64), bytes: 1 } } }),
+    );
+    await expect(verifiedModelFile('mobilenet_v2_int8', { dir })).rejects.toThrow(
+      /mobilenet_v2_int8\.onnx is missing; run `npm run models:int8`/,
+    );
   });
 
   it('refuses a file whose sha256 differs from the recorded one', async () => {

@@ -21,18 +21,29 @@ export interface ModelFileOptions {
   dir?: string;
 }
 
-const FIX = 'run `npm run models` to build it from the bundled nsfwjs weights';
+/** What to run to build a model's file: the float models convert from nsfwjs, the int8 one quantises. */
+export const BUILD_COMMAND: Record<ModelName, string> = {
+  mobilenet_v2: 'npm run models',
+  inception_v3: 'npm run models',
+  mobilenet_v2_int8: 'npm run models:int8',
+};
+
+const fixFor = (name: ModelName): string =>
+  name === 'mobilenet_v2_int8'
+    ? `run \`${BUILD_COMMAND[name]}\` to quantise it from mobilenet_v2 (needs bash .ci/install-tools.sh)`
+    : `run \`${BUILD_COMMAND[name]}\` to build it from the bundled nsfwjs weights`;
 
 async function recordedSha256(name: ModelName, dir: string): Promise<string> {
+  const fix = fixFor(name);
   const file = join(dir, 'checksums.json');
   let parsed: { models?: Partial<Record<ModelName, { sha256?: string }>> };
   try {
     parsed = JSON.parse(await readFile(file, 'utf8'));
   } catch (err) {
-    throw new ModelFileError(`Cannot read ${file} (${(err as Error).message}); ${FIX}`);
+    throw new ModelFileError(`Cannot read ${file} (${(err as Error).message}); ${fix}`);
   }
   const sha256 = parsed.models?.[name]?.sha256;
-  if (!sha256) throw new ModelFileError(`${file} records no checksum for ${name}; ${FIX}`);
+  if (!sha256) throw new ModelFileError(`${file} records no checksum for ${name}; ${fix}`);
   return sha256;
 }
 
@@ -59,6 +70,7 @@ export function verifiedModelFile(name: ModelName, opts: ModelFileOptions = {}):
   let pending = verified.get(file);
   if (!pending) {
     pending = (async () => {
+      const fix = fixFor(name);
       const expected = await recordedSha256(name, dir);
       let actual: string;
       try {
@@ -67,13 +79,13 @@ export function verifiedModelFile(name: ModelName, opts: ModelFileOptions = {}):
         const code = (err as NodeJS.ErrnoException).code;
         throw new ModelFileError(
           code === 'ENOENT'
-            ? `Model file ${file} is missing; ${FIX}`
-            : `Cannot read model file ${file} (${(err as Error).message}); ${FIX}`,
+            ? `Model file ${file} is missing; ${fix}`
+            : `Cannot read model file ${file} (${(err as Error).message}); ${fix}`,
         );
       }
       if (actual !== expected) {
         throw new ModelFileError(
-          `Model file ${file} has sha256 ${actual}, but checksums.json records ${expected}; ${FIX}`,
+          `Model file ${file} has sha256 ${actual}, but checksums.json records ${expected}; ${fix}`,
         );
       }
       return file;
