@@ -33,6 +33,20 @@ describe('loadConfig', () => {
     );
   });
 
+  it('offers the float models; the quantised one only with ALLOW_UNSHIPPED_MODELS=true', () => {
+    expect(loadConfig({}).model).toBe('mobilenet_v2');
+    expect(loadConfig({ MODEL: 'inception_v3' }).model).toBe('inception_v3');
+    // QUANTISED_MODEL_SHIPS is false: MODEL refuses mobilenet_v2_int8, saying why.
+    expect(() => loadConfig({ MODEL: 'mobilenet_v2_int8' })).toThrow(
+      /MODEL=mobilenet_v2_int8 is not offered: it missed its fidelity bound/,
+    );
+    expect(loadConfig({ MODEL: 'mobilenet_v2_int8', ALLOW_UNSHIPPED_MODELS: 'true' }).model).toBe(
+      'mobilenet_v2_int8',
+    );
+    expect(() => loadConfig({ MODEL: 'resnet' })).toThrow(/MODEL must be one of mobilenet_v2, inception_v3/);
+    expect(() => loadConfig({ ALLOW_UNSHIPPED_MODELS: 'yes' })).toThrow(/ALLOW_UNSHIPPED_MODELS/);
+  });
+
   it('documents every variable it reads in the README', () => {
     const source = readFileSync(new URL('./config.ts', import.meta.url), 'utf8');
     const names = [...source.matchAll(/Var\(env, '([A-Z0-9_]+)'/g)].map((m) => m[1]);

@@ -2,7 +2,7 @@
 // process at boot with a message naming the variable, instead of failing on some later request.
 
 import { isAbsolute, resolve } from 'node:path';
-import { MODEL_NAMES, type ModelName } from '../detect/model/classifier.ts';
+import { MODEL_NAMES, type ModelName, OFFERED_MODEL_NAMES } from '../detect/model/classifier.ts';
 import type { AccountTier } from './account-tier.ts';
 
 export class ConfigError extends Error {
@@ -65,6 +65,26 @@ export function enumVar<T extends string>(env: Env, name: string, allowed: reado
     throw new ConfigError(`${name} must be one of ${allowed.join(', ')}, got "${raw}"`);
   }
   return raw as T;
+}
+
+/**
+ * MODEL: one of the offered models. A model that missed its bound (the quantised one, see
+ * classifier.ts) is refused with the reason, unless ALLOW_UNSHIPPED_MODELS=true (the benchmark's switch).
+ */
+function modelVar(env: Env): ModelName {
+  const unshipped = enumVar(env, 'ALLOW_UNSHIPPED_MODELS', ['true', 'false'], 'false') === 'true';
+  const raw = read(env, 'MODEL');
+  if (
+    !unshipped &&
+    raw !== undefined &&
+    (MODEL_NAMES as readonly string[]).includes(raw) &&
+    !OFFERED_MODEL_NAMES.includes(raw as ModelName)
+  ) {
+    throw new ConfigError(
+      `MODEL=${raw} is not offered: it missed its fidelity bound (README, "Quantised model"); use one of ${OFFERED_MODEL_NAMES.join(', ')}`,
+    );
+  }
+  return enumVar(env, 'MODEL', unshipped ? MODEL_NAMES : OFFERED_MODEL_NAMES, 'mobilenet_v2');
 }
 
 export interface WindowLimits {
@@ -187,7 +207,7 @@ export function loadConfig(env: Env = process.env): Config {
       ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
       'info',
     ),
-    model: enumVar(env, 'MODEL', MODEL_NAMES, 'mobilenet_v2'),
+    model: modelVar(env),
     thresholds: { allow, block },
     maxFileBytes: intVar(env, 'MAX_FILE_BYTES', 52_428_800, 1),
     uploadIdleTimeoutMs: intVar(env, 'UPLOAD_IDLE_TIMEOUT_MS', 30_000, 100),

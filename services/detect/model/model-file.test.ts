@@ -35,7 +35,10 @@ describe('verifiedModelFile', () => {
     const dir = scratch();
     writeFileSync(
       join(dir, 'checksums.json'),
-      JSON.stringify({ nsfwjs: '4.3.0', models: { mobilenet_v2_int8: { sha256: 'a'.repeat(64), bytes: 1 } } }),
+      JSON.stringify({
+        nsfwjs: '4.3.0',
+        models: { mobilenet_v2_int8: { sha256: 'a'.repeat(64), bytes: 1 } },
+      }),
     );
     await expect(verifiedModelFile('mobilenet_v2_int8', { dir })).rejects.toThrow(
       /mobilenet_v2_int8\.onnx is missing; run `npm run models:int8`/,
