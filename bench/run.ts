@@ -14,6 +14,7 @@ import { authorizeBench } from './authorize.ts';
 import { closeLoadConnections, postOnce, runLoad } from './http-load.ts';
 import { benchImages, largePng, ONE_MP } from './images.ts';
 import { nsfwjsWasmImagesPerSecond } from './nsfwjs-baseline.ts';
+import { quantisedSection } from './quantised.ts';
 import { stackFigures } from './stack.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
@@ -198,3 +199,11 @@ for (const [k, v] of lines) console.log(`${k.padEnd(width)}  ${v}`);
 // The quota issue's figure: authorize() overhead on real Redis at 2,000 req/s.
 console.log('');
 for (const line of await authorizeBench()) console.log(line);
+
+// The quantised model beside the float one (issue 14, point 4); `section` is the hook a --only filter
+// can narrow.
+const section = (_name: string): boolean => true;
+if (section('quantised')) {
+  console.log('');
+  for (const line of await quantisedSection()) console.log(line);
+}

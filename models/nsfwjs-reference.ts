@@ -122,7 +122,10 @@ export async function referenceScoresFromRgb(
  * The model alone on an already preprocessed NHWC tensor [1, S, S, 3] in [0, 1] — what nsfwjs
  * passes to model.predict — for comparisons on arbitrary float inputs.
  */
-export async function referenceScoresFromTensor(input: Float32Array, model: FloatModelName): Promise<ClassScores> {
+export async function referenceScoresFromTensor(
+  input: Float32Array,
+  model: FloatModelName,
+): Promise<ClassScores> {
   const net = await loadReference(model);
   const size = Math.round(Math.sqrt(input.length / 3));
   const out = tf.tidy(() => net.model.predict(tf.tensor4d(input, [1, size, size, 3])) as tf.Tensor);
