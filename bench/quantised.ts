@@ -157,7 +157,7 @@ async function endToEnd(seconds: number): Promise<Record<'float' | 'int8', EndTo
 
 function fidelityLine(f: Fidelity): string {
   const flips = f.flips.length
-    ? `${f.flips.length} flipped: ${f.flips.map((x) => `${x.image} ${fmt(x.float, 3)}→${fmt(x.int8, 3)}`).join(', ')}`
+    ? `${f.flips.length} flipped: ${f.flips.map((x) => `${x.image} ${fmt(x.float, 4)}→${fmt(x.int8, 4)}`).join(', ')}`
     : 'no decision flipped';
   return `max ${fmt(f.maxAbs, 4)}, p99 ${fmt(f.p99Abs, 4)}, median ${fmt(f.medianAbs, 4)} over ${f.images} images; ${flips}; worst ${f.worst}`;
 }
