@@ -4,6 +4,7 @@
 // Ready (/internal/ready) once the model is loaded and every scoring worker has scored a warm-up image.
 
 import { loadConfigOrExit } from '../common/config.ts';
+import { POLICY_MODELS } from '../common/policy-file.ts';
 import { PolicyWatch } from '../common/policy-watch.ts';
 import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
 
@@ -32,6 +33,12 @@ closeConnectionsWhenDraining(app);
 requireEdgeIdentity(app, { secret: config.edgeSecret });
 // POLICY_FILE (the operator's ConfigMap, mounted): its thresholds win over the configuration's.
 const policy = config.policyFile ? new PolicyWatch(config.policyFile, app.log) : undefined;
+// The model too, but only at boot: one source of truth, the DetectionPolicy's spec.model (its file wins
+// over MODEL, which applies only while no valid file is mounted). A model is loaded once per process;
+// when spec.model changes the operator rolls this Deployment (pod-template annotation
+// nsfwdetector.io/model) and the new pods read the new file here.
+const bootPolicy = policy?.current();
+const modelName = bootPolicy ? POLICY_MODELS[bootPolicy.model] : config.model;
 await app.register(detectApp, {
   model,
   authorizer: new EdgeAuthorizer(),
@@ -58,9 +65,18 @@ await app.listen({ port: config.detectPort, host: config.host });
 app.log.info({ service: 'detect', port: (app.server.address() as { port: number }).port }, 'listening');
 try {
   const started = performance.now();
-  const scorer = await loadScorer(config, (err) => app.log.error({ err }, 'scoring worker replaced'));
+  const scorer = await loadScorer({ ...config, model: modelName }, (err) =>
+    app.log.error({ err }, 'scoring worker replaced'),
+  );
   model.fill(new MeteredScorer(scorer, metrics));
-  app.log.info({ model: config.model, ms: Math.round(performance.now() - started) }, 'model loaded; ready');
+  app.log.info(
+    {
+      model: modelName,
+      from: bootPolicy ? 'policy file' : 'MODEL',
+      ms: Math.round(performance.now() - started),
+    },
+    'model loaded; ready',
+  );
 } catch (err) {
   app.log.fatal({ err }, 'model failed to load');
   process.exit(1);

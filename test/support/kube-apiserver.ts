@@ -56,6 +56,12 @@ export interface KubeApiServer {
   kubeconfig: string;
   /** Runs kubectl with the admin kubeconfig; rejects with stderr on a non-zero exit. */
   kubectl(args: string[], opts?: { input?: string }): Promise<{ stdout: string; stderr: string }>;
+  /**
+   * Stops the kube-apiserver process (SIGTERM; etcd keeps running) and starts it again on the same port
+   * with the same certificates, resolving once /readyz answers: clients see their watches end and
+   * their connections refused for a while, then the same server (and data) again.
+   */
+  restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -173,11 +179,16 @@ async function startEtcd(dir: string): Promise<{ child: Child; url: string }> {
 
 /**
  * kube-apiserver cannot listen on port 0 (0 switches secure serving off), so it gets a random high port
- * and proves it holds it: a bind failure is seen in its output and another port is tried.
+ * and proves it holds it: a bind failure is seen in its output and another port is tried. A restart
+ * passes the port it had (`samePort`): then a bind failure is an error.
  */
-async function startApiServer(dir: string, etcdUrl: string): Promise<{ child: Child; url: string }> {
+async function startApiServer(
+  dir: string,
+  etcdUrl: string,
+  samePort?: number,
+): Promise<{ child: Child; url: string; port: number }> {
   for (let attempt = 0; ; attempt++) {
-    const port = 20_000 + Math.floor(Math.random() * 30_000);
+    const port = samePort ?? 20_000 + Math.floor(Math.random() * 30_000);
     const child = new Child({
       name: 'kube-apiserver',
       command: requireKubeTool('kube-apiserver'),
@@ -210,10 +221,10 @@ async function startApiServer(dir: string, etcdUrl: string): Promise<{ child: Ch
         () => (listeningPorts(child.pid).includes(port) ? true : undefined),
         120_000,
       );
-      return { child, url };
+      return { child, url, port };
     } catch (err) {
       await child.stop(2_000);
-      if (attempt < 5 && /address already in use/.test(child.output())) continue;
+      if (samePort === undefined && attempt < 5 && /address already in use/.test(child.output())) continue;
       throw err;
     }
   }
@@ -230,7 +241,7 @@ export async function startKubeApiServer(): Promise<KubeApiServer> {
     await makeCertificates(dir);
     const etcd = await startEtcd(dir);
     children.push(etcd.child);
-    const api = await startApiServer(dir, etcd.url);
+    let api = await startApiServer(dir, etcd.url);
     children.push(api.child);
     const kubeconfig = join(dir, 'kubeconfig');
     writeFileSync(kubeconfig, kubeconfigYaml(dir, api.url));
@@ -250,20 +261,29 @@ export async function startKubeApiServer(): Promise<KubeApiServer> {
       });
     };
     // Ready: /readyz through the admin credentials (bootstrap RBAC and priority classes done).
-    await waitFor(
-      api.child,
-      'kube-apiserver /readyz',
-      async () => {
-        try {
-          const { stdout } = await kubectl(['get', '--raw', '/readyz']);
-          return stdout.trim() === 'ok' ? true : undefined;
-        } catch {
-          return undefined;
-        }
-      },
-      120_000,
-    );
-    return { url: api.url, kubeconfig, kubectl, stop };
+    const ready = () =>
+      waitFor(
+        api.child,
+        'kube-apiserver /readyz',
+        async () => {
+          try {
+            const { stdout } = await kubectl(['get', '--raw', '/readyz']);
+            return stdout.trim() === 'ok' ? true : undefined;
+          } catch {
+            return undefined;
+          }
+        },
+        120_000,
+      );
+    await ready();
+    const restart = async () => {
+      await api.child.stop(10_000);
+      children.splice(children.indexOf(api.child), 1);
+      api = await startApiServer(dir, etcd.url, api.port);
+      children.push(api.child);
+      await ready();
+    };
+    return { url: api.url, kubeconfig, kubectl, restart, stop };
   } catch (err) {
     await stop();
     throw err;
