@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { detectionPolicyManifest } from '../../services/calibrate/report.ts';
+import { CHART_DIR, helm, removeHelmHome } from '../chart/helm.ts';
 import { fixture } from '../fixtures/corpus.ts';
 import { describeWithKube } from '../support/describe-kube.ts';
 import { type KubeApiServer, startKubeApiServer } from '../support/kube-apiserver.ts';
@@ -25,6 +26,8 @@ import { ROOT, type ServerProcess, spawnService } from '../support/server-proces
 import { REDIS_SERVER } from '../support/tools.ts';
 
 const CRDS = join(ROOT, 'charts/nsfwdetector/crds');
+/** The chart's detect Deployment for the release `nsfwdetector` (the operator is pointed at it). */
+const DETECT = 'nsfwdetector-detect';
 const JPEG = readFileSync(fixture('320x240.jpg'));
 
 interface Cr {
@@ -79,6 +82,7 @@ describeWithKube(
           OPERATOR_IDENTITY: identity,
           OPERATOR_LEASE_SECONDS: '4',
           OPERATOR_RETRY_MS: '500',
+          OPERATOR_DETECT_DEPLOYMENT: DETECT,
         },
       }).then((p) => {
         operators.push(p);
@@ -110,6 +114,7 @@ describeWithKube(
       await redis?.stop();
       await kube?.stop();
       for (const d of dirs) rmSync(d, { recursive: true, force: true });
+      removeHelmHome();
     }, 120_000);
 
     const policy = (allow: number, block: number, name = 'main') => `apiVersion: nsfwdetector.io/v1alpha1
@@ -363,6 +368,202 @@ spec:
       await expect(kubectl(['get', 'apiaccount', 'acme'])).rejects.toThrow(/NotFound/);
       expect(await authorize(ciKey)).toBe(401);
     }, 90_000);
+
+    interface Deployment {
+      metadata: {
+        generation: number;
+        managedFields?: Array<{ manager: string; operation: string; fieldsV1: unknown }>;
+      };
+      spec: { replicas: number; template: { metadata: { annotations?: Record<string, string> } } };
+    }
+    const deployment = async () =>
+      JSON.parse(
+        await kubectl(['get', 'deployment', DETECT, '--show-managed-fields', '-o', 'json']),
+      ) as Deployment;
+    const modelAnnotation = async () =>
+      (await deployment()).spec.template.metadata.annotations?.['nsfwdetector.io/model'];
+    /**
+     * No kubelet or deployment controller runs here: the test writes the Deployment's status through
+     * the status subresource as the deployment controller would, for the current generation.
+     */
+    const setRolloutStatus = async (s: { replicas: number; updated: number; unavailable?: number }) => {
+      const { metadata } = await deployment();
+      const available = s.replicas - (s.unavailable ?? 0);
+      const status = {
+        observedGeneration: metadata.generation,
+        replicas: s.replicas,
+        updatedReplicas: s.updated,
+        readyReplicas: available,
+        availableReplicas: available,
+        unavailableReplicas: s.unavailable ?? 0,
+      };
+      await kubectl([
+        'patch',
+        'deployment',
+        DETECT,
+        '--subresource=status',
+        '--type=merge',
+        '-p',
+        JSON.stringify({ status }),
+      ]);
+    };
+    const condition = async (type: string, generation: number) =>
+      await eventually(`DetectionPolicy main ${type} for generation ${generation}`, async () => {
+        const cr = await getJson<Cr>('detectionpolicy', 'main');
+        const c = cr.status?.conditions?.find((x) => x.type === type) as
+          | { type: string; status: string; reason: string; message: string; observedGeneration?: number }
+          | undefined;
+        return c?.observedGeneration === generation ? c : undefined;
+      });
+    const patchPolicy = async (spec: object) => {
+      await kubectl(['patch', 'detectionpolicy', 'main', '--type=merge', '-p', JSON.stringify({ spec })]);
+      return (await getJson<Cr>('detectionpolicy', 'main')).metadata.generation;
+    };
+
+    it('rolls detect when the model changes (pod-template annotation), Ready once the Deployment has rolled out', async () => {
+      // The Deployment as the chart renders it, and the chart points the operator at that name.
+      const chart = (template: string) =>
+        helm([
+          'template',
+          'nsfwdetector',
+          CHART_DIR,
+          '--set',
+          'operator.enabled=true',
+          '--show-only',
+          template,
+        ]);
+      const operatorYaml = await chart('templates/operator.yaml');
+      expect(operatorYaml.stdout).toContain(`{ name: OPERATOR_DETECT_DEPLOYMENT, value: "${DETECT}" }`);
+      const detectYaml = await chart('templates/detect-deployment.yaml');
+      expect(detectYaml.code, detectYaml.stderr).toBe(0);
+      expect(detectYaml.stdout).toContain(`name: ${DETECT}\n`);
+      await kubectl(['apply', '--server-side', '--field-manager=helm', '-f', '-'], detectYaml.stdout);
+      await setRolloutStatus({ replicas: 1, updated: 1 });
+      // The policy's MobileNetV2 is what the template's MODEL already runs: nothing to roll.
+      const start = (await getJson<Cr>('detectionpolicy', 'main')).metadata.generation;
+      await eventually('the policy to follow the rolled-out Deployment', async () => {
+        const c = await condition('Ready', start);
+        return c.status === 'True' && c.reason === 'RolledOut' ? c : undefined;
+      });
+      expect(await modelAnnotation()).toBeUndefined();
+      expect((await deployment()).metadata.generation).toBe(1);
+
+      // The model changes: the operator sets the annotation (a new pod template) and reports the rollout.
+      const generation = await patchPolicy({ model: 'InceptionV3' });
+      const progressing = await eventually('Progressing=True', async () => {
+        const c = await condition('Progressing', generation);
+        return c.status === 'True' ? c : undefined;
+      });
+      expect(progressing.reason).toBe('RollingOut');
+      expect(progressing.message).toContain(`Deployment ${DETECT} is rolling out model InceptionV3`);
+      expect((await condition('Ready', generation)).status).toBe('False');
+      const rolled = await deployment();
+      expect(rolled.spec.template.metadata.annotations?.['nsfwdetector.io/model']).toBe('InceptionV3');
+      expect(rolled.metadata.generation).toBe(2);
+      // Server-side apply under the operator's field manager, owning that one annotation and nothing else.
+      expect(rolled.metadata.managedFields?.filter((f) => f.manager === 'nsfwdetector-operator')).toEqual([
+        expect.objectContaining({
+          operation: 'Apply',
+          fieldsV1: {
+            'f:spec': {
+              'f:template': { 'f:metadata': { 'f:annotations': { 'f:nsfwdetector.io/model': {} } } },
+            },
+          },
+        }),
+      ]);
+      expect(JSON.parse(await configMapText()).model).toBe('InceptionV3');
+      expect(
+        await kubectl(['get', 'events', '--field-selector', 'involvedObject.name=main,reason=RollingOut']),
+      ).toContain('InceptionV3');
+
+      // Midway (as the controller reports a surge: one new pod up, the old one still there): not Ready.
+      await setRolloutStatus({ replicas: 2, updated: 1, unavailable: 1 });
+      await eventually('the status to follow the rollout midway', async () => {
+        const c = await condition('Progressing', generation);
+        return c.message.includes('1 of 2 replica(s) updated') ? c : undefined;
+      });
+      expect((await condition('Ready', generation)).status).toBe('False');
+      // Done: Ready for this generation; `kubectl wait` sees it.
+      await setRolloutStatus({ replicas: 1, updated: 1 });
+      await kubectl(['wait', '--for=condition=Ready', 'detectionpolicy/main', '--timeout=60s']);
+      await readyFor('main', generation);
+      const done = await condition('Progressing', generation);
+      expect(done).toMatchObject({ status: 'False', reason: 'RolledOut' });
+      expect(done.message).toContain(`Deployment ${DETECT} runs model InceptionV3`);
+
+      // A threshold-only change is in force without new pods: the Deployment is left alone.
+      const thresholdsOnly = await patchPolicy({ thresholds: { allow: 0.2, block: 0.7 } });
+      await readyFor('main', thresholdsOnly);
+      expect(JSON.parse(await configMapText()).thresholds).toEqual({ allow: 0.2, block: 0.7 });
+      const after = await deployment();
+      expect(after.metadata.generation).toBe(2);
+      expect(after.spec.template.metadata.annotations?.['nsfwdetector.io/model']).toBe('InceptionV3');
+    }, 180_000);
+
+    it('a detect pod booting with the mounted policy file loads the model the policy names', async () => {
+      // A new pod of the rollout above: the kubelet mounts the ConfigMap (InceptionV3) before detect starts.
+      mount = mkdtempSync(join(tmpdir(), 'nsfwdetector-policy-'));
+      dirs.push(mount);
+      kubeletWrite(await configMapText());
+      symlinkSync('..data/policy.json', join(mount, 'policy.json'));
+      const pod = await spawnService({
+        entry: 'services/detect/server.ts',
+        portVar: 'DETECT_PORT',
+        env: { POLICY_FILE: join(mount, 'policy.json'), MODEL: 'mobilenet_v2', SCORING_WORKERS: '1' },
+      });
+      operators.push(pod);
+      const ready = await eventually(
+        'detect to load its model',
+        async () => {
+          const res = await fetch(`${pod.url}/internal/ready`);
+          return res.status === 200 ? ((await res.json()) as { data: { model: string } }).data : undefined;
+        },
+        120_000,
+      );
+      expect(ready.model).toBe('inception_v3');
+      await pod.stop();
+    }, 180_000);
+
+    it('recovers from an API server restart mid-watch: informers resume, the leader keeps its Lease', async () => {
+      const holder = await leaseHolder();
+      const leader = operators.find(
+        (p) => p.proc.exitCode === null && p.output().includes(`"identity":"${holder}"`),
+      ) as ServerProcess;
+      expect(leader).toBeDefined();
+      // etcd keeps running; the operator's watches end and its requests are refused until it is back.
+      await kube.restart();
+
+      // A policy change made after the restart reaches the operator only through a recovered informer;
+      // so does the Deployment's status (a model change back, rolled out).
+      const generation = await patchPolicy({ model: 'MobileNetV2', thresholds: { allow: 0.1, block: 0.85 } });
+      await eventually('the annotation to follow', async () =>
+        (await modelAnnotation()) === 'MobileNetV2' ? true : undefined,
+      );
+      expect((await condition('Progressing', generation)).status).toBe('True');
+      await setRolloutStatus({ replicas: 1, updated: 1 });
+      await readyFor('main', generation);
+      const doc = JSON.parse(await configMapText());
+      expect(doc).toMatchObject({ model: 'MobileNetV2', thresholds: { allow: 0.1, block: 0.85 } });
+
+      // An ApiAccount created after the restart: account, key and Secret.
+      await kubectl(
+        ['apply', '-f', '-'],
+        `apiVersion: nsfwdetector.io/v1alpha1
+kind: ApiAccount
+metadata: { name: after-restart, namespace: default }
+spec: { email: restart@acme.example, tier: free, keys: [{ name: ops }] }
+`,
+      );
+      await kubectl(['wait', '--for=condition=Ready', 'apiaccount/after-restart', '--timeout=60s']);
+      const secret = await getJson<{ data: Record<string, string> }>('secret', 'after-restart-keys');
+      const key = Buffer.from(secret.data.ops as string, 'base64').toString();
+      expect(await authorize(key)).toBe(200);
+
+      // The same process did it, without a restart, and still holds (or took back) the Lease.
+      expect(leader.proc.exitCode).toBeNull();
+      expect(await leaseHolder()).toBe(holder);
+      expect(leader.output()).toMatch(/watch failed; restarting/);
+    }, 240_000);
   },
   [REDIS_SERVER],
 );
