@@ -70,7 +70,7 @@ describeWithKube(
       (await kube.kubectl(args, input ? { input } : {})).stdout;
     const getJson = async <T>(kind: string, name: string) =>
       JSON.parse(await kubectl(['get', kind, name, '-o', 'json'])) as T;
-    const startOperator = (identity: string) =>
+    const startOperator = (identity: string, env: Record<string, string> = {}) =>
       spawnService({
         entry: 'services/operator/main.ts',
         portVar: 'OPERATOR_METRICS_PORT',
@@ -83,6 +83,7 @@ describeWithKube(
           OPERATOR_LEASE_SECONDS: '4',
           OPERATOR_RETRY_MS: '500',
           OPERATOR_DETECT_DEPLOYMENT: DETECT,
+          ...env,
         },
       }).then((p) => {
         operators.push(p);
@@ -524,45 +525,76 @@ spec:
       await pod.stop();
     }, 180_000);
 
-    it('recovers from an API server restart mid-watch: informers resume, the leader keeps its Lease', async () => {
-      const holder = await leaseHolder();
-      const leader = operators.find(
-        (p) => p.proc.exitCode === null && p.output().includes(`"identity":"${holder}"`),
-      ) as ServerProcess;
-      expect(leader).toBeDefined();
-      // etcd keeps running; the operator's watches end and its requests are refused until it is back.
-      await kube.restart();
-
-      // A policy change made after the restart reaches the operator only through a recovered informer;
-      // so does the Deployment's status (a model change back, rolled out).
-      const generation = await patchPolicy({ model: 'MobileNetV2', thresholds: { allow: 0.1, block: 0.85 } });
+    /**
+     * After an API server restart: a policy change (thresholds and model; the Deployment's status set
+     * as its controller would, rolled out) and a new ApiAccount, reconciled by the process `leader`
+     * that was running before, which still holds the Lease.
+     */
+    const convergesAfterRestart = async (
+      leader: ServerProcess,
+      name: string,
+      model: string,
+      allow: number,
+    ) => {
+      const generation = await patchPolicy({ model, thresholds: { allow, block: 0.85 } });
       await eventually('the annotation to follow', async () =>
-        (await modelAnnotation()) === 'MobileNetV2' ? true : undefined,
+        (await modelAnnotation()) === model ? true : undefined,
       );
       expect((await condition('Progressing', generation)).status).toBe('True');
       await setRolloutStatus({ replicas: 1, updated: 1 });
       await readyFor('main', generation);
-      const doc = JSON.parse(await configMapText());
-      expect(doc).toMatchObject({ model: 'MobileNetV2', thresholds: { allow: 0.1, block: 0.85 } });
-
-      // An ApiAccount created after the restart: account, key and Secret.
+      expect(JSON.parse(await configMapText())).toMatchObject({ model, thresholds: { allow, block: 0.85 } });
       await kubectl(
         ['apply', '-f', '-'],
         `apiVersion: nsfwdetector.io/v1alpha1
 kind: ApiAccount
-metadata: { name: after-restart, namespace: default }
-spec: { email: restart@acme.example, tier: free, keys: [{ name: ops }] }
+metadata: { name: ${name}, namespace: default }
+spec: { email: ${name}@acme.example, tier: free, keys: [{ name: ops }] }
 `,
       );
-      await kubectl(['wait', '--for=condition=Ready', 'apiaccount/after-restart', '--timeout=60s']);
-      const secret = await getJson<{ data: Record<string, string> }>('secret', 'after-restart-keys');
-      const key = Buffer.from(secret.data.ops as string, 'base64').toString();
-      expect(await authorize(key)).toBe(200);
-
-      // The same process did it, without a restart, and still holds (or took back) the Lease.
+      await kubectl(['wait', '--for=condition=Ready', `apiaccount/${name}`, '--timeout=60s']);
+      const secret = await getJson<{ data: Record<string, string> }>('secret', `${name}-keys`);
+      expect(await authorize(Buffer.from(secret.data.ops as string, 'base64').toString())).toBe(200);
       expect(leader.proc.exitCode).toBeNull();
-      expect(await leaseHolder()).toBe(holder);
-      expect(leader.output()).toMatch(/watch failed; restarting/);
+      expect(await leaseHolder()).toBe(leader.output().match(/"identity":"([^"]+)"/)?.[1]);
+    };
+    const leaderProcess = async () => {
+      const holder = await leaseHolder();
+      const leader = operators.find(
+        (p) => p.proc.exitCode === null && p.output().includes(`"identity":"${holder}"`),
+      );
+      if (!leader) throw new Error(`no running operator holds the Lease (${holder})`);
+      return leader;
+    };
+    const count = (text: string, what: string) => text.split(what).length - 1;
+
+    it('survives an API server restart longer than its renew deadline: the leader steps down, re-takes its Lease, reconciles', async () => {
+      const leader = await leaderProcess();
+      // Away 6 s: past the renew deadline of its 4 s Lease (2.7 s).
+      await kube.restart({ downMs: 6_000 });
+      await convergesAfterRestart(leader, 'restarted-a', 'MobileNetV2', 0.1);
+      expect(leader.output()).toContain('lost leadership');
+      expect(count(leader.output(), '"msg":"became leader"')).toBeGreaterThanOrEqual(2);
+    }, 240_000);
+
+    it('recovers from an API server restart mid-watch: the leader keeps its Lease, its informers resume', async () => {
+      // A leader whose Lease outlasts the restart (the one above steps down gracefully, releasing it).
+      await (await leaderProcess()).stop();
+      const leader = await startOperator('operator-d', { OPERATOR_LEASE_SECONDS: '120' });
+      await eventually('operator-d to lead', async () =>
+        (await leaseHolder()) === 'operator-d' ? true : undefined,
+      );
+      await eventually('operator-d to have listed everything', async () =>
+        leader.output().includes('"msg":"reconciled","kind":"DetectionPolicy"') ? true : undefined,
+      );
+      // etcd keeps running; the watches end and requests are refused until the API server is back.
+      await kube.restart();
+      await convergesAfterRestart(leader, 'restarted-b', 'InceptionV3', 0.15);
+      const out = leader.output();
+      expect(out).not.toContain('lost leadership');
+      expect(count(out, '"msg":"became leader"')).toBe(1);
+      for (const kind of ['DetectionPolicy', 'ApiAccount', 'Deployment'])
+        expect(out).toMatch(new RegExp(`"msg":"watch failed; restarting","kind":"${kind}"`));
     }, 240_000);
   },
   [REDIS_SERVER],

@@ -59,9 +59,9 @@ export interface KubeApiServer {
   /**
    * Stops the kube-apiserver process (SIGTERM; etcd keeps running) and starts it again on the same port
    * with the same certificates, resolving once /readyz answers: clients see their watches end and
-   * their connections refused for a while, then the same server (and data) again.
+   * their connections refused for a while (at least `downMs`), then the same server (and data) again.
    */
-  restart(): Promise<void>;
+  restart(opts?: { downMs?: number }): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -276,9 +276,10 @@ export async function startKubeApiServer(): Promise<KubeApiServer> {
         120_000,
       );
     await ready();
-    const restart = async () => {
+    const restart = async (opts: { downMs?: number } = {}) => {
       await api.child.stop(10_000);
       children.splice(children.indexOf(api.child), 1);
+      await new Promise((r) => setTimeout(r, opts.downMs ?? 0));
       api = await startApiServer(dir, etcd.url, api.port);
       children.push(api.child);
       await ready();
