@@ -57,7 +57,7 @@ export interface KubeApiServer {
   /** Runs kubectl with the admin kubeconfig; rejects with stderr on a non-zero exit. */
   kubectl(args: string[], opts?: { input?: string }): Promise<{ stdout: string; stderr: string }>;
   /**
-   * Stops the kube-apiserver process (SIGTERM; etcd keeps running) and starts it again on the same port
+   * Stops the kube-apiserver process (SIGTERM, then SIGKILL; etcd keeps running) and starts it again on the same port
    * with the same certificates, resolving once /readyz answers: clients see their watches end and
    * their connections refused for a while (at least `downMs`), then the same server (and data) again.
    */
@@ -277,7 +277,8 @@ export async function startKubeApiServer(): Promise<KubeApiServer> {
       );
     await ready();
     const restart = async (opts: { downMs?: number } = {}) => {
-      await api.child.stop(10_000);
+      // SIGTERM, SIGKILL after 3 s: its graceful shutdown holds open watches far longer.
+      await api.child.stop(3_000);
       children.splice(children.indexOf(api.child), 1);
       await new Promise((r) => setTimeout(r, opts.downMs ?? 0));
       api = await startApiServer(dir, etcd.url, api.port);
