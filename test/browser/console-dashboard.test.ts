@@ -130,6 +130,10 @@ function dashboardFlow(kind: StoreKind): void {
         (await page.locator('#history-chart .u-legend .u-value').allTextContents()).slice(1, 3),
       )
       .toEqual(['2', '3']);
+    // The scale follows the counts (2 and 3), not the free tier's daily limit far above them, which the
+    // legend names instead of drawing.
+    const legend = await page.locator('#history-chart .u-legend .u-label').allTextContents();
+    expect(legend).toContain('Daily limit 100 (above this scale)');
     // The key's own history: the same calls.
     const keyId = await page.locator('#history-key option').nth(1).getAttribute('value');
     await page.locator('#history-key').selectOption(keyId ?? '');
