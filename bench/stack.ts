@@ -30,7 +30,7 @@ interface TracingMode {
 
 const MODES: TracingMode[] = [
   { label: 'tracing off', traceSampleRatio: '0' },
-  { label: 'every request traced (npm run stack default)', traceSampleRatio: '1' },
+  { label: 'every request traced', traceSampleRatio: '1' },
 ];
 const ROUNDS = 3;
 
@@ -108,7 +108,7 @@ async function figuresFor(
     const stackCpu = cpuStack.map(median);
     const e1 = median(per.e1);
     const s1 = median(per.s1);
-    const tag = `(e) ${mode.label}:`;
+    const tag = `(e, ${mode.label})`;
     return [
       [
         `${tag} req/s at concurrency 8, embedded vs through Envoy`,
