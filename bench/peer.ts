@@ -17,10 +17,8 @@ import { type Child, spawnChild } from '../test/support/children.ts';
 import { listeningPort, ROOT } from '../test/support/server-process.ts';
 import { type LoadResult, runLoad } from './http-load.ts';
 import { benchImages, ONE_MP, THREE_MP } from './images.ts';
-import { findPeerPython, PEER_INSTALL, PEER_VENV, startPeer } from './python-peer/venv.ts';
+import { findPeerPython, PEER_INSTALL, PEER_SCORE_BOUND, PEER_VENV, startPeer } from './python-peer/venv.ts';
 
-/** Scores must agree to this (the peer reproduces our pipeline; in practice they are bit-identical). */
-export const PEER_SCORE_BOUND = 1e-5;
 const DETECT = '/api/public/detect';
 const OUR_ENV = { ANON_PER_MINUTE: '1000000', ANON_PER_DAY: '1000000', LOG_LEVEL: 'warn' };
 const MiB = 1024 * 1024;

@@ -11,6 +11,9 @@ import { type Child, spawnChild } from '../../test/support/children.ts';
 const PEER_DIR = fileURLToPath(new URL('.', import.meta.url));
 export const PEER_SERVER = join(PEER_DIR, 'server.py');
 export const PEER_INSTALL = 'bash .ci/install-tools.sh';
+/** The peer's scores.nsfw must match ours to this (it reproduces our pipeline; in practice they are
+ * bit-identical: same libvips, same onnxruntime, the same resize kernel in float64). */
+export const PEER_SCORE_BOUND = 1e-5;
 
 const hash = createHash('sha256')
   .update(readFileSync(join(PEER_DIR, 'requirements.txt')))
