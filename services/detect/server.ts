@@ -47,12 +47,7 @@ installShutdown({
   log: app.log,
   graceMs: config.shutdownGraceMs,
   // New detect requests get 503/5001 from the gate, in-flight ones finish, then the rest closes.
-  steps: [
-    async () => gate.close(),
-    () => app.close(),
-    () => model.close(),
-    () => stopTelemetry(),
-  ],
+  steps: [async () => gate.close(), () => app.close(), () => model.close(), () => stopTelemetry()],
 });
 
 await app.listen({ port: config.detectPort, host: config.host });

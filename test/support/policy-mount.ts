@@ -35,8 +35,8 @@ export function policyMount(first: string): PolicyMount {
 }
 
 type Overrides = { generation: number } & Partial<Omit<PolicyDocument, 'source' | 'tiers'>> & {
-  tiers?: Partial<PolicyDocument['tiers']>;
-};
+    tiers?: Partial<PolicyDocument['tiers']>;
+  };
 
 /** A valid policy file's text (as the operator renders it), with generous defaults. */
 export function policyText(o: Overrides): string {
