@@ -4,13 +4,13 @@
 // Ready (/internal/ready) once the model is loaded and every scoring worker has scored a warm-up image.
 
 import { loadConfigOrExit } from '../common/config.ts';
-import { PolicyWatch } from '../common/policy-watch.ts';
 import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
 
 const config = loadConfigOrExit('nsfwdetector detect');
 await startTelemetry({ serviceName: 'nsfwdetector-detect', sampleRatio: config.traceSampleRatio });
 
 const { createRootApp } = await import('../common/root-app.ts');
+const { policyForApp } = await import('../common/policy-in-force.ts');
 const { createDetectMetrics, createHttpMetrics, instrumentHttp } = await import('../common/metrics.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
 const { closeConnectionsWhenDraining } = await import('../common/drain.ts');
@@ -30,14 +30,16 @@ const model = new ModelSlot();
 instrumentHttp(app, http);
 closeConnectionsWhenDraining(app);
 requireEdgeIdentity(app, { secret: config.edgeSecret });
-// POLICY_FILE (the operator's ConfigMap, mounted): its thresholds win over the configuration's.
-const policy = config.policyFile ? new PolicyWatch(config.policyFile, app.log) : undefined;
+// POLICY_FILE (the operator's ConfigMap, mounted): its thresholds and upload limit win over the
+// configuration's, from the next request on.
+const policy = policyForApp(app, config);
 await app.register(detectApp, {
   model,
   authorizer: new EdgeAuthorizer(),
   gate,
-  thresholds: () => policy?.current()?.thresholds ?? config.thresholds,
+  thresholds: policy.thresholds,
   intake: intakeLimitsFrom(config),
+  maxFileBytes: policy.maxFileBytes,
   limits: config.limits,
 });
 
@@ -45,13 +47,7 @@ installShutdown({
   log: app.log,
   graceMs: config.shutdownGraceMs,
   // New detect requests get 503/5001 from the gate, in-flight ones finish, then the rest closes.
-  steps: [
-    async () => gate.close(),
-    () => app.close(),
-    () => model.close(),
-    async () => policy?.close(),
-    () => stopTelemetry(),
-  ],
+  steps: [async () => gate.close(), () => app.close(), () => model.close(), () => stopTelemetry()],
 });
 
 await app.listen({ port: config.detectPort, host: config.host });
