@@ -56,6 +56,19 @@ if [[ ! -x "${st_venv}/bin/st" ]]; then
   "${st_venv}/bin/pip" install --quiet --disable-pip-version-check "schemathesis==${SCHEMATHESIS_VERSION}"
 fi
 
+# The Python peer of `npm run bench` (bench/python-peer/server.py: Starlette, uvicorn, onnxruntime, pyvips
+# with its libvips wheel, so no system package), in its own venv named after the pinned requirements'
+# hash (bench/python-peer/venv.ts looks there). --no-deps + pip check: every package is pinned in the file.
+peer_reqs="$(dirname "$0")/../bench/python-peer/requirements.txt"
+peer_venv="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}/python-peer-$(sha256sum "$peer_reqs" | cut -c1-12)"
+if [[ ! -f "${peer_venv}/.installed" ]]; then
+  rm -rf "$peer_venv"
+  python3 -m venv "$peer_venv"
+  "${peer_venv}/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$peer_reqs"
+  "${peer_venv}/bin/pip" check --disable-pip-version-check >/dev/null
+  touch "${peer_venv}/.installed"
+fi
+
 # --- Cluster-mode stack (npm run stack, test/e2e): Envoy, Helm, Jaeger, promtool ------------------------
 # Built or downloaded once into a cache outside the repo; each step is skipped when the pinned version is
 # already there, so a second run takes seconds. services/stack/tools.ts finds them at the same paths.

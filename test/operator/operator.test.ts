@@ -14,6 +14,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { detectionPolicyManifest } from '../../services/calibrate/report.ts';
 import { CHART_DIR, helm, removeHelmHome } from '../chart/helm.ts';
@@ -365,9 +366,19 @@ spec:
     }, 120_000);
 
     it('revokes every key and releases the finalizer when the ApiAccount is deleted', async () => {
+      const accountId = (await getJson<Cr>('apiaccount', 'acme')).status?.accountId;
+      expect(accountId).toMatch(/^acc_[0-9a-f]{16}$/);
       await kubectl(['delete', 'apiaccount', 'acme', '--timeout=60s']);
       await expect(kubectl(['get', 'apiaccount', 'acme'])).rejects.toThrow(/NotFound/);
       expect(await authorize(ciKey)).toBe(401);
+      // The account record itself is gone from Redis (default key prefix), its email index too.
+      const client = new Redis(redis.url);
+      try {
+        expect(await client.exists(`nsfwd:acct:${accountId}`, 'nsfwd:email:ops@acme.example')).toBe(0);
+        expect(await client.zscore('nsfwd:accts', accountId as string)).toBeNull();
+      } finally {
+        client.disconnect();
+      }
     }, 90_000);
 
     interface Deployment {
