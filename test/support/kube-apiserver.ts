@@ -54,8 +54,15 @@ export interface KubeApiServer {
   url: string;
   /** An admin (system:masters) kubeconfig for kubectl and helm. */
   kubeconfig: string;
-  /** Runs kubectl with the admin kubeconfig; rejects with stderr on a non-zero exit. */
-  kubectl(args: string[], opts?: { input?: string }): Promise<{ stdout: string; stderr: string }>;
+  /** Runs kubectl with the admin kubeconfig (or `kubeconfig`); rejects with stderr on a non-zero exit. */
+  kubectl(
+    args: string[],
+    opts?: { input?: string; kubeconfig?: string },
+  ): Promise<{ stdout: string; stderr: string }>;
+  /** A kubeconfig (a file removed at stop) authenticating with a bearer token, e.g. a ServiceAccount's. */
+  tokenKubeconfig(token: string): string;
+  /** The audit log (JSON lines, Metadata level, ServiceAccount requests only) when started with `audit`. */
+  auditLog?: string;
   stop(): Promise<void>;
 }
 
@@ -138,6 +145,32 @@ current-context: test
 `;
 }
 
+/** Metadata of every request made with a ServiceAccount's credentials; nothing else. */
+const AUDIT_POLICY = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    userGroups: ["system:serviceaccounts"]
+  - level: None
+`;
+
+function tokenKubeconfigYaml(dir: string, url: string, token: string): string {
+  return `apiVersion: v1
+kind: Config
+clusters:
+  - name: test
+    cluster: { server: "${url}", certificate-authority: "${join(dir, 'ca.crt')}" }
+users:
+  - name: token
+    user: { token: "${token}" }
+contexts:
+  - name: test
+    context: { cluster: test, user: token }
+current-context: test
+`;
+}
+
 /** etcd on loopback port 0 (the port is read from /proc), no fsync (tests only). */
 async function startEtcd(dir: string): Promise<{ child: Child; url: string }> {
   const any = 'http://127.0.0.1:0';
@@ -175,7 +208,15 @@ async function startEtcd(dir: string): Promise<{ child: Child; url: string }> {
  * kube-apiserver cannot listen on port 0 (0 switches secure serving off), so it gets a random high port
  * and proves it holds it: a bind failure is seen in its output and another port is tried.
  */
-async function startApiServer(dir: string, etcdUrl: string): Promise<{ child: Child; url: string }> {
+async function startApiServer(
+  dir: string,
+  etcdUrl: string,
+  auditLog: string | undefined,
+): Promise<{ child: Child; url: string }> {
+  const audit = auditLog
+    ? [`--audit-policy-file=${join(dir, 'audit-policy.yaml')}`, `--audit-log-path=${auditLog}`]
+    : [];
+  if (auditLog) writeFileSync(join(dir, 'audit-policy.yaml'), AUDIT_POLICY);
   for (let attempt = 0; ; attempt++) {
     const port = 20_000 + Math.floor(Math.random() * 30_000);
     const child = new Child({
@@ -197,7 +238,10 @@ async function startApiServer(dir: string, etcdUrl: string): Promise<{ child: Ch
         '--service-account-issuer=https://kubernetes.default.svc',
         '--service-cluster-ip-range=10.96.0.0/16',
         '--authorization-mode=RBAC',
-        '--enable-admission-plugins=PodSecurity',
+        // OwnerReferencesPermissionEnforcement as on hardened clusters: an owner reference that blocks its
+        // owner's deletion needs update on the owner's finalizers (the operator's RBAC must say so).
+        '--enable-admission-plugins=PodSecurity,OwnerReferencesPermissionEnforcement',
+        ...audit,
         '--storage-media-type=application/json',
         '--v=0',
       ],
@@ -219,7 +263,8 @@ async function startApiServer(dir: string, etcdUrl: string): Promise<{ child: Ch
   }
 }
 
-export async function startKubeApiServer(): Promise<KubeApiServer> {
+/** `audit`: write the audit log of ServiceAccount requests (KubeApiServer.auditLog). */
+export async function startKubeApiServer(opts: { audit?: boolean } = {}): Promise<KubeApiServer> {
   const dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-kube-'));
   const children: Child[] = [];
   const stop = async () => {
@@ -230,7 +275,8 @@ export async function startKubeApiServer(): Promise<KubeApiServer> {
     await makeCertificates(dir);
     const etcd = await startEtcd(dir);
     children.push(etcd.child);
-    const api = await startApiServer(dir, etcd.url);
+    const auditLog = opts.audit ? join(dir, 'audit.log') : undefined;
+    const api = await startApiServer(dir, etcd.url, auditLog);
     children.push(api.child);
     const kubeconfig = join(dir, 'kubeconfig');
     writeFileSync(kubeconfig, kubeconfigYaml(dir, api.url));
@@ -239,7 +285,7 @@ export async function startKubeApiServer(): Promise<KubeApiServer> {
       return await new Promise((resolve, reject) => {
         const child = execFile(
           kubectlBin,
-          ['--kubeconfig', kubeconfig, ...args],
+          ['--kubeconfig', opts.kubeconfig ?? kubeconfig, ...args],
           { maxBuffer: 64 * 1024 * 1024 },
           (err, stdout, stderr) => {
             if (err) reject(new Error(`kubectl ${args.join(' ')} failed: ${stderr || err.message}`));
@@ -263,7 +309,13 @@ export async function startKubeApiServer(): Promise<KubeApiServer> {
       },
       120_000,
     );
-    return { url: api.url, kubeconfig, kubectl, stop };
+    let tokens = 0;
+    const tokenKubeconfig = (token: string) => {
+      const path = join(dir, `token-kubeconfig-${++tokens}`);
+      writeFileSync(path, tokenKubeconfigYaml(dir, api.url, token), { mode: 0o600 });
+      return path;
+    };
+    return { url: api.url, kubeconfig, kubectl, tokenKubeconfig, ...(auditLog ? { auditLog } : {}), stop };
   } catch (err) {
     await stop();
     throw err;
