@@ -23,7 +23,14 @@ export interface OperatorPermission {
    * (OwnerReferencesPermissionEnforcement admission).
    */
   serverChecks?: readonly Verb[];
+  /** Only one object of the installation (RBAC resourceNames), named by the release. */
+  only?: keyof InstallationNames;
   why: string;
+}
+
+/** The objects of an installation the operator may touch by name only (chart: `<release>-detect`). */
+export interface InstallationNames {
+  detectDeployment: string;
 }
 
 export const OPERATOR_PERMISSIONS: readonly OperatorPermission[] = [
@@ -94,8 +101,9 @@ export const OPERATOR_PERMISSIONS: readonly OperatorPermission[] = [
   {
     apiGroup: 'apps',
     resource: 'deployments',
-    requests: ['get', 'list', 'watch', 'patch'],
-    why: "a model change rolls the detect Deployment (its pod template's annotation)",
+    requests: ['list', 'watch', 'patch'],
+    only: 'detectDeployment',
+    why: "the detect Deployment only: its informer (field selector on its name) and, on a model change, its pod template's annotation (server-side apply)",
   },
 ];
 
@@ -103,15 +111,18 @@ export interface Grant {
   apiGroup: string;
   resource: string;
   verb: Verb;
+  /** Set when the grant is for this one object only (resourceNames). */
+  name?: string;
 }
 
-/** The table as (group, resource, verb) triples: what the operator's Role must grant, exactly. */
-export function operatorGrants(): Grant[] {
+/** The table as (group, resource, verb[, name]) grants: what the operator's Role must grant, exactly. */
+export function operatorGrants(names: InstallationNames): Grant[] {
   return OPERATOR_PERMISSIONS.flatMap((p) =>
     [...p.requests, ...(p.serverChecks ?? [])].map((verb) => ({
       apiGroup: p.apiGroup,
       resource: p.resource,
       verb,
+      ...(p.only ? { name: names[p.only] } : {}),
     })),
   );
 }

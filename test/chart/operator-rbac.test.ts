@@ -13,7 +13,13 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { GROUP, VERSION } from '../../services/operator/kube.ts';
 import { OPERATOR_PERMISSIONS, operatorGrants } from '../../services/operator/rbac.ts';
 import { describeWithKube } from '../support/describe-kube.ts';
-import { type KubeApiServer, startKubeApiServer } from '../support/kube-apiserver.ts';
+import {
+  auditLogOf,
+  type KubeApiServer,
+  kubectlWith,
+  startKubeApiServer,
+  tokenKubeconfig,
+} from '../support/kube-apiserver.ts';
 import { RedisServer } from '../support/redis-server.ts';
 import { ROOT, type ServerProcess, spawnService } from '../support/server-process.ts';
 import { REDIS_SERVER } from '../support/tools.ts';
@@ -23,6 +29,9 @@ const NS = 'moderation';
 const ELSEWHERE = 'elsewhere';
 const OPERATOR_SA = 'nsfwdetector-operator';
 const OPERATOR_USER = `system:serviceaccount:${NS}:${OPERATOR_SA}`;
+/** The objects the chart names for the release `nsfwdetector` (resourceNames in the Role). */
+const NAMES = { detectDeployment: 'nsfwdetector-detect' };
+const USES = operatorGrants(NAMES);
 const EXAMPLES = join(ROOT, 'charts/nsfwdetector/examples');
 
 interface RulesReview {
@@ -61,19 +70,19 @@ interface Access {
   name?: string;
 }
 
-const key = (g: { apiGroup: string; resource: string; verb: string }) =>
-  `${g.apiGroup}|${g.resource}|${g.verb}`;
+/** `group|resource|verb`, and `|name` for a grant on one object only. */
+const key = (g: { apiGroup: string; resource: string; verb: string; name?: string }) =>
+  `${g.apiGroup}|${g.resource}|${g.verb}${g.name ? `|${g.name}` : ''}`;
 
-/** Rules as `group|resource|verb` strings (resourceNames, which the chart never uses, kept visible). */
+/** Rules as keys, one per resourceName when the rule names objects. */
 function expand(rules: RulesReview['status']['resourceRules']): Set<string> {
   const out = new Set<string>();
   for (const r of rules)
     for (const apiGroup of r.apiGroups ?? [''])
       for (const resource of r.resources ?? [])
-        for (const verb of r.verbs) {
-          const names = r.resourceNames?.length ? `|${r.resourceNames.join(',')}` : '';
-          out.add(`${key({ apiGroup, resource, verb })}${names}`);
-        }
+        for (const verb of r.verbs)
+          for (const name of r.resourceNames?.length ? r.resourceNames : [undefined])
+            out.add(key({ apiGroup, resource, verb, ...(name ? { name } : {}) }));
   return out;
 }
 
@@ -108,11 +117,10 @@ describeWithKube(
       (await kube.kubectl(args, input ? { input } : {})).stdout;
     const getJson = async <T>(args: string[]) => JSON.parse(await kubectl([...args, '-o', 'json'])) as T;
     const tokenFor = async (sa: string) =>
-      kube.tokenKubeconfig((await kubectl(['create', 'token', sa, '-n', NS, '--duration=2h'])).trim());
+      tokenKubeconfig(kube, (await kubectl(['create', 'token', sa, '-n', NS, '--duration=2h'])).trim());
     /** Creates review objects with `kubeconfig`'s credentials; the server's answers, in order. */
     const review = async <T>(kubeconfig: string, items: object[]) => {
-      const { stdout } = await kube.kubectl(['create', '-o', 'json', '-f', '-'], {
-        kubeconfig,
+      const { stdout } = await kubectlWith(kubeconfig, ['create', '-o', 'json', '-f', '-'], {
         input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items }),
       });
       // One JSON document per created object, each starting at column 0.
@@ -128,12 +136,15 @@ describeWithKube(
       expect(r?.status.incomplete).toBe(false);
       return r as RulesReview;
     };
+    /** The operator container's literal settings as the chart renders them (not Redis: ours; not the port: 0). */
+    let chartEnv: Record<string, string> = {};
     const startOperator = (kubeconfig: string, identity: string) =>
       spawnService({
         entry: 'services/operator/main.ts',
         portVar: 'OPERATOR_METRICS_PORT',
         waitFor: 'listening',
         env: {
+          ...chartEnv,
           KUBECONFIG: kubeconfig,
           REDIS_URL: redis.url,
           OPERATOR_NAMESPACE: NS,
@@ -144,10 +155,7 @@ describeWithKube(
         processes.push(p);
         return p;
       });
-    const auditLines = () =>
-      readFileSync(kube.auditLog as string, 'utf8')
-        .split('\n')
-        .filter(Boolean);
+    const auditLines = () => readFileSync(auditLogOf(kube), 'utf8').split('\n').filter(Boolean);
     /** The audit events of `username` after line `from` (the test's own kubectl reviews come before). */
     const auditOf = (username: string, from = 0): AuditEvent[] =>
       auditLines()
@@ -228,7 +236,7 @@ describeWithKube(
         '-n',
         NS,
       ]);
-      expect([...expand(role.rules)].sort()).toEqual(operatorGrants().map(key).sort());
+      expect([...expand(role.rules)].sort()).toEqual(USES.map(key).sort());
 
       // The pod runs as that ServiceAccount, with its (projected) token, under the restricted profile.
       const deployment = await getJson<Manifest>(['get', 'deployment', OPERATOR_SA, '-n', NS]);
@@ -242,12 +250,22 @@ describeWithKube(
         expect.objectContaining({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true }),
       );
       expect(container.securityContext.capabilities.drop).toEqual(['ALL']);
-      const env = Object.fromEntries(
-        (container.env as Array<{ name: string; valueFrom?: { fieldRef?: { fieldPath: string } } }>).map(
-          (e) => [e.name, e.valueFrom?.fieldRef?.fieldPath],
-        ),
+      const env = container.env as Array<{
+        name: string;
+        value?: string;
+        valueFrom?: { fieldRef?: { fieldPath: string } };
+      }>;
+      expect(env.find((e) => e.name === 'OPERATOR_NAMESPACE')?.valueFrom?.fieldRef?.fieldPath).toBe(
+        'metadata.namespace',
       );
-      expect(env.OPERATOR_NAMESPACE).toBe('metadata.namespace');
+      chartEnv = Object.fromEntries(
+        env
+          .filter(
+            (e) =>
+              e.value !== undefined && !e.name.startsWith('REDIS_') && e.name !== 'OPERATOR_METRICS_PORT',
+          )
+          .map((e) => [e.name, e.value as string]),
+      );
     }, 180_000);
 
     it("grants exactly the operator's table in its namespace and nothing anywhere else (the server's rules review)", async () => {
@@ -257,7 +275,7 @@ describeWithKube(
       const granted = await rulesIn(operatorConfig, NS);
       const base = expand(baseline.status.resourceRules);
       const extra = [...expand(granted.status.resourceRules)].filter((r) => !base.has(r)).sort();
-      expect(extra).toEqual(operatorGrants().map(key).sort());
+      expect(extra).toEqual(USES.map(key).sort());
       const urls = (r: RulesReview) =>
         r.status.nonResourceRules
           .flatMap((n) => n.nonResourceURLs.flatMap((u) => n.verbs.map((v) => `${v} ${u}`)))
@@ -298,7 +316,8 @@ describeWithKube(
           (r, i) => `${checks[i]?.[0] ?? '(cluster)'} ${key(checks[i]?.[1] as Access)}: ${r.status.allowed}`,
         );
 
-      const uses = operatorGrants();
+      const uses = USES;
+      expect(uses.some((g) => g.name === NAMES.detectDeployment)).toBe(true);
       expect(await allowed(uses.map((g) => [NS, g]))).toEqual(uses.map((g) => `${NS} ${key(g)}: true`));
       expect(await allowed(uses.map((g) => [ELSEWHERE, g]))).toEqual(
         uses.map((g) => `${ELSEWHERE} ${key(g)}: false`),
@@ -324,7 +343,11 @@ describeWithKube(
         [NS, core('services', 'create')],
         [undefined, core('nodes', 'patch')],
         [undefined, core('namespaces', 'delete')],
-        [NS, { apiGroup: 'apps', resource: 'deployments', verb: 'delete' }],
+        [NS, { apiGroup: 'apps', resource: 'deployments', verb: 'delete', name: NAMES.detectDeployment }],
+        // The detect Deployment, by name, and no other.
+        [NS, { apiGroup: 'apps', resource: 'deployments', verb: 'patch', name: 'nsfwdetector-gateway' }],
+        [NS, { apiGroup: 'apps', resource: 'deployments', verb: 'list' }],
+        [NS, { apiGroup: 'apps', resource: 'deployments', verb: 'update', name: NAMES.detectDeployment }],
         [NS, { apiGroup: 'apps', resource: 'deployments', verb: 'create' }],
         [NS, { apiGroup: 'apps', resource: 'deployments/scale', verb: 'patch' }],
         [NS, { apiGroup: 'apps', resource: 'statefulsets', verb: 'patch' }],

@@ -4,9 +4,9 @@
 // admitted, but no pod ever runs (Deployments get no ReplicaSets, namespaces never finish deleting).
 
 import { execFile } from 'node:child_process';
-import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { Child, listeningPorts, waitFor } from '../../services/stack/child.ts';
 import { TOOLS_DIR } from '../../services/stack/tools.ts';
@@ -54,15 +54,8 @@ export interface KubeApiServer {
   url: string;
   /** An admin (system:masters) kubeconfig for kubectl and helm. */
   kubeconfig: string;
-  /** Runs kubectl with the admin kubeconfig (or `kubeconfig`); rejects with stderr on a non-zero exit. */
-  kubectl(
-    args: string[],
-    opts?: { input?: string; kubeconfig?: string },
-  ): Promise<{ stdout: string; stderr: string }>;
-  /** A kubeconfig (a file removed at stop) authenticating with a bearer token, e.g. a ServiceAccount's. */
-  tokenKubeconfig(token: string): string;
-  /** The audit log (JSON lines, Metadata level, ServiceAccount requests only) when started with `audit`. */
-  auditLog?: string;
+  /** Runs kubectl with the admin kubeconfig; rejects with stderr on a non-zero exit. */
+  kubectl(args: string[], opts?: { input?: string }): Promise<{ stdout: string; stderr: string }>;
   stop(): Promise<void>;
 }
 
@@ -145,6 +138,51 @@ current-context: test
 `;
 }
 
+/** A kubeconfig (removed at stop) that authenticates with a bearer token, e.g. a ServiceAccount's. */
+export function tokenKubeconfig(kube: KubeApiServer, token: string): string {
+  const dir = dirname(kube.kubeconfig);
+  const path = join(dir, `token-kubeconfig-${Math.random().toString(16).slice(2)}`);
+  writeFileSync(
+    path,
+    `apiVersion: v1
+kind: Config
+clusters:
+  - name: test
+    cluster: { server: "${kube.url}", certificate-authority: "${join(dir, 'ca.crt')}" }
+users:
+  - name: token
+    user: { token: "${token}" }
+contexts:
+  - name: test
+    context: { cluster: test, user: token }
+current-context: test
+`,
+    { mode: 0o600 },
+  );
+  return path;
+}
+
+/** Runs kubectl with `kubeconfig`; rejects with stderr on a non-zero exit. */
+export function kubectlWith(
+  kubeconfig: string,
+  args: string[],
+  opts: { input?: string } = {},
+): Promise<{ stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = execFile(
+      requireKubeTool('kubectl'),
+      ['--kubeconfig', kubeconfig, ...args],
+      { maxBuffer: 64 * 1024 * 1024 },
+      (err, stdout, stderr) => {
+        if (err) reject(new Error(`kubectl ${args.join(' ')} failed: ${stderr || err.message}`));
+        else resolve({ stdout, stderr });
+      },
+    );
+    child.stdin?.end(opts.input ?? '');
+  });
+}
+
+const AUDIT_POLICY_FILE = 'audit-policy.yaml';
 /** Metadata of every request made with a ServiceAccount's credentials; nothing else. */
 const AUDIT_POLICY = `apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -155,20 +193,18 @@ rules:
   - level: None
 `;
 
-function tokenKubeconfigYaml(dir: string, url: string, token: string): string {
-  return `apiVersion: v1
-kind: Config
-clusters:
-  - name: test
-    cluster: { server: "${url}", certificate-authority: "${join(dir, 'ca.crt')}" }
-users:
-  - name: token
-    user: { token: "${token}" }
-contexts:
-  - name: test
-    context: { cluster: test, user: token }
-current-context: test
-`;
+/** The audit log (JSON lines) of a server started with `audit: true`. */
+export function auditLogOf(kube: KubeApiServer): string {
+  return join(dirname(kube.kubeconfig), 'audit.log');
+}
+
+/** The audit flags when the server's directory holds the audit policy (startKubeApiServer's `audit`). */
+function auditFlags(dir: string): string[] {
+  if (!existsSync(join(dir, AUDIT_POLICY_FILE))) return [];
+  return [
+    `--audit-policy-file=${join(dir, AUDIT_POLICY_FILE)}`,
+    `--audit-log-path=${join(dir, 'audit.log')}`,
+  ];
 }
 
 /** etcd on loopback port 0 (the port is read from /proc), no fsync (tests only). */
@@ -208,15 +244,7 @@ async function startEtcd(dir: string): Promise<{ child: Child; url: string }> {
  * kube-apiserver cannot listen on port 0 (0 switches secure serving off), so it gets a random high port
  * and proves it holds it: a bind failure is seen in its output and another port is tried.
  */
-async function startApiServer(
-  dir: string,
-  etcdUrl: string,
-  auditLog: string | undefined,
-): Promise<{ child: Child; url: string }> {
-  const audit = auditLog
-    ? [`--audit-policy-file=${join(dir, 'audit-policy.yaml')}`, `--audit-log-path=${auditLog}`]
-    : [];
-  if (auditLog) writeFileSync(join(dir, 'audit-policy.yaml'), AUDIT_POLICY);
+async function startApiServer(dir: string, etcdUrl: string): Promise<{ child: Child; url: string }> {
   for (let attempt = 0; ; attempt++) {
     const port = 20_000 + Math.floor(Math.random() * 30_000);
     const child = new Child({
@@ -241,7 +269,7 @@ async function startApiServer(
         // OwnerReferencesPermissionEnforcement as on hardened clusters: an owner reference that blocks its
         // owner's deletion needs update on the owner's finalizers (the operator's RBAC must say so).
         '--enable-admission-plugins=PodSecurity,OwnerReferencesPermissionEnforcement',
-        ...audit,
+        ...auditFlags(dir),
         '--storage-media-type=application/json',
         '--v=0',
       ],
@@ -263,7 +291,7 @@ async function startApiServer(
   }
 }
 
-/** `audit`: write the audit log of ServiceAccount requests (KubeApiServer.auditLog). */
+/** `audit`: the server writes an audit log of ServiceAccount requests (auditLogOf). */
 export async function startKubeApiServer(opts: { audit?: boolean } = {}): Promise<KubeApiServer> {
   const dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-kube-'));
   const children: Child[] = [];
@@ -272,29 +300,16 @@ export async function startKubeApiServer(opts: { audit?: boolean } = {}): Promis
     rmSync(dir, { recursive: true, force: true });
   };
   try {
+    if (opts.audit) writeFileSync(join(dir, AUDIT_POLICY_FILE), AUDIT_POLICY);
     await makeCertificates(dir);
     const etcd = await startEtcd(dir);
     children.push(etcd.child);
-    const auditLog = opts.audit ? join(dir, 'audit.log') : undefined;
-    const api = await startApiServer(dir, etcd.url, auditLog);
+    const api = await startApiServer(dir, etcd.url);
     children.push(api.child);
     const kubeconfig = join(dir, 'kubeconfig');
     writeFileSync(kubeconfig, kubeconfigYaml(dir, api.url));
-    const kubectlBin = requireKubeTool('kubectl');
-    const kubectl: KubeApiServer['kubectl'] = async (args, opts = {}) => {
-      return await new Promise((resolve, reject) => {
-        const child = execFile(
-          kubectlBin,
-          ['--kubeconfig', opts.kubeconfig ?? kubeconfig, ...args],
-          { maxBuffer: 64 * 1024 * 1024 },
-          (err, stdout, stderr) => {
-            if (err) reject(new Error(`kubectl ${args.join(' ')} failed: ${stderr || err.message}`));
-            else resolve({ stdout, stderr });
-          },
-        );
-        child.stdin?.end(opts.input ?? '');
-      });
-    };
+    const kubectl: KubeApiServer['kubectl'] = (args, options = {}) => kubectlWith(kubeconfig, args, options);
+
     // Ready: /readyz through the admin credentials (bootstrap RBAC and priority classes done).
     await waitFor(
       api.child,
@@ -309,13 +324,7 @@ export async function startKubeApiServer(opts: { audit?: boolean } = {}): Promis
       },
       120_000,
     );
-    let tokens = 0;
-    const tokenKubeconfig = (token: string) => {
-      const path = join(dir, `token-kubeconfig-${++tokens}`);
-      writeFileSync(path, tokenKubeconfigYaml(dir, api.url, token), { mode: 0o600 });
-      return path;
-    };
-    return { url: api.url, kubeconfig, kubectl, tokenKubeconfig, ...(auditLog ? { auditLog } : {}), stop };
+    return { url: api.url, kubeconfig, kubectl, stop };
   } catch (err) {
     await stop();
     throw err;
