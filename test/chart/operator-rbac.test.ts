@@ -392,6 +392,34 @@ describeWithKube(
 
     it("runs the real operator with only the chart ServiceAccount's token: policy Ready with its ConfigMap, keys in their Secret, the Lease held; every request it made is in the table, none forbidden", async () => {
       expect(operatorConfig).not.toBe('');
+      // No deployment controller runs here: the chart's detect Deployment gets the status the controller
+      // would give it once rolled out (status subresource), so an operator that follows detect's rollout
+      // sees it complete.
+      const detect = await getJson<{ metadata: { generation: number }; spec: { replicas?: number } }>([
+        'get',
+        'deployment',
+        NAMES.detectDeployment,
+        '-n',
+        NS,
+      ]);
+      const replicas = detect.spec.replicas ?? 1;
+      const rolledOut = {
+        replicas,
+        updatedReplicas: replicas,
+        readyReplicas: replicas,
+        availableReplicas: replicas,
+      };
+      await kubectl([
+        'patch',
+        'deployment',
+        NAMES.detectDeployment,
+        '-n',
+        NS,
+        '--subresource=status',
+        '--type=merge',
+        '-p',
+        JSON.stringify({ status: { observedGeneration: detect.metadata.generation, ...rolledOut } }),
+      ]);
       const auditFrom = auditLines().length;
       const operator = await startOperator(operatorConfig, 'rbac-operator');
       await kubectl(['apply', '-n', NS, '-f', join(EXAMPLES, 'detectionpolicy.yaml')]);
