@@ -62,7 +62,7 @@ describe('rolloutProgress', () => {
     expect(at(2, 1, undefined).complete).toBe(false);
   });
 
-  it('is incomplete while old pods remain or new ones are not available', () => {
+  it('is incomplete while old pods remain or no new one is available', () => {
     const surge = {
       observedGeneration: 2,
       replicas: 2,
@@ -75,13 +75,23 @@ describe('rolloutProgress', () => {
       detail: '1 of 2 replica(s) updated, 1 available, 1 unavailable',
     });
     expect(
-      at(2, 3, { observedGeneration: 2, replicas: 2, updatedReplicas: 2, availableReplicas: 2 }).complete,
+      at(2, 2, { observedGeneration: 2, replicas: 2, updatedReplicas: 2, availableReplicas: 0 }).complete,
     ).toBe(false);
   });
 
-  it('is complete when every replica is updated and available', () => {
+  it('is complete when every pod is updated and one is available', () => {
     expect(
       at(2, 2, { observedGeneration: 2, replicas: 2, updatedReplicas: 2, availableReplicas: 2 }).complete,
+    ).toBe(true);
+    // An HPA scale-up after the rollout: the new pods are of the current template, still starting.
+    expect(
+      at(2, 5, {
+        observedGeneration: 2,
+        replicas: 5,
+        updatedReplicas: 5,
+        availableReplicas: 2,
+        unavailableReplicas: 3,
+      }).complete,
     ).toBe(true);
   });
 });

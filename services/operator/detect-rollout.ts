@@ -41,8 +41,10 @@ export interface RolloutProgress {
 }
 
 /**
- * Complete as `kubectl rollout status` says it: the controller has seen the current generation, and
- * every replica is updated and available, none unavailable.
+ * Complete once the new model serves every request: the controller has seen the current generation, no
+ * pod of an older template is left, and an updated pod is available. Not `kubectl rollout status`'s
+ * "every wanted replica available": an HPA scale-up (new pods starting, of the current template) would
+ * then turn the policy's Ready off although its model is in force everywhere.
  */
 export function rolloutProgress(deployment: V1Deployment): RolloutProgress {
   const generation = deployment.metadata?.generation ?? 0;
@@ -58,7 +60,7 @@ export function rolloutProgress(deployment: V1Deployment): RolloutProgress {
       detail: `generation ${generation} not yet observed by the deployment controller`,
     };
   }
-  const complete = updated >= wanted && updated === replicas && available === updated && unavailable === 0;
+  const complete = updated === replicas && (wanted === 0 || available > 0);
   return {
     complete,
     detail: `${updated} of ${replicas} replica(s) updated, ${available} available, ${unavailable} unavailable`,
