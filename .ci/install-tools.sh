@@ -23,7 +23,7 @@ fi
 # K6_VERSION in loadtests/run.ts). Takes several minutes on 2 cores the first time.
 K6_VERSION=v1.8.1
 if ! k6 version 2>/dev/null | grep -q "k6 ${K6_VERSION} "; then
-  GOBIN=/usr/local/bin go install "go.k6.io/k6@${K6_VERSION}"
+  GOBIN=/usr/local/bin go install -trimpath -ldflags "-s -w" "go.k6.io/k6@${K6_VERSION}"
 fi
 
 # redis-server for the Redis suites (quota exactness across processes, fault injection) and the
@@ -94,7 +94,7 @@ fi
 # (`go install` stamps no version into `helm version`; the module version is in the build info.)
 helm_build=$(go version -m "$TOOLS_DIR/bin/helm" 2>/dev/null || true)
 if ! grep -Eq "^\s+mod\s+helm.sh/helm/v3\s+${HELM_VERSION}\s" <<<"$helm_build"; then
-  GOBIN="$TOOLS_DIR/bin" go install "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
+  GOBIN="$TOOLS_DIR/bin" go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
 fi
 
 # Jaeger v2 (in-memory trace backend with an OTLP receiver and a query API). `go install` refuses the
@@ -104,7 +104,7 @@ if [[ ! -x "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}" ]]; then
   jaeger_src=$(go mod download -json "github.com/jaegertracing/jaeger@${JAEGER_VERSION}" | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
   build_dir=$(mktemp -d)
   cp -r "$jaeger_src/." "$build_dir" && chmod -R u+w "$build_dir"
-  (cd "$build_dir" && go build -o "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}.tmp" ./cmd/jaeger)
+  (cd "$build_dir" && go build -trimpath -ldflags "-s -w" -o "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}.tmp" ./cmd/jaeger)
   mv "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}.tmp" "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}"
   rm -rf "$build_dir"
 fi
