@@ -8,12 +8,16 @@
 // Variants are interleaved round by round (the machine is shared: conditions drift over a minute), and a
 // fresh server is started for every variant in every round.
 //
-//   variant := name[@dist|@tsx|@<dir holding a built services/>][:VAR=value,VAR=value]
+//   variant := name[@dist|@tsx|@<dir holding a built services/>][:VAR=value,VAR=value] (VAR= unsets)
+//   Every server gets MALLOC_ARENA_MAX=2, as npm start and the image set it.
 //   options: --seconds N (per concurrency, default 6), --rounds N (default 2), --uploads (also 8
-//            concurrent ~49 MB PNG uploads: peak RSS), --concurrency 1,8 (default)
+//            concurrent ~49 MB PNG uploads: peak RSS), --concurrency 1,8 (default), --threads (CPU per
+//            request split by thread name: MainThread, WorkerThread = scoring workers with their ONNX
+//            threads, libvips worker, libuv-worker, V8Worker = garbage collection helpers)
 // Example: npx tsx bench/detect-cost.ts base 'w1:SCORING_WORKERS=1' 'src@tsx'
 
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { type Child, spawnChild } from '../test/support/children.ts';
 import { listeningPort, ROOT } from '../test/support/server-process.ts';
@@ -28,7 +32,14 @@ interface Variant {
 }
 
 function parseArgs(argv: string[]) {
-  const opts = { seconds: 6, rounds: 2, uploads: false, threads: false, concurrency: [1, 8], variants: [] as Variant[] };
+  const opts = {
+    seconds: 6,
+    rounds: 2,
+    uploads: false,
+    threads: false,
+    concurrency: [1, 8],
+    variants: [] as Variant[],
+  };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] as string;
     if (arg === '--seconds') opts.seconds = Number(argv[++i]);
@@ -48,7 +59,10 @@ function parseVariant(spec: string): Variant {
   const [name, runner = 'dist'] = head.split('@') as [string, string?];
   const env: Record<string, string> = {};
   if (colon >= 0) {
-    for (const pair of spec.slice(colon + 1).split(',').filter(Boolean)) {
+    for (const pair of spec
+      .slice(colon + 1)
+      .split(',')
+      .filter(Boolean)) {
       const eq = pair.indexOf('=');
       env[pair.slice(0, eq)] = pair.slice(eq + 1);
     }
@@ -89,21 +103,25 @@ async function start(v: Variant): Promise<{ child: Child; url: string }> {
     v.runner === 'tsx'
       ? ['--import', 'tsx', 'services/all-in-one/server.ts']
       : [join(v.runner, 'services/all-in-one/server.js')];
-  const child = spawnChild(v.name, process.execPath, args, {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      TSX_DISABLE_CACHE: '1',
-      HOST: '127.0.0.1',
-      PORT: '0',
-      ANON_PER_MINUTE: '1000000',
-      ANON_PER_DAY: '1000000',
-      ACCOUNTS_FILE: `/tmp/detect-cost-accounts-${process.pid}.json`,
-      ...v.env,
-    },
-  });
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    // As npm start and the image (services/Dockerfile) set them.
+    TSX_DISABLE_CACHE: '1',
+    MALLOC_ARENA_MAX: '2',
+    HOST: '127.0.0.1',
+    PORT: '0',
+    ANON_PER_MINUTE: '1000000',
+    ANON_PER_DAY: '1000000',
+    ACCOUNTS_FILE: join(accountsDir, 'accounts.json'),
+    ...v.env,
+  };
+  // `VAR=` in a variant removes VAR (e.g. `MALLOC_ARENA_MAX=`: glibc's default).
+  for (const [k, value] of Object.entries(v.env)) if (value === '') delete env[k];
+  const child = spawnChild(v.name, process.execPath, args, { cwd: ROOT, env });
   try {
-    const port = await listeningPort(child);
+    const port = await listeningPort(child).catch((err: Error) => {
+      throw new Error(`${err.message}:\n${child.output()}`);
+    });
     const url = `http://127.0.0.1:${port}`;
     for (let i = 0; ; i++) {
       const status = await fetch(`${url}/internal/ready`).then(
@@ -130,6 +148,8 @@ interface Figures {
 }
 
 const opts = parseArgs(process.argv.slice(2));
+const accountsDir = mkdtempSync(join(tmpdir(), 'detect-cost-'));
+process.on('exit', () => rmSync(accountsDir, { recursive: true, force: true }));
 const images = await benchImages();
 const bodies = images.map((i) => i.jpeg);
 const big = opts.uploads ? await largePng() : undefined;
@@ -152,7 +172,13 @@ for (let round = 1; round <= opts.rounds; round++) {
         }, 10);
         const threads0 = threadCpu(pid);
         const cpu0 = cpuMs(pid);
-        const load = await runLoad({ url, bodies, contentType: 'image/jpeg', concurrency, seconds: opts.seconds });
+        const load = await runLoad({
+          url,
+          bodies,
+          contentType: 'image/jpeg',
+          concurrency,
+          seconds: opts.seconds,
+        });
         const cpu1 = cpuMs(pid);
         if (opts.threads) {
           const n = load.requests + load.failures;
@@ -162,7 +188,9 @@ for (let round = 1; round <= opts.rounds; round++) {
             byName.set(name, (byName.get(name) ?? 0) + (ms - (threads0.get(key) ?? 0)) / n);
           }
           const top = [...byName].filter(([, ms]) => ms >= 0.05).sort((a, b) => b[1] - a[1]);
-          console.log(`  c${concurrency} ms/req by thread: ${top.map(([k, ms]) => `${k} ${ms.toFixed(2)}`).join(', ')}`);
+          console.log(
+            `  c${concurrency} ms/req by thread: ${top.map(([k, ms]) => `${k} ${ms.toFixed(2)}`).join(', ')}`,
+          );
         }
         clearInterval(sampler);
         peak = Math.max(peak, rssMiB(pid));
@@ -186,7 +214,8 @@ for (let round = 1; round <= opts.rounds; round++) {
         const statuses = await Promise.all(Array.from({ length: 8 }, () => postOnce(url, big, 'image/png')));
         clearInterval(sampler);
         row.uploadPeak = Math.max(peak, rssMiB(pid));
-        if (statuses.some((s) => s.status !== 200)) console.log(`  uploads: ${statuses.map((s) => s.status)}`);
+        if (statuses.some((s) => s.status !== 200))
+          console.log(`  uploads: ${statuses.map((s) => s.status)}`);
       }
       (rows.get(v.name) ?? rows.set(v.name, []).get(v.name))?.push(row);
       console.log(`round ${round} ${v.name}: ${describe(row)}`);
