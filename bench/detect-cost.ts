@@ -15,6 +15,8 @@
 //            request split by thread name: MainThread, WorkerThread = scoring workers with their ONNX
 //            threads, libvips worker, libuv-worker, V8Worker = garbage collection helpers)
 // Example: npx tsx bench/detect-cost.ts base 'w1:SCORING_WORKERS=1' 'src@tsx'
+// To compare builds, copy dist/ before a change to .bench-dist/<name> (inside the checkout, so that its
+// imports find node_modules; git and Biome ignore it) and name it: 'before@.bench-dist/<name>'.
 
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
