@@ -12,7 +12,12 @@ NPM_VERSION=11.21.2
 TAG="nsfwdetector-base:node${NODE_VERSION}-bookworm"
 TARBALL="$TOOLS_DIR/docker-base/node${NODE_VERSION}-bookworm.tar"
 
-if docker image inspect "$TAG" >/dev/null 2>&1; then
+# --rootfs-only: make the cached root filesystem tarball and stop (no Docker needed). .ci/run runs it in
+# the background while the Go tools compile: debootstrap spends its time on downloads, not CPU.
+rootfs_only=""
+[[ "${1:-}" == --rootfs-only ]] && rootfs_only=1
+
+if [[ -z "$rootfs_only" ]] && docker image inspect "$TAG" >/dev/null 2>&1; then
   echo "$TAG"
   exit 0
 fi
@@ -39,6 +44,7 @@ if [[ ! -s "$TARBALL" ]]; then
   tar -C "$work/rootfs" -cf "$TARBALL.tmp" .
   mv "$TARBALL.tmp" "$TARBALL"
 fi
+[[ -n "$rootfs_only" ]] && exit 0
 docker import --change 'ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin' \
   --change 'CMD ["node"]' "$TARBALL" "$TAG-rootfs" >&2
 # The machine's CA bundle (NODE_EXTRA_CA_CERTS or the system's), so that `npm ci` in the build stage trusts

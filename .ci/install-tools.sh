@@ -23,7 +23,7 @@ fi
 # K6_VERSION in loadtests/run.ts). Takes several minutes on 2 cores the first time.
 K6_VERSION=v1.8.1
 if ! k6 version 2>/dev/null | grep -q "k6 ${K6_VERSION} "; then
-  GOBIN=/usr/local/bin go install "go.k6.io/k6@${K6_VERSION}"
+  GOBIN=/usr/local/bin go install -trimpath -ldflags "-s -w" "go.k6.io/k6@${K6_VERSION}"
 fi
 
 # redis-server for the Redis suites (quota exactness across processes, fault injection) and the
@@ -56,15 +56,33 @@ if [[ ! -x "${st_venv}/bin/st" ]]; then
   "${st_venv}/bin/pip" install --quiet --disable-pip-version-check "schemathesis==${SCHEMATHESIS_VERSION}"
 fi
 
+# The Python peer of `npm run bench` (bench/python-peer/server.py: Starlette, uvicorn, onnxruntime, pyvips
+# with its libvips wheel, so no system package), in its own venv named after the pinned requirements'
+# hash (bench/python-peer/venv.ts looks there). --no-deps + pip check: every package is pinned in the file.
+peer_reqs="$(dirname "$0")/../bench/python-peer/requirements.txt"
+peer_venv="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}/python-peer-$(sha256sum "$peer_reqs" | cut -c1-12)"
+if [[ ! -f "${peer_venv}/.installed" ]]; then
+  rm -rf "$peer_venv"
+  python3 -m venv "$peer_venv"
+  "${peer_venv}/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$peer_reqs"
+  "${peer_venv}/bin/pip" check --disable-pip-version-check >/dev/null
+  touch "${peer_venv}/.installed"
+fi
+
 # onnxruntime's quantisation tools for the opt-in int8 model (`npm run models:int8`, models/quantise.ts),
 # in their own venv in the tools cache; the same onnxruntime version as onnxruntime-node. Keep the
 # version in step with ORT_QUANTISATION_VERSION in models/quantise.ts (the venv's name carries it).
+# --no-deps + pip check: every package is pinned here.
 ORT_QUANTISATION_VERSION=1.30.0
 quant_venv="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}/quantise-ort-${ORT_QUANTISATION_VERSION}"
-if ! "${quant_venv}/bin/python" -c 'import onnxruntime.quantization, onnx' 2>/dev/null; then
+if [[ ! -f "${quant_venv}/.installed" ]]; then
+  rm -rf "$quant_venv"
   python3 -m venv "$quant_venv"
-  "${quant_venv}/bin/pip" install --quiet --disable-pip-version-check \
-    "onnxruntime==${ORT_QUANTISATION_VERSION}" onnx==1.23.2 numpy==2.4.6 protobuf==7.36.2 ml_dtypes==0.6.0
+  "${quant_venv}/bin/pip" install --quiet --disable-pip-version-check --no-deps \
+    "onnxruntime==${ORT_QUANTISATION_VERSION}" onnx==1.23.2 numpy==2.4.6 protobuf==7.36.2 ml_dtypes==0.6.0 \
+    flatbuffers==25.12.19 packaging==26.3 typing_extensions==4.16.0
+  "${quant_venv}/bin/pip" check --disable-pip-version-check >/dev/null
+  touch "${quant_venv}/.installed"
 fi
 
 # --- Cluster-mode stack (npm run stack, test/e2e): Envoy, Helm, Jaeger, promtool ------------------------
@@ -92,7 +110,7 @@ fi
 # (`go install` stamps no version into `helm version`; the module version is in the build info.)
 helm_build=$(go version -m "$TOOLS_DIR/bin/helm" 2>/dev/null || true)
 if ! grep -Eq "^\s+mod\s+helm.sh/helm/v3\s+${HELM_VERSION}\s" <<<"$helm_build"; then
-  GOBIN="$TOOLS_DIR/bin" go install "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
+  GOBIN="$TOOLS_DIR/bin" go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
 fi
 
 # Jaeger v2 (in-memory trace backend with an OTLP receiver and a query API). `go install` refuses the
@@ -102,7 +120,7 @@ if [[ ! -x "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}" ]]; then
   jaeger_src=$(go mod download -json "github.com/jaegertracing/jaeger@${JAEGER_VERSION}" | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
   build_dir=$(mktemp -d)
   cp -r "$jaeger_src/." "$build_dir" && chmod -R u+w "$build_dir"
-  (cd "$build_dir" && go build -o "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}.tmp" ./cmd/jaeger)
+  (cd "$build_dir" && go build -trimpath -ldflags "-s -w" -o "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}.tmp" ./cmd/jaeger)
   mv "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}.tmp" "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}"
   rm -rf "$build_dir"
 fi

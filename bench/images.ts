@@ -1,5 +1,6 @@
 // The benchmark's images: corpus photos re-encoded at about one megapixel, the size the latency target
-// speaks of, plus their decoded RGB for the nsfwjs baseline. Built in memory on every run.
+// speaks of (and at three, for the Python peer's comparison), plus their decoded RGB for the nsfwjs
+// baseline. Built in memory on every run.
 
 import { readFileSync } from 'node:fs';
 import sharp from 'sharp';
@@ -7,6 +8,7 @@ import { fixture } from '../test/fixtures/corpus.ts';
 
 const SOURCES = ['2569067123_aca715a2ee_o.jpg', 'flowers.jpeg', 'Landscape_1.jpg', 'concert.jpg'];
 export const ONE_MP = { width: 1155, height: 866 };
+export const THREE_MP = { width: 2000, height: 1500 };
 
 export interface BenchImage {
   name: string;
@@ -16,12 +18,12 @@ export interface BenchImage {
   height: number;
 }
 
-export async function benchImages(): Promise<BenchImage[]> {
+export async function benchImages(size: { width: number; height: number } = ONE_MP): Promise<BenchImage[]> {
   return Promise.all(
     SOURCES.map(async (name) => {
       const jpeg = await sharp(readFileSync(fixture(name)))
         .rotate()
-        .resize(ONE_MP.width, ONE_MP.height, { fit: 'cover' })
+        .resize(size.width, size.height, { fit: 'cover' })
         .jpeg({ quality: 85 })
         .toBuffer();
       const { data, info } = await sharp(jpeg).removeAlpha().raw().toBuffer({ resolveWithObject: true });

@@ -1,7 +1,8 @@
 // The cost of the edge: the same detect load through the cluster stack (Envoy → ext_authz to the
 // quota service on Redis → detect) beside the embedded process (`npm start`), in alternating rounds of
 // the same run (this VM's speed drifts over tens of seconds). The stack runs as `npm run stack` does,
-// tracing included (Envoy samples every request; the services export their spans to Jaeger).
+// once with tracing off (the edge alone: Envoy, ext_authz, Redis) and once with every request traced
+// (Envoy samples all; the services export their spans to Jaeger).
 
 import { readFileSync } from 'node:fs';
 import { type ChildName, startStack } from '../services/stack/stack.ts';
@@ -21,6 +22,20 @@ function cpuMs(pid: number): number {
 /** The stack's processes a detect request passes through (health is not on the path). */
 const ON_THE_PATH: ChildName[] = ['envoy', 'quota', 'redis', 'detect', 'jaeger'];
 
+/** One tracing setting of the stack: Envoy samples this share, the services follow (parent-based). */
+interface TracingMode {
+  label: string;
+  traceSampleRatio: string;
+}
+
+const MODES: TracingMode[] = [
+  { label: 'tracing off', traceSampleRatio: '0' },
+  { label: 'every request traced', traceSampleRatio: '1' },
+];
+const ROUNDS = 3;
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+
 export async function stackFigures(opts: {
   /** The embedded server's detect URL (already warm). */
   embeddedUrl: string;
@@ -32,7 +47,24 @@ export async function stackFigures(opts: {
 }): Promise<Array<[string, string]>> {
   const missing = missingTools(['helm', 'envoy', 'jaeger']);
   if (missing) return [['(e) through the cluster edge', `skipped: ${missing}`]];
-  const stack = await startStack({ port: 0, env: { ...process.env, ...opts.env } });
+  const lines: Array<[string, string]> = [];
+  for (const mode of MODES) lines.push(...(await figuresFor(mode, opts)));
+  return lines;
+}
+
+/**
+ * The stack started with one tracing mode; ROUNDS rounds, each: embedded then edge at concurrency 8
+ * (CPU per request of every process on the path), then embedded then edge at concurrency 1 (p50).
+ * Medians over the rounds.
+ */
+async function figuresFor(
+  mode: TracingMode,
+  opts: Parameters<typeof stackFigures>[0],
+): Promise<Array<[string, string]>> {
+  const stack = await startStack({
+    port: 0,
+    env: { ...process.env, ...opts.env, TRACE_SAMPLE_RATIO: mode.traceSampleRatio },
+  });
   try {
     const edgeUrl = `${stack.edgeUrl}/api/public/detect`;
     const load = (url: string, concurrency: number) =>
@@ -44,61 +76,60 @@ export async function stackFigures(opts: {
         seconds: opts.seconds / 2,
       });
     await load(edgeUrl, 2); // warm-up: connections, the detect workers
-    const rounds = 2;
-    const sum = { e8: 0, s8: 0, e8n: 0, s8n: 0, failures: 0 };
-    // CPU per request at concurrency 8: on 2 cores saturated by inference, every CPU-millisecond the
-    // edge spends per request is throughput lost.
     const stackPids = ON_THE_PATH.map((name) => stack.child(name).pid);
-    const cpu = { embedded: 0, stack: ON_THE_PATH.map(() => 0) };
     const measured = async <T>(pids: number[], run: () => Promise<T>) => {
       const before = pids.map(cpuMs);
       const result = await run();
       return { result, cpu: pids.map((pid, i) => cpuMs(pid) - (before[i] as number)) };
     };
-    const p50 = { e1: [] as number[], s1: [] as number[] };
-    for (let round = 0; round < rounds; round++) {
+    const per = { e8: [] as number[], s8: [] as number[], e1: [] as number[], s1: [] as number[] };
+    const ratios: number[] = [];
+    const cpuEmbedded: number[] = [];
+    const cpuStack: number[][] = ON_THE_PATH.map(() => []);
+    let failures = 0;
+    let served = 0;
+    for (let round = 0; round < ROUNDS; round++) {
       const { result: e8, cpu: eCpu } = await measured([opts.embeddedPid], () => load(opts.embeddedUrl, 8));
       const { result: s8, cpu: sCpu } = await measured(stackPids, () => load(edgeUrl, 8));
-      cpu.embedded += eCpu[0] as number;
-      sCpu.forEach((ms, i) => {
-        cpu.stack[i] = (cpu.stack[i] as number) + ms;
-      });
       const e1 = await load(opts.embeddedUrl, 1);
       const s1 = await load(edgeUrl, 1);
-      sum.e8 += e8.requests;
-      sum.e8n += e8.requests / e8.perSecond;
-      sum.s8 += s8.requests;
-      sum.s8n += s8.requests / s8.perSecond;
-      sum.failures += s8.failures + s1.failures;
-      p50.e1.push(e1.p50);
-      p50.s1.push(s1.p50);
+      per.e8.push(e8.perSecond);
+      per.s8.push(s8.perSecond);
+      ratios.push(s8.perSecond / e8.perSecond);
+      per.e1.push(e1.p50);
+      per.s1.push(s1.p50);
+      cpuEmbedded.push((eCpu[0] as number) / e8.requests);
+      sCpu.forEach((ms, i) => {
+        cpuStack[i]?.push(ms / s8.requests);
+      });
+      failures += s8.failures + s1.failures + e8.failures + e1.failures;
+      served += s8.requests + s1.requests;
     }
-    const embedded8 = sum.e8 / sum.e8n;
-    const edge8 = sum.s8 / sum.s8n;
-    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
-    const perRequest = (ms: number, requests: number) => fmt(ms / requests, 2);
-    const stackCpu = cpu.stack.reduce((a, b) => a + b, 0);
-    const e1 = median(p50.e1);
-    const s1 = median(p50.s1);
+    const stackCpu = cpuStack.map(median);
+    const e1 = median(per.e1);
+    const s1 = median(per.s1);
+    const tag = `(e, ${mode.label})`;
     return [
-      ['(e) embedded, concurrency 8 (rounds beside the edge)', `${fmt(embedded8)} req/s`],
       [
-        '(e) through Envoy (stack), concurrency 8',
-        `${fmt(edge8)} req/s (${sum.s8} ok, ${sum.failures} failed)`,
+        `${tag} req/s at concurrency 8, embedded vs through Envoy`,
+        `${fmt(median(per.e8))} vs ${fmt(median(per.s8))} (${served} served through Envoy, ${failures} failed)`,
       ],
       [
-        '(e) through Envoy / embedded, req/s at concurrency 8',
-        `${fmt((100 * edge8) / embedded8)} %  (target ≥ 90 %)`,
+        `${tag} through Envoy / embedded at concurrency 8`,
+        `${fmt(100 * median(ratios))} %  (target ≥ 90 %; rounds ${ratios.map((r) => fmt(100 * r)).join(', ')} %)`,
       ],
       [
-        '(e) p50 at concurrency 1, embedded vs through Envoy',
-        `${fmt(e1)} ms vs ${fmt(s1)} ms: +${fmt(s1 - e1, 2)} ms at the edge  (target ≤ 2 ms)`,
+        `${tag} p50 at concurrency 1, embedded vs through Envoy`,
+        `${fmt(e1)} ms vs ${fmt(s1)} ms: +${fmt(s1 - e1, 2)} ms at the edge  (target ≤ 2 ms; rounds ${per.s1
+          .map((s, i) => `+${fmt(s - (per.e1[i] as number))}`)
+          .join(', ')} ms)`,
       ],
       [
-        '(e) CPU ms per request at concurrency 8, embedded vs stack',
-        `${perRequest(cpu.embedded, sum.e8)} vs ${perRequest(stackCpu, sum.s8)} (${ON_THE_PATH.map(
-          (name, i) => `${name} ${perRequest(cpu.stack[i] as number, sum.s8)}`,
-        ).join(', ')})`,
+        `${tag} CPU ms per request at concurrency 8, embedded vs stack`,
+        `${fmt(median(cpuEmbedded), 2)} vs ${fmt(
+          stackCpu.reduce((a, b) => a + b, 0),
+          2,
+        )} (${ON_THE_PATH.map((name, i) => `${name} ${fmt(stackCpu[i] as number, 2)}`).join(', ')})`,
       ],
     ];
   } finally {

@@ -11,6 +11,7 @@ import { createAuthorizer } from '../services/quota/app.ts';
 import { openStores } from '../services/quota/stores/open-stores.ts';
 import { fixture } from './fixtures/corpus.ts';
 import { childEnv } from './support/children.ts';
+import { policyMount, policyText } from './support/policy-mount.ts';
 import { RedisServer } from './support/redis-server.ts';
 import { ROOT, type ServerProcess, startServer } from './support/server-process.ts';
 import { describeWithTool, REDIS_SERVER } from './support/tools.ts';
@@ -201,6 +202,19 @@ describeWithTool(REDIS_SERVER, 'admin CLI with Redis', () => {
     expect(usage.usage.day).toMatchObject({ used: 3, limit: 10_000, remaining: 9_997 });
     const text = await admin(env, 'usage', 'r@example.com');
     expect(text.stdout).toMatch(/today: +3\/10000 used/);
+
+    // With the operator's policy mounted, the limits shown are the policy's, as the servers apply them.
+    const mount = policyMount(policyText({ generation: 1, tiers: { pro: { perMinute: 60, perDay: 500 } } }));
+    try {
+      const withPolicy = await adminJson<{
+        limits: { perDay: number };
+        usage: { day: { used: number; limit: number } };
+      }>({ ...env, POLICY_FILE: mount.file }, 'usage', 'r@example.com');
+      expect(withPolicy.limits).toEqual({ perMinute: 60, perDay: 500 });
+      expect(withPolicy.usage.day).toMatchObject({ used: 3, limit: 500 });
+    } finally {
+      mount.remove();
+    }
   });
 
   it('fails clearly when Redis is unreachable', async () => {

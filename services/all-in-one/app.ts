@@ -2,6 +2,7 @@
 // quota checks. The cluster wires the same plugins into separate processes behind Envoy.
 
 import type { FastifyInstance } from 'fastify';
+import { policyForApp } from '../common/policy-in-force.ts';
 import { createRootApp, type RootAppOptions } from '../common/root-app.ts';
 import detectApp from '../detect/app.ts';
 import { intakeLimitsFrom } from '../detect/intake.ts';
@@ -28,17 +29,22 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   const { config } = deps;
   const app = createRootApp({ config, logger: deps.logger, logStream: deps.logStream });
   const gate = new WorkGate(config.concurrency);
+  // POLICY_FILE (a policy file, as the operator renders it): thresholds, limits and the upload limit
+  // from the next request on, as in the cluster's services.
+  const policy = policyForApp(app, config);
+  const live: EmbeddedDeps = { ...deps, limits: deps.limits ?? policy.limits };
   // First: the OpenAPI document collects the routes registered after it.
   await registerOpenApi(app);
   await app.register(healthApp);
   await app.register(detectApp, {
     model: deps.model,
-    authorizer: createAuthorizer(deps, app.log),
+    authorizer: createAuthorizer(live, app.log),
     gate,
-    thresholds: config.thresholds,
+    thresholds: policy.thresholds,
     intake: intakeLimitsFrom(config),
+    maxFileBytes: policy.maxFileBytes,
     limits: config.limits,
   });
-  await registerConsole(app, deps);
+  await registerConsole(app, live);
   return { app, gate };
 }

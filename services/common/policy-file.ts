@@ -2,6 +2,8 @@
 // (POLICY_FILE). One JSON document; parsing validates it fully so a bad file is refused as a whole
 // and the last good policy stays in force.
 
+import type { ModelName } from '../detect/model/classifier.ts';
+
 export interface Limits {
   perMinute: number;
   perDay: number;
@@ -18,6 +20,12 @@ export interface PolicyDocument {
 }
 
 export const POLICY_FILE_KEY = 'policy.json';
+
+/** The policy's model names (DetectionPolicy spec.model) as the services' MODEL names them. */
+export const POLICY_MODELS: Record<PolicyDocument['model'], ModelName> = {
+  MobileNetV2: 'mobilenet_v2',
+  InceptionV3: 'inception_v3',
+};
 
 function num(v: unknown, what: string, min: number, max = Number.POSITIVE_INFINITY): number {
   if (typeof v !== 'number' || !Number.isFinite(v) || v < min || v > max) {

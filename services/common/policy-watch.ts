@@ -27,8 +27,12 @@ export class PolicyWatch {
     this.reload();
     try {
       this.#watcher = watch(dirname(path), () => this.reload());
-      this.#watcher.on('error', () => undefined);
-    } catch {
+      this.#watcher.on('error', (err) =>
+        this.log.error({ err, path }, `policy directory watch failed; reading the file every ${pollMs} ms`),
+      );
+    } catch (err) {
+      // The poll below still applies changes, only later.
+      this.log.error({ err, path }, `policy directory not watchable; reading the file every ${pollMs} ms`);
       this.#watcher = undefined;
     }
     this.#timer = setInterval(() => this.reload(), pollMs);

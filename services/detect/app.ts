@@ -25,6 +25,8 @@ export interface DetectOptions {
   /** Read once per request: a policy change applies to the next request, never to one in flight. */
   thresholds: Thresholds | (() => Thresholds);
   intake: IntakeLimits;
+  /** The upload limit in force, read once per request (a policy can lower `intake.maxBytes`). */
+  maxFileBytes?: () => number;
   limits: DimensionLimits;
 }
 
@@ -116,6 +118,7 @@ function headerValue(value: string | string[] | undefined): string | undefined {
 async function detect(request: FastifyRequest, _reply: FastifyReply, opts: DetectOptions) {
   // The policy as the request arrives: a policy change mid-request never changes this request's answer.
   const thresholds = typeof opts.thresholds === 'function' ? opts.thresholds() : opts.thresholds;
+  const intakeLimits = opts.maxFileBytes ? { ...opts.intake, maxBytes: opts.maxFileBytes() } : opts.intake;
   const intake = await inSpan('intake', {}, async (span) => {
     const admission = request.admission;
     const budget = admission && {
@@ -125,7 +128,7 @@ async function detect(request: FastifyRequest, _reply: FastifyReply, opts: Detec
     const result = await readImage(
       request.body as Readable | undefined,
       request.headers,
-      opts.intake,
+      intakeLimits,
       budget,
     );
     span.setAttribute('image.bytes', result.bytes.length);

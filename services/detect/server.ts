@@ -4,13 +4,13 @@
 // Ready (/internal/ready) once the model is loaded and every scoring worker has scored a warm-up image.
 
 import { loadConfigOrExit } from '../common/config.ts';
-import { PolicyWatch } from '../common/policy-watch.ts';
 import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
 
 const config = loadConfigOrExit('nsfwdetector detect');
 await startTelemetry({ serviceName: 'nsfwdetector-detect', sampleRatio: config.traceSampleRatio });
 
 const { createRootApp } = await import('../common/root-app.ts');
+const { policyForApp } = await import('../common/policy-in-force.ts');
 const { createDetectMetrics, createHttpMetrics, instrumentHttp } = await import('../common/metrics.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
 const { closeConnectionsWhenDraining } = await import('../common/drain.ts');
@@ -30,14 +30,21 @@ const model = new ModelSlot();
 instrumentHttp(app, http);
 closeConnectionsWhenDraining(app);
 requireEdgeIdentity(app, { secret: config.edgeSecret });
-// POLICY_FILE (the operator's ConfigMap, mounted): its thresholds win over the configuration's.
-const policy = config.policyFile ? new PolicyWatch(config.policyFile, app.log) : undefined;
+// POLICY_FILE (the operator's ConfigMap, mounted): its thresholds and upload limit win over the
+// configuration's, from the next request on.
+const policy = policyForApp(app, config);
+// The model too, but only at boot: one source of truth, the DetectionPolicy's spec.model (its file wins
+// over MODEL, which applies only while no valid file is mounted). A model is loaded once per process;
+// when spec.model changes the operator rolls this Deployment (pod-template annotation
+// nsfwdetector.io/model) and the new pods read the new file here.
+const modelName = policy.model();
 await app.register(detectApp, {
   model,
   authorizer: new EdgeAuthorizer(),
   gate,
-  thresholds: () => policy?.current()?.thresholds ?? config.thresholds,
+  thresholds: policy.thresholds,
   intake: intakeLimitsFrom(config),
+  maxFileBytes: policy.maxFileBytes,
   limits: config.limits,
 });
 
@@ -45,22 +52,24 @@ installShutdown({
   log: app.log,
   graceMs: config.shutdownGraceMs,
   // New detect requests get 503/5001 from the gate, in-flight ones finish, then the rest closes.
-  steps: [
-    async () => gate.close(),
-    () => app.close(),
-    () => model.close(),
-    async () => policy?.close(),
-    () => stopTelemetry(),
-  ],
+  steps: [async () => gate.close(), () => app.close(), () => model.close(), () => stopTelemetry()],
 });
 
 await app.listen({ port: config.detectPort, host: config.host });
 app.log.info({ service: 'detect', port: (app.server.address() as { port: number }).port }, 'listening');
 try {
   const started = performance.now();
-  const scorer = await loadScorer(config, (err) => app.log.error({ err }, 'scoring worker replaced'));
+  const scorer = await loadScorer({ ...config, model: modelName }, (err) =>
+    app.log.error({ err }, 'scoring worker replaced'),
+  );
   model.fill(new MeteredScorer(scorer, metrics));
-  app.log.info({ model: config.model, ms: Math.round(performance.now() - started) }, 'model loaded; ready');
+  app.log.info(
+    {
+      model: modelName,
+      ms: Math.round(performance.now() - started),
+    },
+    'model loaded; ready',
+  );
 } catch (err) {
   app.log.fatal({ err }, 'model failed to load');
   process.exit(1);

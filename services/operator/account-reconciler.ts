@@ -1,7 +1,8 @@
 // ApiAccount → an account in the quota store (Redis) with one key per spec.keys entry; each key's secret
 // goes once into the Secret `<name>-keys` (owned by the ApiAccount), only its hash into the store. Keys
 // no longer listed are revoked (the very next request with them is 401/4011: resolveKey reads the store
-// on every call). Deletion revokes every key of the account, then releases the finalizer.
+// on every call). Deletion removes the account and every key of it from the store, then releases the
+// finalizer.
 // Level-triggered: the store and the Secret are compared on every pass; an active key whose secret is
 // not in the Secret (a crash between issuing and writing) is revoked and issued again.
 
@@ -54,14 +55,13 @@ export async function reconcileAccount(kube: Kube, store: AccountStore, cr: Cust
   const finalizers = cr.metadata.finalizers ?? [];
   if (cr.metadata.deletionTimestamp) {
     if (!finalizers.includes(ACCOUNT_FINALIZER)) return 'gone';
+    // One step in the store: the keys stop resolving and the account record goes with them. A pass
+    // that finds no account (deleted by an earlier pass that failed later) just releases the finalizer.
     const account = await store.findAccountByEmail(email);
     let revoked = 0;
     if (account) {
-      for (const key of await store.listKeys(account.id)) {
-        if (key.revokedAt) continue;
-        await store.revokeKey(key.id, account.id);
-        revoked++;
-      }
+      revoked = (await store.listKeys(account.id)).filter((k) => !k.revokedAt).length;
+      await store.deleteAccount(account.id);
     }
     await event(
       kube,
@@ -69,7 +69,9 @@ export async function reconcileAccount(kube: Kube, store: AccountStore, cr: Cust
       ACCOUNT_KIND,
       'Normal',
       'Revoked',
-      `All keys of ${email} revoked (${revoked}); finalizer released`,
+      account
+        ? `Account ${account.id} of ${email} removed with its keys (${revoked} active); finalizer released`
+        : `No account for ${email} left in the store; finalizer released`,
     );
     await applyFinalizers(kube, ACCOUNT_PLURAL, ACCOUNT_KIND, cr, []);
     return 'finalized';

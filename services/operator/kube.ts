@@ -2,6 +2,7 @@
 // (objects and status), Events, conditions.
 
 import {
+  type AppsV1Api,
   type CoreV1Api,
   type CustomObjectsApi,
   type KubernetesObject,
@@ -31,6 +32,7 @@ export interface CustomResource extends KubernetesObject {
 
 export interface Kube {
   objects: KubernetesObjectApi;
+  apps: AppsV1Api;
   custom: CustomObjectsApi;
   core: CoreV1Api;
 }

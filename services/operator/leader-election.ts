@@ -2,6 +2,10 @@
 // renews spec.renewTime every retry period; a candidate takes the Lease over only when it has not been
 // renewed for leaseDurationSeconds. Every write carries the read resourceVersion, so two candidates
 // racing for an expired Lease cannot both win (the loser gets 409 Conflict).
+// A leader that cannot reach the API server (restarted, network) keeps leading until its renew deadline
+// (shorter than the Lease, counted from the start of its last successful renewal, so it stops before
+// any standby may take over), then steps down and stays a candidate: when the API server answers
+// again it re-takes its own Lease, or follows whoever took it.
 
 import { type CoordinationV1Api, type V1Lease, V1MicroTime } from '@kubernetes/client-node';
 
@@ -11,6 +15,8 @@ export interface LeaderElectionOptions {
   name: string;
   identity: string;
   leaseDurationSeconds: number;
+  /** How long a leader keeps leading without a successful renewal (client-go: RenewDeadline). */
+  renewDeadlineMs: number;
   retryPeriodMs: number;
   onStartedLeading: () => void;
   onStoppedLeading: () => void;
@@ -22,8 +28,23 @@ function status(err: unknown): number | undefined {
   return typeof code === 'number' ? code : undefined;
 }
 
+/** The promise's outcome, or a rejection after `ms` (the promise itself runs on, ignored). */
+async function within<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer from the API server within ${ms} ms`)), ms);
+  });
+  promise.catch(() => undefined);
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export class LeaderElection {
   #leading = false;
+  #renewedAt = 0;
   #stopped = false;
   #timer: NodeJS.Timeout | undefined;
 
@@ -39,16 +60,20 @@ export class LeaderElection {
 
   async #tick(): Promise<void> {
     if (this.#stopped) return;
+    const attempt = Date.now();
     try {
-      const held = await this.#tryAcquireOrRenew();
+      // Bounded like client-go's renew: a request that hangs must not keep a leader past its deadline.
+      const held = await within(this.#tryAcquireOrRenew(), this.opts.renewDeadlineMs);
+      if (held) this.#renewedAt = attempt;
       if (held && !this.#leading) {
         this.#leading = true;
         this.opts.log('became leader', { identity: this.opts.identity });
         this.opts.onStartedLeading();
       } else if (!held && this.#leading) this.#lose();
     } catch (err) {
-      this.opts.log('lease error', { err: (err as Error).message });
-      if (this.#leading) this.#lose();
+      const sinceRenewal = Date.now() - this.#renewedAt;
+      this.opts.log('lease error', { err: (err as Error).message, leading: this.#leading, sinceRenewal });
+      if (this.#leading && sinceRenewal >= this.opts.renewDeadlineMs) this.#lose();
     }
     if (!this.#stopped) this.#timer = setTimeout(() => void this.#tick(), this.opts.retryPeriodMs);
   }

@@ -1,18 +1,21 @@
 // The operator's process: configuration (services/common/config.ts for Redis, plus OPERATOR_* below),
 // the kubeconfig (KUBECONFIG or in-cluster), Lease leader election, metrics on OPERATOR_METRICS_PORT,
-// graceful shutdown on SIGTERM/SIGINT (release the Lease, finish reconciles in progress).
+// graceful shutdown on SIGTERM/SIGINT (release the Lease, finish reconciles in progress). Each
+// leadership term runs a fresh Operator (informers, queues); a lost Lease stops it and the process
+// stays a candidate.
 //   node --import tsx services/operator/main.ts
 
 import { createServer } from 'node:http';
 import { hostname } from 'node:os';
 import {
+  AppsV1Api,
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
   KubeConfig,
   KubernetesObjectApi,
 } from '@kubernetes/client-node';
-import { ConfigError, intVar, loadConfig, stringVar } from '../common/config.ts';
+import { ConfigError, intVar, loadConfig, optionalVar, stringVar } from '../common/config.ts';
 import { openStores } from '../quota/stores/open-stores.ts';
 import { LeaderElection } from './leader-election.ts';
 import { createOperatorMetrics } from './metrics.ts';
@@ -31,6 +34,7 @@ let settings: {
   retryMs: number;
   resyncMs: number;
   metricsPort: number;
+  detectDeployment: string | undefined;
 };
 let config: ReturnType<typeof loadConfig>;
 try {
@@ -44,7 +48,17 @@ try {
     retryMs: intVar(process.env, 'OPERATOR_RETRY_MS', 2_000, 100, 60_000),
     resyncMs: intVar(process.env, 'OPERATOR_RESYNC_MS', 300_000, 1_000),
     metricsPort: intVar(process.env, 'OPERATOR_METRICS_PORT', 9090, 0, 65_535),
+    detectDeployment: optionalVar(process.env, 'OPERATOR_DETECT_DEPLOYMENT'),
   };
+  if (settings.retryMs * 3 >= settings.leaseSeconds * 1000 * 2)
+    throw new ConfigError(
+      'OPERATOR_RETRY_MS must be below two thirds of OPERATOR_LEASE_SECONDS (the renew deadline): a leader renews several times before it steps down',
+    );
+  const name = settings.detectDeployment;
+  if (name !== undefined && !/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(name))
+    throw new ConfigError(
+      `OPERATOR_DETECT_DEPLOYMENT must be a Deployment name, got ${JSON.stringify(name)}`,
+    );
 } catch (err) {
   if (err instanceof ConfigError) {
     process.stderr.write(`configuration error: ${err.message}\n`);
@@ -57,20 +71,31 @@ const kc = new KubeConfig();
 kc.loadFromDefault();
 const kube = {
   objects: KubernetesObjectApi.makeApiClient(kc),
+  apps: kc.makeApiClient(AppsV1Api),
   custom: kc.makeApiClient(CustomObjectsApi),
   core: kc.makeApiClient(CoreV1Api),
 };
 const stores = await openStores(config, { clientName: 'nsfwdetector-operator', required: true });
 const metrics = createOperatorMetrics();
-const operator = new Operator({
-  kc,
-  kube,
-  namespace: settings.namespace,
-  store: stores.accountStore,
-  metrics,
-  resyncMs: settings.resyncMs,
-  log,
-});
+const newOperator = () =>
+  new Operator({
+    kc,
+    kube,
+    namespace: settings.namespace,
+    store: stores.accountStore,
+    metrics,
+    resyncMs: settings.resyncMs,
+    detectDeployment: settings.detectDeployment,
+    log,
+  });
+// Terms one after the other: a new one starts only once the previous one has stopped.
+let operator: Operator | undefined;
+let terms: Promise<void> = Promise.resolve();
+const stopTerm = async () => {
+  const current = operator;
+  operator = undefined;
+  await current?.stop();
+};
 
 let shuttingDown = false;
 async function shutdown(code: number): Promise<void> {
@@ -78,7 +103,8 @@ async function shutdown(code: number): Promise<void> {
   shuttingDown = true;
   log('shutting down', { code });
   await election.stop();
-  await operator.stop();
+  terms = terms.then(stopTerm);
+  await terms;
   await stores.close();
   server.close();
   process.exit(code);
@@ -90,18 +116,25 @@ const election = new LeaderElection({
   name: 'nsfwdetector-operator',
   identity: settings.identity,
   leaseDurationSeconds: settings.leaseSeconds,
+  // client-go's proportions (15 s Lease, 10 s deadline).
+  renewDeadlineMs: Math.round((settings.leaseSeconds * 1000 * 2) / 3),
   retryPeriodMs: settings.retryMs,
   onStartedLeading: () => {
     metrics.leader.set(1);
-    operator.start().catch((err) => {
-      log('operator failed to start', { err: (err as Error).message });
-      void shutdown(1);
+    terms = terms.then(async () => {
+      if (shuttingDown || !election.leading) return;
+      operator = newOperator();
+      await operator.start().catch((err) => {
+        log('operator failed to start', { err: (err as Error).message });
+        void shutdown(1);
+      });
     });
   },
-  // Another replica may be reconciling now: stop at once (the Deployment restarts this one as standby).
+  // Another replica may take over now: stop reconciling (reconciles in progress finish), and stay a
+  // candidate; winning the Lease again starts a new term.
   onStoppedLeading: () => {
     metrics.leader.set(0);
-    void shutdown(1);
+    terms = terms.then(stopTerm);
   },
   log,
 });

@@ -1,14 +1,21 @@
 // The operator: informers (list+watch, periodic resync) on DetectionPolicy and ApiAccount feed a
 // rate-limited work queue per kind; the reconcilers read the informer cache (level-triggered: a restart
-// lists everything again and converges). Only the Lease holder runs informers and queues.
+// lists everything again and converges). Only the Lease holder runs informers and queues; main.ts starts
+// one Operator per leadership term. With OPERATOR_DETECT_DEPLOYMENT a third informer watches that one
+// Deployment (by metadata.name, which RBAC can restrict to it): its changes requeue the policies, so a
+// rollout's status follows the Deployment's, level-triggered.
 
 import {
   type CustomObjectsApi,
   type Informer,
   type KubeConfig,
   type KubernetesListObject,
+  type KubernetesObject,
+  ListWatch,
   makeInformer,
   type ObjectCache,
+  type V1Deployment,
+  Watch,
 } from '@kubernetes/client-node';
 import type { AccountStore } from '../quota/account-store.ts';
 import { ACCOUNT_KIND, ACCOUNT_PLURAL, reconcileAccount } from './account-reconciler.ts';
@@ -24,14 +31,23 @@ export interface OperatorOptions {
   store: AccountStore;
   metrics: OperatorMetrics;
   resyncMs: number;
+  /** The detect Deployment a model change rolls (the chart's `<release>-detect`); none: no rollouts. */
+  detectDeployment?: string | undefined;
   log: (msg: string, obj?: object) => void;
 }
 
+type Cache<T extends KubernetesObject> = Informer<T> & ObjectCache<T>;
+
 interface Watched {
   kind: string;
-  informer: Informer<CustomResource> & ObjectCache<CustomResource>;
+  informer: Cache<CustomResource>;
   queue: WorkQueue;
 }
+
+/** Restarts of a broken list/watch: 1 s doubling to 16 s; a watch that held for a minute starts over. */
+const RESTART_BASE_MS = 1_000;
+const RESTART_MAX_MS = 16_000;
+const RESTART_RESET_MS = 60_000;
 
 function informerFor(kc: KubeConfig, custom: CustomObjectsApi, namespace: string, plural: string) {
   return makeInformer<CustomResource>(
@@ -47,15 +63,60 @@ function informerFor(kc: KubeConfig, custom: CustomObjectsApi, namespace: string
   );
 }
 
+function deploymentInformer(kube: Kube, kc: KubeConfig, namespace: string, name: string) {
+  const fieldSelector = `metadata.name=${name}`;
+  // makeInformer has no field selector; ListWatch (what it builds) takes one.
+  return new ListWatch<V1Deployment>(
+    `/apis/apps/v1/namespaces/${namespace}/deployments`,
+    new Watch(kc),
+    async () => await kube.apps.listNamespacedDeployment({ namespace, fieldSelector }),
+    false,
+    undefined,
+    fieldSelector,
+  );
+}
+
 export class Operator {
   readonly #watched: Watched[] = [];
+  readonly #informers: Array<Cache<KubernetesObject>> = [];
+  readonly #restarts = new Set<NodeJS.Timeout>();
   #resync: NodeJS.Timeout | undefined;
   #stopped = false;
+
+  /**
+   * A broken list or watch (API server restarted, network) reports 'error' and stops; it is started
+   * again with backoff. It resumes from the last resourceVersion (the API server sends what happened
+   * meanwhile) or, when that is too old (410 Gone), lists again; the cache and the handlers stay.
+   */
+  #restartOnError(kind: string, informer: Cache<KubernetesObject>): void {
+    let failures = 0;
+    let lastFailure = 0;
+    const restart = (err: unknown) => {
+      if (this.#stopped) return;
+      if (Date.now() - lastFailure > RESTART_RESET_MS) failures = 0;
+      lastFailure = Date.now();
+      const delay = Math.min(RESTART_MAX_MS, RESTART_BASE_MS * 2 ** failures++);
+      this.opts.log('watch failed; restarting', {
+        kind,
+        retryInMs: delay,
+        err: (err as Error)?.message ?? String(err),
+      });
+      const timer = setTimeout(() => {
+        this.#restarts.delete(timer);
+        // A failed list or watch reports 'error' again; start() itself rejects only for an error
+        // before any request (credentials): that one is retried the same way.
+        if (!this.#stopped) informer.start().catch(restart);
+      }, delay);
+      timer.unref();
+      this.#restarts.add(timer);
+    };
+    informer.on('error', restart);
+  }
 
   constructor(readonly opts: OperatorOptions) {}
 
   async start(): Promise<void> {
-    const { kc, kube, namespace, store, metrics, log } = this.opts;
+    const { kc, kube, namespace, store, metrics, log, detectDeployment } = this.opts;
     const timed = (kind: string, fn: (key: string) => Promise<string>) => async (key: string) => {
       const end = metrics.duration.startTimer({ kind });
       try {
@@ -72,6 +133,10 @@ export class Operator {
     };
     const policies = informerFor(kc, kube.custom, namespace, POLICY_PLURAL);
     const accounts = informerFor(kc, kube.custom, namespace, ACCOUNT_PLURAL);
+    const deployments = detectDeployment
+      ? deploymentInformer(kube, kc, namespace, detectDeployment)
+      : undefined;
+    if (deployments) this.#informers.push(deployments as Cache<KubernetesObject>);
     const byKey = (informer: ObjectCache<CustomResource>, key: string) => {
       const [ns, name] = key.split('/') as [string, string];
       return informer.get(name, ns);
@@ -80,7 +145,10 @@ export class Operator {
       timed(POLICY_KIND, async (key) => {
         const cr = byKey(policies, key);
         if (!cr) return 'gone';
-        return await reconcilePolicy(kube, cr, policies.list());
+        const detect = detectDeployment
+          ? { name: detectDeployment, deployment: deployments?.get(detectDeployment, namespace) }
+          : undefined;
+        return await reconcilePolicy(kube, cr, policies.list(), detect);
       }),
       onError(POLICY_KIND),
     );
@@ -92,30 +160,30 @@ export class Operator {
       }),
       onError(ACCOUNT_KIND),
     );
-    this.#watched.push(
-      { kind: POLICY_KIND, informer: policies, queue: policyQueue },
-      { kind: ACCOUNT_KIND, informer: accounts, queue: accountQueue },
-    );
+    const policyWatch: Watched = { kind: POLICY_KIND, informer: policies, queue: policyQueue };
+    this.#watched.push(policyWatch, { kind: ACCOUNT_KIND, informer: accounts, queue: accountQueue });
+    const enqueue = (w: Watched) => (obj: CustomResource) => {
+      w.queue.add(`${obj.metadata.namespace}/${obj.metadata.name}`);
+      metrics.queueDepth.set({ kind: w.kind }, w.queue.depth);
+    };
+    const requeueAll = (w: Watched) => () => {
+      for (const obj of w.informer.list()) enqueue(w)(obj);
+    };
     for (const w of this.#watched) {
-      const enqueue = (obj: CustomResource) => {
-        w.queue.add(`${obj.metadata.namespace}/${obj.metadata.name}`);
-        metrics.queueDepth.set({ kind: w.kind }, w.queue.depth);
-      };
-      w.informer.on('add', enqueue);
-      w.informer.on('update', enqueue);
-      w.informer.on('delete', () => {
-        // A deleted policy hands the installation to the next oldest one: requeue the survivors.
-        if (w.kind === POLICY_KIND) for (const p of w.informer.list()) enqueue(p);
-      });
-      // A broken watch (API server restarted, network) restarts with a fresh list after a pause.
-      w.informer.on('error', (err) => {
-        log('watch failed; restarting', { kind: w.kind, err: (err as Error)?.message ?? String(err) });
-        setTimeout(() => {
-          if (!this.#stopped) w.informer.start().catch(() => undefined);
-        }, 1_000).unref();
-      });
-      await w.informer.start();
+      w.informer.on('add', enqueue(w));
+      w.informer.on('update', enqueue(w));
+      // A deleted policy hands the installation to the next oldest one: requeue the survivors.
+      if (w.kind === POLICY_KIND) w.informer.on('delete', requeueAll(w));
+      this.#restartOnError(w.kind, w.informer as Cache<KubernetesObject>);
+      this.#informers.push(w.informer as Cache<KubernetesObject>);
     }
+    if (deployments) {
+      // The detect Deployment changed (its status during a rollout, or it appeared): the policies again.
+      for (const verb of ['add', 'update', 'delete'] as const) deployments.on(verb, requeueAll(policyWatch));
+      this.#restartOnError('Deployment', deployments as Cache<KubernetesObject>);
+    }
+    // The Deployment's cache first (pushed first), so the first policy reconciles see it.
+    for (const informer of this.#informers) await informer.start();
     // Resync: every object again, so drift (a ConfigMap edited by hand, a key revoked in Redis) heals.
     this.#resync = setInterval(() => {
       for (const w of this.#watched)
@@ -127,7 +195,8 @@ export class Operator {
   async stop(): Promise<void> {
     this.#stopped = true;
     if (this.#resync) clearInterval(this.#resync);
+    for (const t of this.#restarts) clearTimeout(t);
     for (const w of this.#watched) await w.queue.close();
-    for (const w of this.#watched) await w.informer.stop();
+    for (const informer of this.#informers) await informer.stop();
   }
 }

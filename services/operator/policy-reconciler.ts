@@ -2,8 +2,12 @@
 // conditions with observedGeneration. One policy per installation: in a namespace the oldest policy
 // (creationTimestamp, then name) is in force; any other one is Degraded with reason Superseded and
 // renders nothing.
+// With a detect Deployment (OPERATOR_DETECT_DEPLOYMENT), a model change rolls it (detect-rollout.ts):
+// Progressing=True (RollingOut) and Ready=False until its status shows the rollout complete.
 
+import type { V1Deployment } from '@kubernetes/client-node';
 import { POLICY_FILE_KEY, type PolicyDocument, parsePolicy } from '../common/policy-file.ts';
+import { rolloutProgress, rollToModel, templateModel } from './detect-rollout.ts';
 import {
   apply,
   applyStatus,
@@ -43,10 +47,17 @@ function older(a: CustomResource, b: CustomResource): number {
   return ta - tb || a.metadata.name.localeCompare(b.metadata.name);
 }
 
+/** The detect Deployment the policy's model is rolled into: its name, and as the informer sees it. */
+export interface DetectTarget {
+  name: string;
+  deployment: V1Deployment | undefined;
+}
+
 export async function reconcilePolicy(
   kube: Kube,
   cr: CustomResource,
   all: readonly CustomResource[],
+  detect?: DetectTarget,
 ): Promise<string> {
   if (cr.metadata.deletionTimestamp) return 'deleting'; // the ConfigMap goes with it (owner reference)
   const generation = cr.metadata.generation ?? 0;
@@ -108,8 +119,12 @@ export async function reconcilePolicy(
     },
     data: { [POLICY_FILE_KEY]: `${JSON.stringify(doc, null, 2)}\n` },
   });
-  const wasReady = previous?.find((c) => c.type === 'Ready');
-  if (!(wasReady?.status === 'True' && wasReady.observedGeneration === generation)) {
+  // Events once per generation (every reconcile of a rollout passes here again).
+  const was = (type: string, ...reasons: string[]) => {
+    const c = previous?.find((p) => p.type === type);
+    return c?.observedGeneration === generation && reasons.includes(c.reason);
+  };
+  if (!was('Ready', 'Rendered', 'RollingOut', 'RolledOut')) {
     await event(
       kube,
       cr,
@@ -119,19 +134,47 @@ export async function reconcilePolicy(
       `Generation ${generation} rendered into ConfigMap ${name} (allow ${doc.thresholds.allow}, block ${doc.thresholds.block})`,
     );
   }
-  const message = `Generation ${generation} is in ConfigMap ${name}; services apply it on their next request`;
+  const rendered = `Generation ${generation} is in ConfigMap ${name}; services apply it on their next request`;
+  // The ConfigMap first, then the roll: the new pods mount the file that names the new model.
+  let rollout: { complete: boolean; message: string } = { complete: true, message: rendered };
+  if (detect?.deployment) {
+    let deployment = detect.deployment;
+    if (templateModel(deployment) !== doc.model) {
+      deployment = await rollToModel(kube, deployment, doc.model);
+      if (!was('Progressing', 'RollingOut'))
+        await event(
+          kube,
+          cr,
+          POLICY_KIND,
+          'Normal',
+          'RollingOut',
+          `Model ${doc.model}: Deployment ${detect.name} rolls its pods (annotation nsfwdetector.io/model)`,
+        );
+    }
+    const progress = rolloutProgress(deployment);
+    rollout = progress.complete
+      ? { complete: true, message: `${rendered}; Deployment ${detect.name} runs model ${doc.model}` }
+      : {
+          complete: false,
+          message: `Deployment ${detect.name} is rolling out model ${doc.model}: ${progress.detail}`,
+        };
+  } else if (detect) {
+    rollout.message = `${rendered}; no Deployment ${detect.name} to roll`;
+  }
+  const { complete, message } = rollout;
+  const reason = !detect?.deployment ? 'Rendered' : complete ? 'RolledOut' : 'RollingOut';
   await applyStatus(kube, POLICY_PLURAL, cr, POLICY_KIND, {
     observedGeneration: generation,
     configMap: name,
     conditions: conditions(
       previous,
       [
-        { type: 'Ready', status: 'True', reason: 'Rendered', message },
-        { type: 'Progressing', status: 'False', reason: 'Rendered', message },
-        { type: 'Degraded', status: 'False', reason: 'Rendered', message },
+        { type: 'Ready', status: complete ? 'True' : 'False', reason, message },
+        { type: 'Progressing', status: complete ? 'False' : 'True', reason, message },
+        { type: 'Degraded', status: 'False', reason, message },
       ],
       generation,
     ),
   });
-  return 'rendered';
+  return complete ? 'rendered' : 'rolling';
 }

@@ -115,6 +115,14 @@ export interface AccountStore {
   resolveKey(secret: string): Promise<ResolvedKey | undefined>;
   /** Records a use of the key (lastUsedAt). Best effort: callers may ignore its failure. */
   touchKey(keyId: string, at?: Date): Promise<void>;
+  /**
+   * Removes the account with everything it owns: its keys (they never resolve again) and their
+   * records, its email (free to register again). Quota counters and usage history are left to expire.
+   * Sessions of the account may outlive it in the store (Redis keeps them until they expire) but log
+   * nobody in: the console reads the account of every session. Idempotent: false when there was no
+   * such account.
+   */
+  deleteAccount(accountId: string): Promise<boolean>;
 
   close(): Promise<void>;
 }

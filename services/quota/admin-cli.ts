@@ -4,6 +4,7 @@
 
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../common/config.ts';
+import { policyInForce } from '../common/policy-in-force.ts';
 import {
   type Account,
   type AccountStore,
@@ -172,7 +173,13 @@ async function runCommand(
     }
     case 'usage': {
       const account = await findAccount(accounts, args[0] ?? opts.email);
-      const limits = config.tiers[account.tier];
+      // The limits in force: the mounted policy (POLICY_FILE) when it holds a valid one, as the servers do.
+      const policy = policyInForce(config, {
+        info: () => undefined,
+        error: (obj, msg) => console.error(`nsfwdetector admin: ${msg} (${JSON.stringify(obj)})`),
+      });
+      const limits = policy.limits().tiers[account.tier];
+      policy.close();
       const keys = await accounts.listKeys(account.id);
       const lastUsed =
         keys

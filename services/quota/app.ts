@@ -8,6 +8,7 @@ import { closeConnectionsWhenDraining } from '../common/drain.ts';
 import { ok, sendError } from '../common/envelope.ts';
 import type { HttpMetrics, QuotaMetrics } from '../common/metrics.ts';
 import { instrumentHttp } from '../common/metrics.ts';
+import { configuredLimits, policyForApp, type QuotaLimits } from '../common/policy-in-force.ts';
 import { createRootApp } from '../common/root-app.ts';
 import type { AccountStore, SessionStore } from './account-store.ts';
 import {
@@ -56,27 +57,30 @@ export interface QuotaDeps {
   sessionStore: SessionStore;
   /** The key path in one step (Redis: one script); default: account store, then quota store. */
   keyQuota?: KeyQuota;
+  /** The limits in force, read per decision (policyInForce: POLICY_FILE); default: the configuration's. */
+  limits?: () => QuotaLimits;
 }
 
-/** authorize() on the stores with the configured limits; failures of background work go to `log`. */
+/** authorize() on the stores with the limits in force; failures of background work go to `log`. */
 export function createAuthorizer(deps: QuotaDeps, log: Pick<FastifyBaseLogger, 'warn'>): QuotaAuthorizer {
+  const fromConfig = configuredLimits(deps.config);
   return new QuotaAuthorizer({
     quotaStore: deps.quotaStore,
     accountStore: deps.accountStore,
     keyQuota: deps.keyQuota,
-    anonymous: deps.config.anonymous,
-    tiers: deps.config.tiers,
+    limits: deps.limits ?? (() => fromConfig),
     onBackgroundError: (err, what) => log.warn({ err }, `failed: ${what}`),
   });
 }
 
-/** The console (accounts, API keys, usage) on the same stores. */
+/** The console (accounts, API keys, usage) on the same stores, showing the limits in force. */
 export function registerConsole(app: FastifyInstance, deps: QuotaDeps) {
+  const { limits } = deps;
   return app.register(consoleApp, {
     accounts: deps.accountStore,
     sessions: deps.sessionStore,
     quotaStore: deps.quotaStore,
-    accountLimits: deps.config.tiers,
+    accountLimits: limits ? () => limits().tiers : deps.config.tiers,
     accountSubject,
   });
 }
@@ -99,6 +103,8 @@ export async function buildQuotaService(deps: QuotaServiceDeps): Promise<Fastify
   const { metrics } = deps;
   if (metrics) instrumentHttp(app, metrics.http);
   closeConnectionsWhenDraining(app);
+  // POLICY_FILE (the operator's ConfigMap, mounted): its limits reach the next decision.
+  deps = { ...deps, limits: deps.limits ?? policyForApp(app, deps.config).limits };
   const authorizer = createAuthorizer(deps, app.log);
   await app.register(quotaApp, {
     authorizer: metrics

@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import type { Authorizer, Decision, RequestFacts, Tier } from '../common/authorizer.ts';
 import type { WindowLimits } from '../common/config.ts';
 import { ApiError } from '../common/errors.ts';
+import type { QuotaLimits } from '../common/policy-in-force.ts';
 import type { AccountStore, AccountTier, ResolvedKey } from './account-store.ts';
 import { bearerKey } from './api-keys.ts';
 import { outcomeOf, type QuotaOutcome, type QuotaStore } from './quota-store.ts';
@@ -119,8 +120,11 @@ export const TOUCH_INTERVAL_MS = 60_000;
 export interface QuotaAuthorizerOptions {
   quotaStore: QuotaStore;
   accountStore: AccountStore;
-  anonymous: WindowLimits;
-  tiers: Record<AccountTier, WindowLimits>;
+  /**
+   * The limits in force, read once per decision: a policy change (POLICY_FILE) applies to the next
+   * request. The stores take limits per call, so nothing else holds on to them.
+   */
+  limits: () => QuotaLimits;
   /**
    * Key resolution + account counting; default: ComposedKeyQuota over the two stores. The Redis
    * composition passes RedisKeyQuota, which does both in one script (one round trip per request).
@@ -156,12 +160,12 @@ export class QuotaAuthorizer implements Authorizer {
     try {
       if (facts.endpoint === 'public') {
         const subject = anonymousSubject(facts.clientIp);
-        const state = await this.#opts.quotaStore.peek(subject, this.#opts.anonymous);
+        const state = await this.#opts.quotaStore.peek(subject, this.#opts.limits().anonymous);
         return decide(outcomeOf(state, this.#now()), 'anonymous', subject);
       }
       const secret = bearerKey(facts.authorization);
       if (secret === undefined) return { allowed: false, error: invalidKey(facts.authorization) };
-      const result = await this.#keyQuota.peekForKey(secret, this.#opts.tiers);
+      const result = await this.#keyQuota.peekForKey(secret, this.#opts.limits().tiers);
       if (!result) return { allowed: false, error: new ApiError('INVALID_API_KEY') };
       const { account } = result.resolved;
       const decision = decide(result.outcome, account.tier, accountSubject(account.id));
@@ -189,7 +193,7 @@ export class QuotaAuthorizer implements Authorizer {
     const subject = anonymousSubject(facts.clientIp);
     let outcome: QuotaOutcome;
     try {
-      outcome = await quotaStore.consume(subject, this.#opts.anonymous, requestId);
+      outcome = await quotaStore.consume(subject, this.#opts.limits().anonymous, requestId);
     } catch (err) {
       return this.#unavailable(err, requestId);
     }
@@ -211,7 +215,7 @@ export class QuotaAuthorizer implements Authorizer {
     if (secret === undefined) return { allowed: false, error: invalidKey(facts.authorization) };
     let result: Awaited<ReturnType<KeyQuota['consumeForKey']>>;
     try {
-      result = await this.#keyQuota.consumeForKey(secret, this.#opts.tiers, requestId);
+      result = await this.#keyQuota.consumeForKey(secret, this.#opts.limits().tiers, requestId);
     } catch (err) {
       return this.#unavailable(err, requestId);
     }

@@ -6,78 +6,45 @@
 //
 // Chromium missing: fails under CI=true, otherwise skipped with the install command.
 
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { fixture } from '../fixtures/corpus.ts';
-import { childEnv } from '../support/children.ts';
-import { RedisServer } from '../support/redis-server.ts';
-import { ROOT, type ServerProcess, startServer } from '../support/server-process.ts';
-import { CHROMIUM, describeWithTool, REDIS_SERVER } from '../support/tools.ts';
+import {
+  type ConsoleBrowser,
+  consoleTools,
+  STORE_KINDS,
+  type StoreKind,
+  signUp,
+  startConsoleBrowser,
+} from '../support/console-browser.ts';
+import { ROOT, type ServerProcess } from '../support/server-process.ts';
+import { describeWithTool } from '../support/tools.ts';
 
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-background-networking',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const ARTIFACTS = join(ROOT, 'test-artifacts');
 const PASSWORD = 'a long browser password';
 
-type StoreKind = 'accounts file' | 'redis';
-
-for (const kind of ['accounts file', 'redis'] as StoreKind[]) {
-  const tools = kind === 'redis' ? [CHROMIUM, REDIS_SERVER] : [CHROMIUM];
-  describeWithTool(tools, `console in Chromium (${kind})`, () => consoleFlow(kind));
+for (const kind of STORE_KINDS) {
+  describeWithTool(consoleTools(kind), `console in Chromium (${kind})`, () => consoleFlow(kind));
 }
 
 function consoleFlow(kind: StoreKind): void {
+  let session: ConsoleBrowser;
   let server: ServerProcess;
-  let redis: RedisServer | undefined;
   let context: BrowserContext;
   let page: Page;
-  // Made in beforeAll, not here: a skipped suite's body still runs (to collect), its hooks do not.
-  let dataDir: string | undefined;
-  let profileDir: string | undefined;
   const email = `browser-${Date.now()}@example.com`;
   const screenshot = join(ARTIFACTS, kind === 'redis' ? 'console-redis.png' : 'console.png');
 
   beforeAll(async () => {
-    dataDir = mkdtempSync(join(tmpdir(), 'nsfwdetector-console-'));
-    profileDir = mkdtempSync(join(tmpdir(), 'nsfwdetector-chromium-'));
-    const env: Record<string, string> = {
-      ACCOUNTS_FILE: join(dataDir as string, 'accounts.json'),
-      LOG_LEVEL: 'warn',
-    };
-    if (kind === 'redis') {
-      redis = await RedisServer.start();
-      env.REDIS_URL = redis.url;
-    }
-    server = await startServer(env);
-    context = await chromium.launchPersistentContext(profileDir, {
-      executablePath: CHROMIUM.find(),
-      // The run's marker: the final check (run-guard.ts) finds a browser left running.
-      env: childEnv(),
-      headless: true,
-      args: CHROMIUM_ARGS,
-      viewport: { width: 1100, height: 900 },
-    });
+    session = await startConsoleBrowser(kind);
+    ({ server, context, page } = session);
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.url });
-    page = context.pages()[0] ?? (await context.newPage());
   });
 
   afterAll(async () => {
-    await context?.close();
-    await server?.stop();
-    await redis?.stop();
-    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
-    if (profileDir) rmSync(profileDir, { recursive: true, force: true });
+    await session?.stop();
   });
 
   const detect = (key: string) =>
@@ -94,22 +61,15 @@ function consoleFlow(kind: StoreKind): void {
   });
 
   it('signs up, creates a key, sees its use counted, revokes it', async () => {
-    // Sign up.
-    await page.goto(`${server.url}/console`);
-    await page.locator('#auth-view').waitFor();
-    const signup = page.locator('#signup-form');
-    await signup.locator('input[name=email]').fill(email);
-    await signup.locator('input[name=password]').fill(PASSWORD);
-    await signup.locator('button[type=submit]').click();
-    await page.locator('#dashboard-view').waitFor();
+    await signUp(session, email, PASSWORD);
     expect(await page.locator('#who-email').textContent()).toBe(email);
     expect(await page.locator('#who-tier').textContent()).toBe('free');
     await expect.poll(usageText).toEqual({ used: '0', remaining: '100', limit: '100' });
 
     // The session cookie is HttpOnly (invisible to scripts), SameSite=Strict, scoped to /console.
     const cookies = await context.cookies(`${server.url}/console`);
-    const session = cookies.find((c) => c.name === 'nsd_session');
-    expect(session).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/console', secure: false });
+    const cookie = cookies.find((c) => c.name === 'nsd_session');
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/console', secure: false });
     expect(await page.evaluate(() => document.cookie)).toBe('');
 
     // Create a key: the secret is shown once, with a copy button.

@@ -174,6 +174,19 @@ describeWithKube('Helm chart against a real kube-apiserver', ['kube-apiserver', 
     expect(refused.stderr).toContain('httpRoute.parentRefs: name at least one Gateway');
   });
 
+  it("gives the services the edge's trace sampling ratio when they export traces", async () => {
+    const out = await template({
+      'config.otlpEndpoint': 'http://collector:4318',
+      'envoy.tracing.samplingPercent': 10,
+    });
+    // detect, health and the quota sidecar: each exports to the collector at Envoy's ratio.
+    expect(
+      out.match(/- \{ name: OTEL_EXPORTER_OTLP_ENDPOINT, value: "http:\/\/collector:4318" \}/g),
+    ).toHaveLength(3);
+    expect(out.match(/- \{ name: TRACE_SAMPLE_RATIO, value: "0.1" \}/g)).toHaveLength(3);
+    expect(await template({})).not.toContain('TRACE_SAMPLE_RATIO');
+  });
+
   it('warns on a pod template that breaks the restricted profile (the no-warning checks can fail)', async () => {
     const ns = await restrictedNamespace();
     const privileged = `apiVersion: apps/v1

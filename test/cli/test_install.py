@@ -89,7 +89,11 @@ def test_documented_install_and_first_run(server, tmp_path):
 def _python39():
     """A working Python 3.9 interpreter ($CLI_TEST_PYTHON39, python3.9 on PATH, or a pyenv install)."""
     candidates = [os.environ.get("CLI_TEST_PYTHON39"), shutil.which("python3.9")]
-    candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.9*/bin/python3")))
+    # pyenv's versions: under PYENV_ROOT, ~/.pyenv, or beside this interpreter when pyenv provides it.
+    roots = {os.environ.get("PYENV_ROOT", ""), os.path.expanduser("~/.pyenv"),
+             os.path.dirname(os.path.dirname(sys.base_prefix))}
+    for root in filter(None, roots):
+        candidates += sorted(glob.glob(os.path.join(root, "versions", "3.9*", "bin", "python3")))
     for candidate in filter(None, candidates):
         try:
             out = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"],
@@ -105,6 +109,9 @@ def test_runs_on_python_3_9(server, cli):
     """The published floor is Python 3.9 (standard library only): run the served file on it if one is around."""
     python39 = _python39()
     if not python39:
+        # CI runs on machines that have one (pyenv); elsewhere the check is optional.
+        if os.environ.get("CI") == "true":
+            pytest.fail("no Python 3.9 interpreter found (set CLI_TEST_PYTHON39 or install one with pyenv)")
         pytest.skip("no Python 3.9 interpreter found")
     completed = subprocess.run([python39, str(cli), "detect", str(corpus("320x240.jpg")), "--json"],
                                env=clean_env(), capture_output=True, text=True, timeout=60)

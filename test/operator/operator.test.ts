@@ -14,8 +14,10 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { detectionPolicyManifest } from '../../services/calibrate/report.ts';
+import { CHART_DIR, helm, removeHelmHome } from '../chart/helm.ts';
 import { fixture } from '../fixtures/corpus.ts';
 import { describeWithKube } from '../support/describe-kube.ts';
 import { type KubeApiServer, startKubeApiServer } from '../support/kube-apiserver.ts';
@@ -25,6 +27,8 @@ import { ROOT, type ServerProcess, spawnService } from '../support/server-proces
 import { REDIS_SERVER } from '../support/tools.ts';
 
 const CRDS = join(ROOT, 'charts/nsfwdetector/crds');
+/** The chart's detect Deployment for the release `nsfwdetector` (the operator is pointed at it). */
+const DETECT = 'nsfwdetector-detect';
 const JPEG = readFileSync(fixture('320x240.jpg'));
 
 interface Cr {
@@ -67,7 +71,7 @@ describeWithKube(
       (await kube.kubectl(args, input ? { input } : {})).stdout;
     const getJson = async <T>(kind: string, name: string) =>
       JSON.parse(await kubectl(['get', kind, name, '-o', 'json'])) as T;
-    const startOperator = (identity: string) =>
+    const startOperator = (identity: string, env: Record<string, string> = {}) =>
       spawnService({
         entry: 'services/operator/main.ts',
         portVar: 'OPERATOR_METRICS_PORT',
@@ -79,6 +83,8 @@ describeWithKube(
           OPERATOR_IDENTITY: identity,
           OPERATOR_LEASE_SECONDS: '4',
           OPERATOR_RETRY_MS: '500',
+          OPERATOR_DETECT_DEPLOYMENT: DETECT,
+          ...env,
         },
       }).then((p) => {
         operators.push(p);
@@ -110,6 +116,7 @@ describeWithKube(
       await redis?.stop();
       await kube?.stop();
       for (const d of dirs) rmSync(d, { recursive: true, force: true });
+      removeHelmHome();
     }, 120_000);
 
     const policy = (allow: number, block: number, name = 'main') => `apiVersion: nsfwdetector.io/v1alpha1
@@ -359,10 +366,247 @@ spec:
     }, 120_000);
 
     it('revokes every key and releases the finalizer when the ApiAccount is deleted', async () => {
+      const accountId = (await getJson<Cr>('apiaccount', 'acme')).status?.accountId;
+      expect(accountId).toMatch(/^acc_[0-9a-f]{16}$/);
       await kubectl(['delete', 'apiaccount', 'acme', '--timeout=60s']);
       await expect(kubectl(['get', 'apiaccount', 'acme'])).rejects.toThrow(/NotFound/);
       expect(await authorize(ciKey)).toBe(401);
+      // The account record itself is gone from Redis (default key prefix), its email index too.
+      const client = new Redis(redis.url);
+      try {
+        expect(await client.exists(`nsfwd:acct:${accountId}`, 'nsfwd:email:ops@acme.example')).toBe(0);
+        expect(await client.zscore('nsfwd:accts', accountId as string)).toBeNull();
+      } finally {
+        client.disconnect();
+      }
     }, 90_000);
+
+    interface Deployment {
+      metadata: {
+        generation: number;
+        managedFields?: Array<{ manager: string; operation: string; fieldsV1: unknown }>;
+      };
+      spec: { replicas: number; template: { metadata: { annotations?: Record<string, string> } } };
+    }
+    const deployment = async () =>
+      JSON.parse(
+        await kubectl(['get', 'deployment', DETECT, '--show-managed-fields', '-o', 'json']),
+      ) as Deployment;
+    const modelAnnotation = async () =>
+      (await deployment()).spec.template.metadata.annotations?.['nsfwdetector.io/model'];
+    /**
+     * No kubelet or deployment controller runs here: the test writes the Deployment's status through
+     * the status subresource as the deployment controller would, for the current generation.
+     */
+    const setRolloutStatus = async (s: { replicas: number; updated: number; unavailable?: number }) => {
+      const { metadata } = await deployment();
+      const available = s.replicas - (s.unavailable ?? 0);
+      const status = {
+        observedGeneration: metadata.generation,
+        replicas: s.replicas,
+        updatedReplicas: s.updated,
+        readyReplicas: available,
+        availableReplicas: available,
+        unavailableReplicas: s.unavailable ?? 0,
+      };
+      await kubectl([
+        'patch',
+        'deployment',
+        DETECT,
+        '--subresource=status',
+        '--type=merge',
+        '-p',
+        JSON.stringify({ status }),
+      ]);
+    };
+    const condition = async (type: string, generation: number) =>
+      await eventually(`DetectionPolicy main ${type} for generation ${generation}`, async () => {
+        const cr = await getJson<Cr>('detectionpolicy', 'main');
+        const c = cr.status?.conditions?.find((x) => x.type === type) as
+          | { type: string; status: string; reason: string; message: string; observedGeneration?: number }
+          | undefined;
+        return c?.observedGeneration === generation ? c : undefined;
+      });
+    const patchPolicy = async (spec: object) => {
+      await kubectl(['patch', 'detectionpolicy', 'main', '--type=merge', '-p', JSON.stringify({ spec })]);
+      return (await getJson<Cr>('detectionpolicy', 'main')).metadata.generation;
+    };
+
+    it('rolls detect when the model changes (pod-template annotation), Ready once the Deployment has rolled out', async () => {
+      // The Deployment as the chart renders it, and the chart points the operator at that name.
+      const chart = (template: string) =>
+        helm([
+          'template',
+          'nsfwdetector',
+          CHART_DIR,
+          '--set',
+          'operator.enabled=true',
+          '--show-only',
+          template,
+        ]);
+      const operatorYaml = await chart('templates/operator.yaml');
+      expect(operatorYaml.stdout).toContain(`{ name: OPERATOR_DETECT_DEPLOYMENT, value: "${DETECT}" }`);
+      const detectYaml = await chart('templates/detect-deployment.yaml');
+      expect(detectYaml.code, detectYaml.stderr).toBe(0);
+      expect(detectYaml.stdout).toContain(`name: ${DETECT}\n`);
+      await kubectl(['apply', '--server-side', '--field-manager=helm', '-f', '-'], detectYaml.stdout);
+      await setRolloutStatus({ replicas: 1, updated: 1 });
+      // The policy's MobileNetV2 is what the template's MODEL already runs: nothing to roll.
+      const start = (await getJson<Cr>('detectionpolicy', 'main')).metadata.generation;
+      await eventually('the policy to follow the rolled-out Deployment', async () => {
+        const c = await condition('Ready', start);
+        return c.status === 'True' && c.reason === 'RolledOut' ? c : undefined;
+      });
+      expect(await modelAnnotation()).toBeUndefined();
+      expect((await deployment()).metadata.generation).toBe(1);
+
+      // The model changes: the operator sets the annotation (a new pod template) and reports the rollout.
+      const generation = await patchPolicy({ model: 'InceptionV3' });
+      const progressing = await eventually('Progressing=True', async () => {
+        const c = await condition('Progressing', generation);
+        return c.status === 'True' ? c : undefined;
+      });
+      expect(progressing.reason).toBe('RollingOut');
+      expect(progressing.message).toContain(`Deployment ${DETECT} is rolling out model InceptionV3`);
+      expect((await condition('Ready', generation)).status).toBe('False');
+      const rolled = await deployment();
+      expect(rolled.spec.template.metadata.annotations?.['nsfwdetector.io/model']).toBe('InceptionV3');
+      expect(rolled.metadata.generation).toBe(2);
+      // Server-side apply under the operator's field manager, owning that one annotation and nothing else.
+      expect(rolled.metadata.managedFields?.filter((f) => f.manager === 'nsfwdetector-operator')).toEqual([
+        expect.objectContaining({
+          operation: 'Apply',
+          fieldsV1: {
+            'f:spec': {
+              'f:template': { 'f:metadata': { 'f:annotations': { 'f:nsfwdetector.io/model': {} } } },
+            },
+          },
+        }),
+      ]);
+      expect(JSON.parse(await configMapText()).model).toBe('InceptionV3');
+      expect(
+        await kubectl(['get', 'events', '--field-selector', 'involvedObject.name=main,reason=RollingOut']),
+      ).toContain('InceptionV3');
+
+      // Midway (as the controller reports a surge: one new pod up, the old one still there): not Ready.
+      await setRolloutStatus({ replicas: 2, updated: 1, unavailable: 1 });
+      await eventually('the status to follow the rollout midway', async () => {
+        const c = await condition('Progressing', generation);
+        return c.message.includes('1 of 2 replica(s) updated') ? c : undefined;
+      });
+      expect((await condition('Ready', generation)).status).toBe('False');
+      // Done: Ready for this generation; `kubectl wait` sees it.
+      await setRolloutStatus({ replicas: 1, updated: 1 });
+      await kubectl(['wait', '--for=condition=Ready', 'detectionpolicy/main', '--timeout=60s']);
+      await readyFor('main', generation);
+      const done = await condition('Progressing', generation);
+      expect(done).toMatchObject({ status: 'False', reason: 'RolledOut' });
+      expect(done.message).toContain(`Deployment ${DETECT} runs model InceptionV3`);
+
+      // A threshold-only change is in force without new pods: the Deployment is left alone.
+      const thresholdsOnly = await patchPolicy({ thresholds: { allow: 0.2, block: 0.7 } });
+      await readyFor('main', thresholdsOnly);
+      expect(JSON.parse(await configMapText()).thresholds).toEqual({ allow: 0.2, block: 0.7 });
+      const after = await deployment();
+      expect(after.metadata.generation).toBe(2);
+      expect(after.spec.template.metadata.annotations?.['nsfwdetector.io/model']).toBe('InceptionV3');
+    }, 180_000);
+
+    it('a detect pod booting with the mounted policy file loads the model the policy names', async () => {
+      // A new pod of the rollout above: the kubelet mounts the ConfigMap (InceptionV3) before detect starts.
+      mount = mkdtempSync(join(tmpdir(), 'nsfwdetector-policy-'));
+      dirs.push(mount);
+      kubeletWrite(await configMapText());
+      symlinkSync('..data/policy.json', join(mount, 'policy.json'));
+      const pod = await spawnService({
+        entry: 'services/detect/server.ts',
+        portVar: 'DETECT_PORT',
+        env: { POLICY_FILE: join(mount, 'policy.json'), MODEL: 'mobilenet_v2', SCORING_WORKERS: '1' },
+      });
+      operators.push(pod);
+      const ready = await eventually(
+        'detect to load its model',
+        async () => {
+          const res = await fetch(`${pod.url}/internal/ready`);
+          return res.status === 200 ? ((await res.json()) as { data: { model: string } }).data : undefined;
+        },
+        120_000,
+      );
+      expect(ready.model).toBe('inception_v3');
+      await pod.stop();
+    }, 180_000);
+
+    /**
+     * After an API server restart: a policy change (thresholds and model; the Deployment's status set
+     * as its controller would, rolled out) and a new ApiAccount, reconciled by the process `leader`
+     * that was running before, which still holds the Lease.
+     */
+    const convergesAfterRestart = async (
+      leader: ServerProcess,
+      name: string,
+      model: string,
+      allow: number,
+    ) => {
+      const generation = await patchPolicy({ model, thresholds: { allow, block: 0.85 } });
+      await eventually('the annotation to follow', async () =>
+        (await modelAnnotation()) === model ? true : undefined,
+      );
+      expect((await condition('Progressing', generation)).status).toBe('True');
+      await setRolloutStatus({ replicas: 1, updated: 1 });
+      await readyFor('main', generation);
+      expect(JSON.parse(await configMapText())).toMatchObject({ model, thresholds: { allow, block: 0.85 } });
+      await kubectl(
+        ['apply', '-f', '-'],
+        `apiVersion: nsfwdetector.io/v1alpha1
+kind: ApiAccount
+metadata: { name: ${name}, namespace: default }
+spec: { email: ${name}@acme.example, tier: free, keys: [{ name: ops }] }
+`,
+      );
+      await kubectl(['wait', '--for=condition=Ready', `apiaccount/${name}`, '--timeout=60s']);
+      const secret = await getJson<{ data: Record<string, string> }>('secret', `${name}-keys`);
+      expect(await authorize(Buffer.from(secret.data.ops as string, 'base64').toString())).toBe(200);
+      expect(leader.proc.exitCode).toBeNull();
+      expect(await leaseHolder()).toBe(leader.output().match(/"identity":"([^"]+)"/)?.[1]);
+    };
+    const leaderProcess = async () => {
+      const holder = await leaseHolder();
+      const leader = operators.find(
+        (p) => p.proc.exitCode === null && p.output().includes(`"identity":"${holder}"`),
+      );
+      if (!leader) throw new Error(`no running operator holds the Lease (${holder})`);
+      return leader;
+    };
+    const count = (text: string, what: string) => text.split(what).length - 1;
+
+    it('survives an API server restart longer than its renew deadline: the leader steps down, re-takes its Lease, reconciles', async () => {
+      const leader = await leaderProcess();
+      // Away 6 s: past the renew deadline of its 4 s Lease (2.7 s).
+      await kube.restart({ downMs: 6_000 });
+      await convergesAfterRestart(leader, 'restarted-a', 'MobileNetV2', 0.1);
+      expect(leader.output()).toContain('lost leadership');
+      expect(count(leader.output(), '"msg":"became leader"')).toBeGreaterThanOrEqual(2);
+    }, 240_000);
+
+    it('recovers from an API server restart mid-watch: the leader keeps its Lease, its informers resume', async () => {
+      // A leader whose Lease outlasts the restart (the one above steps down gracefully, releasing it).
+      await (await leaderProcess()).stop();
+      const leader = await startOperator('operator-d', { OPERATOR_LEASE_SECONDS: '120' });
+      await eventually('operator-d to lead', async () =>
+        (await leaseHolder()) === 'operator-d' ? true : undefined,
+      );
+      await eventually('operator-d to have listed everything', async () =>
+        leader.output().includes('"msg":"reconciled","kind":"DetectionPolicy"') ? true : undefined,
+      );
+      // etcd keeps running; the watches end and requests are refused until the API server is back.
+      await kube.restart();
+      await convergesAfterRestart(leader, 'restarted-b', 'InceptionV3', 0.15);
+      const out = leader.output();
+      expect(out).not.toContain('lost leadership');
+      expect(count(out, '"msg":"became leader"')).toBe(1);
+      for (const kind of ['DetectionPolicy', 'ApiAccount', 'Deployment'])
+        expect(out).toMatch(new RegExp(`"msg":"watch failed; restarting","kind":"${kind}"`));
+    }, 240_000);
   },
   [REDIS_SERVER],
 );

@@ -4,9 +4,9 @@
 // admitted, but no pod ever runs (Deployments get no ReplicaSets, namespaces never finish deleting).
 
 import { execFile } from 'node:child_process';
-import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { Child, listeningPorts, waitFor } from '../../services/stack/child.ts';
 import { TOOLS_DIR } from '../../services/stack/tools.ts';
@@ -56,6 +56,12 @@ export interface KubeApiServer {
   kubeconfig: string;
   /** Runs kubectl with the admin kubeconfig; rejects with stderr on a non-zero exit. */
   kubectl(args: string[], opts?: { input?: string }): Promise<{ stdout: string; stderr: string }>;
+  /**
+   * Stops the kube-apiserver process (SIGTERM, then SIGKILL; etcd keeps running) and starts it again on the same port
+   * with the same certificates, resolving once /readyz answers: clients see their watches end and
+   * their connections refused for a while (at least `downMs`), then the same server (and data) again.
+   */
+  restart(opts?: { downMs?: number }): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -138,6 +144,75 @@ current-context: test
 `;
 }
 
+/** A kubeconfig (removed at stop) that authenticates with a bearer token, e.g. a ServiceAccount's. */
+export function tokenKubeconfig(kube: KubeApiServer, token: string): string {
+  const dir = dirname(kube.kubeconfig);
+  const path = join(dir, `token-kubeconfig-${Math.random().toString(16).slice(2)}`);
+  writeFileSync(
+    path,
+    `apiVersion: v1
+kind: Config
+clusters:
+  - name: test
+    cluster: { server: "${kube.url}", certificate-authority: "${join(dir, 'ca.crt')}" }
+users:
+  - name: token
+    user: { token: "${token}" }
+contexts:
+  - name: test
+    context: { cluster: test, user: token }
+current-context: test
+`,
+    { mode: 0o600 },
+  );
+  return path;
+}
+
+/** Runs kubectl with `kubeconfig`; rejects with stderr on a non-zero exit. */
+export function kubectlWith(
+  kubeconfig: string,
+  args: string[],
+  opts: { input?: string } = {},
+): Promise<{ stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = execFile(
+      requireKubeTool('kubectl'),
+      ['--kubeconfig', kubeconfig, ...args],
+      { maxBuffer: 64 * 1024 * 1024 },
+      (err, stdout, stderr) => {
+        if (err) reject(new Error(`kubectl ${args.join(' ')} failed: ${stderr || err.message}`));
+        else resolve({ stdout, stderr });
+      },
+    );
+    child.stdin?.end(opts.input ?? '');
+  });
+}
+
+const AUDIT_POLICY_FILE = 'audit-policy.yaml';
+/** Metadata of every request made with a ServiceAccount's credentials; nothing else. */
+const AUDIT_POLICY = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    userGroups: ["system:serviceaccounts"]
+  - level: None
+`;
+
+/** The audit log (JSON lines) of a server started with `audit: true`. */
+export function auditLogOf(kube: KubeApiServer): string {
+  return join(dirname(kube.kubeconfig), 'audit.log');
+}
+
+/** The audit flags when the server's directory holds the audit policy (startKubeApiServer's `audit`). */
+function auditFlags(dir: string): string[] {
+  if (!existsSync(join(dir, AUDIT_POLICY_FILE))) return [];
+  return [
+    `--audit-policy-file=${join(dir, AUDIT_POLICY_FILE)}`,
+    `--audit-log-path=${join(dir, 'audit.log')}`,
+  ];
+}
+
 /** etcd on loopback port 0 (the port is read from /proc), no fsync (tests only). */
 async function startEtcd(dir: string): Promise<{ child: Child; url: string }> {
   const any = 'http://127.0.0.1:0';
@@ -173,11 +248,16 @@ async function startEtcd(dir: string): Promise<{ child: Child; url: string }> {
 
 /**
  * kube-apiserver cannot listen on port 0 (0 switches secure serving off), so it gets a random high port
- * and proves it holds it: a bind failure is seen in its output and another port is tried.
+ * and proves it holds it: a bind failure is seen in its output and another port is tried. A restart
+ * passes the port it had (`samePort`): then a bind failure is an error.
  */
-async function startApiServer(dir: string, etcdUrl: string): Promise<{ child: Child; url: string }> {
+async function startApiServer(
+  dir: string,
+  etcdUrl: string,
+  samePort?: number,
+): Promise<{ child: Child; url: string; port: number }> {
   for (let attempt = 0; ; attempt++) {
-    const port = 20_000 + Math.floor(Math.random() * 30_000);
+    const port = samePort ?? 20_000 + Math.floor(Math.random() * 30_000);
     const child = new Child({
       name: 'kube-apiserver',
       command: requireKubeTool('kube-apiserver'),
@@ -197,7 +277,10 @@ async function startApiServer(dir: string, etcdUrl: string): Promise<{ child: Ch
         '--service-account-issuer=https://kubernetes.default.svc',
         '--service-cluster-ip-range=10.96.0.0/16',
         '--authorization-mode=RBAC',
-        '--enable-admission-plugins=PodSecurity',
+        // OwnerReferencesPermissionEnforcement as on hardened clusters: an owner reference that blocks its
+        // owner's deletion needs update on the owner's finalizers (the operator's RBAC must say so).
+        '--enable-admission-plugins=PodSecurity,OwnerReferencesPermissionEnforcement',
+        ...auditFlags(dir),
         '--storage-media-type=application/json',
         '--v=0',
       ],
@@ -210,16 +293,17 @@ async function startApiServer(dir: string, etcdUrl: string): Promise<{ child: Ch
         () => (listeningPorts(child.pid).includes(port) ? true : undefined),
         120_000,
       );
-      return { child, url };
+      return { child, url, port };
     } catch (err) {
       await child.stop(2_000);
-      if (attempt < 5 && /address already in use/.test(child.output())) continue;
+      if (samePort === undefined && attempt < 5 && /address already in use/.test(child.output())) continue;
       throw err;
     }
   }
 }
 
-export async function startKubeApiServer(): Promise<KubeApiServer> {
+/** `audit`: the server writes an audit log of ServiceAccount requests (auditLogOf). */
+export async function startKubeApiServer(opts: { audit?: boolean } = {}): Promise<KubeApiServer> {
   const dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-kube-'));
   const children: Child[] = [];
   const stop = async () => {
@@ -227,43 +311,42 @@ export async function startKubeApiServer(): Promise<KubeApiServer> {
     rmSync(dir, { recursive: true, force: true });
   };
   try {
+    if (opts.audit) writeFileSync(join(dir, AUDIT_POLICY_FILE), AUDIT_POLICY);
     await makeCertificates(dir);
     const etcd = await startEtcd(dir);
     children.push(etcd.child);
-    const api = await startApiServer(dir, etcd.url);
+    let api = await startApiServer(dir, etcd.url);
     children.push(api.child);
     const kubeconfig = join(dir, 'kubeconfig');
     writeFileSync(kubeconfig, kubeconfigYaml(dir, api.url));
-    const kubectlBin = requireKubeTool('kubectl');
-    const kubectl: KubeApiServer['kubectl'] = async (args, opts = {}) => {
-      return await new Promise((resolve, reject) => {
-        const child = execFile(
-          kubectlBin,
-          ['--kubeconfig', kubeconfig, ...args],
-          { maxBuffer: 64 * 1024 * 1024 },
-          (err, stdout, stderr) => {
-            if (err) reject(new Error(`kubectl ${args.join(' ')} failed: ${stderr || err.message}`));
-            else resolve({ stdout, stderr });
-          },
-        );
-        child.stdin?.end(opts.input ?? '');
-      });
-    };
+    const kubectl: KubeApiServer['kubectl'] = (args, options = {}) => kubectlWith(kubeconfig, args, options);
+
     // Ready: /readyz through the admin credentials (bootstrap RBAC and priority classes done).
-    await waitFor(
-      api.child,
-      'kube-apiserver /readyz',
-      async () => {
-        try {
-          const { stdout } = await kubectl(['get', '--raw', '/readyz']);
-          return stdout.trim() === 'ok' ? true : undefined;
-        } catch {
-          return undefined;
-        }
-      },
-      120_000,
-    );
-    return { url: api.url, kubeconfig, kubectl, stop };
+    const ready = () =>
+      waitFor(
+        api.child,
+        'kube-apiserver /readyz',
+        async () => {
+          try {
+            const { stdout } = await kubectl(['get', '--raw', '/readyz']);
+            return stdout.trim() === 'ok' ? true : undefined;
+          } catch {
+            return undefined;
+          }
+        },
+        120_000,
+      );
+    await ready();
+    const restart = async (opts: { downMs?: number } = {}) => {
+      // SIGTERM, SIGKILL after 3 s: its graceful shutdown holds open watches far longer.
+      await api.child.stop(3_000);
+      children.splice(children.indexOf(api.child), 1);
+      await new Promise((r) => setTimeout(r, opts.downMs ?? 0));
+      api = await startApiServer(dir, etcd.url, api.port);
+      children.push(api.child);
+      await ready();
+    };
+    return { url: api.url, kubeconfig, kubectl, restart, stop };
   } catch (err) {
     await stop();
     throw err;

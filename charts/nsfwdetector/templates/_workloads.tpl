@@ -143,6 +143,8 @@ expansion (generated passwords are alphanumeric, so URL-safe).
 - { name: TRUSTED_PROXY_HOPS, value: {{ add1 .Values.envoy.xffNumTrustedHops | quote }} }
 {{- with $c.otlpEndpoint }}
 - { name: OTEL_EXPORTER_OTLP_ENDPOINT, value: {{ . | quote }} }
+{{- /* Traces that start in a service (not behind Envoy) are sampled at the edge's rate. */}}
+- { name: TRACE_SAMPLE_RATIO, value: {{ divf $.Values.envoy.tracing.samplingPercent 100 | quote }} }
 {{- end }}
 {{- end -}}
 

@@ -73,8 +73,8 @@ export interface ConsoleOptions {
   accounts: AccountStore;
   sessions: SessionStore;
   quotaStore: QuotaStore;
-  /** The limits authorize applies to each account tier (the usage panel shows them). */
-  accountLimits: Record<AccountTier, WindowLimits>;
+  /** The limits authorize applies to each account tier (the usage panel shows them); read per request. */
+  accountLimits: Record<AccountTier, WindowLimits> | (() => Record<AccountTier, WindowLimits>);
   /** The QuotaStore subject authorize counts an account's requests under. */
   accountSubject: (accountId: string) => string;
   attemptLimits?: ConsoleAttemptLimits;
@@ -83,6 +83,11 @@ export interface ConsoleOptions {
   scrypt?: ScryptParams;
   /** Active (unrevoked) keys an account may hold at once. */
   maxActiveKeys?: number;
+}
+
+/** The tier limits in force now (a policy change shows on the next request). */
+function limitsOf(opts: ConsoleOptions): Record<AccountTier, WindowLimits> {
+  return typeof opts.accountLimits === 'function' ? opts.accountLimits() : opts.accountLimits;
 }
 
 export const SESSION_COOKIE = 'nsd_session';
@@ -280,7 +285,7 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
 
   app.get('/console/api/usage', async (request) => {
     const { account } = await requireSession(request);
-    const tierLimits = opts.accountLimits[account.tier];
+    const tierLimits = limitsOf(opts)[account.tier];
     const { minute, day } = await opts.quotaStore.peek(opts.accountSubject(account.id), tierLimits);
     const view = (w: { used: number; limit: number; resetAt: number }) => ({
       used: w.used,
@@ -303,7 +308,7 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
       subject = keySubject(keyId);
     }
     const days = await opts.quotaStore.history(subject, USAGE_HISTORY_DAYS);
-    return ok({ key: keyId || null, dailyLimit: opts.accountLimits[account.tier].perDay, days });
+    return ok({ key: keyId || null, dailyLimit: limitsOf(opts)[account.tier].perDay, days });
   });
 
   app.get('/console/api/keys', async (request) => {

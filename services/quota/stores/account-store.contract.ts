@@ -154,6 +154,34 @@ export function accountStoreContract(open: () => Promise<Store>): void {
     expect((await store.resolveKey(key.secret))?.account.tier).toBe('pro');
   });
 
+  it('deletes an account with its keys and email, idempotently; other accounts are untouched', async () => {
+    const store = await open();
+    const a = await store.createAccount({ email: 'Gone@Example.com', tier: 'pro' });
+    const b = await store.createAccount({ email: 'stays@example.com', tier: 'free' });
+    const k1 = await store.createKey(a.id, { name: 'ci' });
+    const k2 = await store.createKey(a.id, { name: 'old' });
+    const kb = await store.createKey(b.id);
+    if (!k1 || !k2 || !kb) throw new Error('keys not created');
+    await store.revokeKey(k2.record.id);
+    expect(await store.deleteAccount(a.id)).toBe(true);
+    expect(await store.getAccount(a.id)).toBeUndefined();
+    expect(await store.findAccountByEmail('gone@example.com')).toBeUndefined();
+    expect(await store.resolveKey(k1.secret)).toBeUndefined();
+    expect(await store.getKey(k1.record.id)).toBeUndefined();
+    expect(await store.getKey(k2.record.id)).toBeUndefined();
+    expect(await store.listKeys(a.id)).toEqual([]);
+    expect((await store.listAccounts()).map((x) => x.id)).toEqual([b.id]);
+    expect(await store.createKey(a.id)).toBeUndefined();
+    // Deleting again is fine (nothing left); the other account and its key still work.
+    expect(await store.deleteAccount(a.id)).toBe(false);
+    expect(await store.deleteAccount('acc_0000000000000000')).toBe(false);
+    expect((await store.resolveKey(kb.secret))?.account.id).toBe(b.id);
+    // The email is free again: a new account, with nothing of the old one.
+    const again = await store.createAccount({ email: 'gone@example.com', tier: 'free' });
+    expect(again.id).not.toBe(a.id);
+    expect(await store.listKeys(again.id)).toEqual([]);
+  });
+
   it('keeps sessions by token until they expire or are deleted', async () => {
     const store = await open();
     const a = await store.createAccount({ email: 'sess@example.com', tier: 'free' });

@@ -598,6 +598,17 @@ export class LocalAccountStore implements AccountStore, SessionStore {
     });
   }
 
+  deleteAccount(accountId: string): Promise<boolean> {
+    return this.#box.update((s) => {
+      if (!s.accounts[accountId]) return false;
+      delete s.accounts[accountId];
+      for (const [id, key] of Object.entries(s.keys)) if (key.accountId === accountId) delete s.keys[id];
+      for (const [hash, session] of Object.entries(s.sessions))
+        if (session.accountId === accountId) delete s.sessions[hash];
+      return true;
+    });
+  }
+
   createSession(accountId: string, ttlMs: number): Promise<{ token: string; expiresAt: string }> {
     const token = generateSessionToken();
     const expiresAt = iso(new Date(Date.now() + ttlMs));

@@ -11,6 +11,7 @@
 //   P:keyhash:<sha256>      string keyId (removed on revocation)
 //   P:acctkeys:<accountId>  zset   keyId by creation time (ms)
 //   P:sess:<sha256(token)>  string JSON Session, expiring with the session
+// deleteAccount removes the account's acct, email, accts entry, acctkeys, key and keyhash entries.
 // Scripts build some key names from the prefix, so this layout targets a single Redis (or a primary
 // with replicas), not Redis Cluster.
 
@@ -83,6 +84,26 @@ if not f[1] or (f[2] and f[2] ~= '') then return {} end
 local a = redis.call('HGETALL', ARGV[1] .. 'acct:' .. f[1])
 if #a == 0 then return {} end
 return {redis.call('HGETALL', kk), a}
+`);
+
+// KEYS: acct, accts, acctkeys, then the email index keys that may name the account. ARGV: prefix,
+// accountId. Deletes every key of the account (record and hash → never resolves again), the email
+// index entries that still name this account, and the account. Returns 1 if it existed, else 0.
+const DELETE_ACCOUNT = new LuaScript(`
+for _, id in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+  local kk = ARGV[1] .. 'key:' .. id
+  local hash = redis.call('HGET', kk, 'hash')
+  if hash and redis.call('GET', ARGV[1] .. 'keyhash:' .. hash) == id then
+    redis.call('DEL', ARGV[1] .. 'keyhash:' .. hash)
+  end
+  redis.call('DEL', kk)
+end
+redis.call('DEL', KEYS[3])
+redis.call('ZREM', KEYS[2], ARGV[2])
+for i = 4, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[2] then redis.call('DEL', KEYS[i]) end
+end
+return redis.call('DEL', KEYS[1])
 `);
 
 // KEYS: acct. ARGV: field, value. Returns the account (HGETALL) or {}.
@@ -263,6 +284,26 @@ export class RedisAccountStore implements AccountStore, SessionStore {
 
   async touchKey(keyId: string, at: Date = new Date()): Promise<void> {
     await TOUCH_KEY.run(this.#redis, [`${this.#p}key:${keyId}`], [at.toISOString()]);
+  }
+
+  async deleteAccount(accountId: string): Promise<boolean> {
+    const account = await this.getAccount(accountId);
+    // The index may hold the stored form and, for an account from before NFKC normalisation, the
+    // normalised form too (added by findAccountByEmail); only entries naming this account go.
+    const emails = account
+      ? [...new Set([account.email, normaliseEmail(account.email), legacyNormaliseEmail(account.email)])]
+      : [];
+    const deleted = await DELETE_ACCOUNT.run(
+      this.#redis,
+      [
+        `${this.#p}acct:${accountId}`,
+        `${this.#p}accts`,
+        `${this.#p}acctkeys:${accountId}`,
+        ...emails.map((e) => `${this.#p}email:${e}`),
+      ],
+      [this.#p, accountId],
+    );
+    return Number(deleted) === 1;
   }
 
   async createSession(accountId: string, ttlMs: number): Promise<{ token: string; expiresAt: string }> {

@@ -99,6 +99,13 @@ describeWithTool(REDIS_SERVER, 'Redis stores (real redis-server)', () => {
     await expect(store.createAccount({ email: 'Ada@example.com', tier: 'free' })).rejects.toBeInstanceOf(
       EmailTakenError,
     );
+    // Deleted, it leaves nothing behind: neither index entry, nor its keys.
+    await store.createKey('acc_00000000000000aa');
+    expect(await store.deleteAccount('acc_00000000000000aa')).toBe(true);
+    expect(await redis.keys('legacy:*')).toEqual([]);
+    expect((await store.createAccount({ email: 'Ada@example.com', tier: 'free' })).email).toBe(
+      'ada@example.com',
+    );
   });
 
   describe('RedisQuotaStore', () => {

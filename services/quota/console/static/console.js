@@ -117,12 +117,14 @@ function drawHistory(history) {
   const box = $('history-chart');
   const c = chartColors();
   const xs = history.days.map((d) => Date.parse(`${d.day}T00:00:00Z`) / 1000);
-  const data = [
-    xs,
-    history.days.map((d) => d.served),
-    history.days.map((d) => d.refused),
-    xs.map(() => history.dailyLimit),
-  ];
+  const served = history.days.map((d) => d.served);
+  const refused = history.days.map((d) => d.refused);
+  // The scale follows the counts: a daily limit far above them would flatten every bar, so its line
+  // is drawn only when it is near the counts, and otherwise named in the legend.
+  const peak = Math.max(5, ...served, ...refused);
+  const limitShown = history.dailyLimit <= peak * 1.5;
+  const yMax = limitShown ? Math.max(peak, history.dailyLimit) : Math.ceil(peak * 1.15);
+  const data = [xs, served, refused, xs.map(() => (limitShown ? history.dailyLimit : null))];
   const axis = { stroke: c.text, grid: { stroke: c.grid }, ticks: { stroke: c.grid } };
   const bars = uPlot.paths.bars({ size: [0.6, 40] });
   const opts = {
@@ -130,12 +132,18 @@ function drawHistory(history) {
     height: 260,
     tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
     axes: [axis, axis],
-    scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(5, max)] } },
+    scales: { x: { time: true }, y: { range: () => [0, yMax] } },
     series: [
       {},
       { label: 'Served', stroke: c.served, fill: `${c.served}99`, paths: bars },
       { label: 'Refused (429)', stroke: c.refused, fill: `${c.refused}99`, paths: bars },
-      { label: 'Daily limit', stroke: c.limit, dash: [6, 4], width: 1, points: { show: false } },
+      {
+        label: limitShown ? 'Daily limit' : `Daily limit ${history.dailyLimit} (above this scale)`,
+        stroke: c.limit,
+        dash: [6, 4],
+        width: 1,
+        points: { show: false },
+      },
     ],
   };
   historyPlot?.destroy();

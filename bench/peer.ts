@@ -1,0 +1,319 @@
+// Issue 14's side-by-side: our server against the Python peer (bench/python-peer/server.py: Starlette
+// on uvicorn, 2 workers, onnxruntime with 2 intra-op threads, pyvips, the same preprocessing). One
+// server is loaded at a time: each round starts ours, measures, stops it, then the same for the peer,
+// five rounds interleaved (ours, peer, ours, peer, …), and the table gives each figure's median.
+// Before the peer is measured its scores are compared with ours on every bench image.
+//
+// CPU per request: utime + stime (and the reaped children's) summed over the server's whole process
+// tree from /proc, across the ~1 MP concurrency-8 load, divided by the requests answered: our worker
+// threads are in our process, uvicorn's workers are child processes. Peak RSS: the sum of VmRSS over
+// the same tree, sampled every 20 ms during that load.
+
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type Child, spawnChild } from '../test/support/children.ts';
+import { listeningPort, ROOT } from '../test/support/server-process.ts';
+import { type LoadResult, runLoad } from './http-load.ts';
+import { benchImages, ONE_MP, THREE_MP } from './images.ts';
+import { findPeerPython, PEER_INSTALL, PEER_SCORE_BOUND, PEER_VENV, startPeer } from './python-peer/venv.ts';
+
+const DETECT = '/api/public/detect';
+const OUR_ENV = { ANON_PER_MINUTE: '1000000', ANON_PER_DAY: '1000000', LOG_LEVEL: 'warn' };
+const MiB = 1024 * 1024;
+const TICK_MS = 1000 / Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim() || 100);
+
+interface Running {
+  url: string;
+  pid: number;
+  stop: () => Promise<unknown>;
+}
+
+interface RoundFigures {
+  rps1: number;
+  rps3: number;
+  p50: number;
+  cpuMs: number;
+  rssPeak: number;
+  failures: number;
+}
+
+// --- our server, as production runs it ----------------------------------------------------------------
+
+const DIST_ENTRY = join(ROOT, 'dist/services/all-in-one/server.js');
+
+function newestSource(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) newest = Math.max(newest, newestSource(path));
+    else if (entry.name.endsWith('.ts')) newest = Math.max(newest, statSync(path).mtimeMs);
+  }
+  return newest;
+}
+
+/** `node dist/…/server.js` (the image's command) when a build is there and newer than every source
+ * file; otherwise `npm start`'s `node --import tsx services/all-in-one/server.ts`. */
+export function ourEntry(): { args: string[]; how: string } {
+  if (existsSync(DIST_ENTRY) && statSync(DIST_ENTRY).mtimeMs >= newestSource(join(ROOT, 'services')))
+    return {
+      args: [DIST_ENTRY],
+      how: 'node dist/services/all-in-one/server.js (the built dist, as the image runs it)',
+    };
+  const why = existsSync(DIST_ENTRY) ? 'dist/ is older than services/' : 'no dist/';
+  return {
+    args: ['--import', 'tsx', 'services/all-in-one/server.ts'],
+    how: `node --import tsx services/all-in-one/server.ts (npm start; ${why}: \`npm run build\` to measure the build)`,
+  };
+}
+
+async function startOurs(args: string[]): Promise<Running> {
+  const accounts = mkdtempSync(join(tmpdir(), 'nsfwdetector-accounts-'));
+  const child = spawnChild('nsfwdetector', process.execPath, args, {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      TSX_DISABLE_CACHE: '1',
+      ACCOUNTS_FILE: join(accounts, 'accounts.json'),
+      HOST: '127.0.0.1',
+      PORT: '0',
+      ...OUR_ENV,
+    },
+  });
+  const stop = async () => {
+    await child.stop();
+    rmSync(accounts, { recursive: true, force: true });
+  };
+  try {
+    const url = `http://127.0.0.1:${await listeningPort(child)}`;
+    await waitFor(child, `${url}/internal/ready`);
+    return { url, pid: child.pid, stop };
+  } catch (err) {
+    await child.kill();
+    rmSync(accounts, { recursive: true, force: true });
+    throw new Error(`our server did not start: ${(err as Error).message}\n${child.output()}`);
+  }
+}
+
+async function waitFor(child: Child, url: string, timeoutMs = 120_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (!child.running()) throw new Error('exited before it was ready');
+    const status = await fetch(url).then(
+      (r) => r.status,
+      () => 0,
+    );
+    if (status === 200) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`not ready after ${timeoutMs} ms`);
+}
+
+// --- /proc: a process tree's CPU time and resident memory -------------------------------------------
+
+/** pid → ppid for every process (the field after the parenthesised command name). */
+function parents(): Map<number, number> {
+  const map = new Map<number, number>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      map.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return map;
+}
+
+/** `root` and all its descendants. */
+export function processTree(root: number): number[] {
+  const ppid = parents();
+  const tree = [root];
+  for (let i = 0; i < tree.length; i++)
+    for (const [pid, parent] of ppid) if (parent === tree[i]) tree.push(pid);
+  return tree;
+}
+
+/** CPU time of the tree in ms: utime + stime of each process (all its threads), plus cutime + cstime
+ * (children already reaped, so a worker that exits mid-load keeps counting). */
+export function treeCpuMs(tree: number[]): number {
+  let ticks = 0;
+  for (const pid of tree) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // f[0] is field 3 (state)
+      ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
+    } catch {
+      // exited: its time is in its parent's cutime/cstime once reaped
+    }
+  }
+  return ticks * TICK_MS;
+}
+
+export function treeRssBytes(tree: number[]): number {
+  let kb = 0;
+  for (const pid of tree) {
+    try {
+      kb += Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
+    } catch {
+      // exited
+    }
+  }
+  return kb * 1024;
+}
+
+// --- measuring -----------------------------------------------------------------------------------------
+
+async function nsfwScores(url: string, bodies: Buffer[]): Promise<number[]> {
+  const scores: number[] = [];
+  for (const body of bodies) {
+    const res = await fetch(`${url}${DETECT}`, {
+      method: 'POST',
+      body: new Uint8Array(body),
+      headers: { 'content-type': 'image/jpeg' },
+    });
+    const json = (await res.json()) as { data?: { scores?: { nsfw?: number } } };
+    const nsfw = json.data?.scores?.nsfw;
+    if (res.status !== 200 || typeof nsfw !== 'number')
+      throw new Error(`${url}: ${res.status} ${JSON.stringify(json)}`);
+    scores.push(nsfw);
+  }
+  return scores;
+}
+
+async function measure(
+  server: Running,
+  one: Buffer[],
+  three: Buffer[],
+  seconds: number,
+): Promise<RoundFigures> {
+  const url = `${server.url}${DETECT}`;
+  const load = (bodies: Buffer[], concurrency: number): Promise<LoadResult> =>
+    runLoad({ url, bodies, contentType: 'image/jpeg', concurrency, seconds });
+  // Warm-up: every worker of either server has decoded and scored both sizes before anything counts.
+  for (const bodies of [one, three])
+    await runLoad({ url, bodies, contentType: 'image/jpeg', concurrency: 8, seconds: 10, maxRequests: 16 });
+
+  let tree = processTree(server.pid);
+  let rssPeak = treeRssBytes(tree);
+  let samples = 0;
+  const sampler = setInterval(() => {
+    if (++samples % 25 === 0) tree = processTree(server.pid); // a worker may have been replaced
+    rssPeak = Math.max(rssPeak, treeRssBytes(tree));
+  }, 20);
+  const cpuBefore = treeCpuMs(tree);
+  const c8one = await load(one, 8);
+  const cpuAfter = treeCpuMs(processTree(server.pid));
+  clearInterval(sampler);
+  rssPeak = Math.max(rssPeak, treeRssBytes(tree));
+
+  const c8three = await load(three, 8);
+  const c1 = await load(one, 1);
+  return {
+    rps1: c8one.perSecond,
+    rps3: c8three.perSecond,
+    p50: c1.p50,
+    cpuMs: (cpuAfter - cpuBefore) / c8one.requests,
+    rssPeak,
+    failures: c8one.failures + c8three.failures + c1.failures,
+  };
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
+};
+
+/**
+ * Runs the comparison and returns the lines to print (table last); one line saying so when the peer is
+ * not installed. Throws when its scores differ from ours by more than PEER_SCORE_BOUND.
+ */
+export async function peerComparison(opts: {
+  seconds: number;
+  rounds?: number;
+  log?: (line: string) => void;
+}): Promise<string[]> {
+  const rounds = opts.rounds ?? 5;
+  const log = opts.log ?? ((line: string) => console.log(line));
+  if (!findPeerPython())
+    return [`peer: skipped, the Python peer is not installed (${PEER_VENV}; install: ${PEER_INSTALL})`];
+  const oneImages = await benchImages(ONE_MP);
+  const threeImages = await benchImages(THREE_MP);
+  const one = oneImages.map((i) => i.jpeg);
+  const three = threeImages.map((i) => i.jpeg);
+  const entry = ourEntry();
+  // Progress goes to `log` as it happens; the returned lines (printed last) repeat what the table needs.
+  log(
+    'peer: Python peer = bench/python-peer/server.py (Starlette/uvicorn, uvloop, httptools, 2 workers; onnxruntime 2 intra-op threads; pyvips)',
+  );
+  log(
+    `peer: ${rounds} rounds of ${opts.seconds} s per figure, one server loaded at a time; ~1 MP = ${ONE_MP.width}×${ONE_MP.height}, 3 MP = ${THREE_MP.width}×${THREE_MP.height} JPEGs (${one.length} of each)`,
+  );
+  const lines = [`peer: ours = ${entry.how}`];
+  log(lines[0] as string);
+
+  const ours: RoundFigures[] = [];
+  const peer: RoundFigures[] = [];
+  let ourScores: number[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const server = await startOurs(entry.args);
+    try {
+      if (round === 0) ourScores = await nsfwScores(server.url, [...one, ...three]);
+      ours.push(await measure(server, one, three, opts.seconds));
+    } finally {
+      await server.stop();
+    }
+    const started = await startPeer();
+    const running: Running = { url: started.url, pid: started.child.pid, stop: started.stop };
+    try {
+      if (round === 0) {
+        // The peer is measured only once it has been shown to compute what we compute.
+        const peerScores = await nsfwScores(running.url, [...one, ...three]);
+        const maxDelta = Math.max(...peerScores.map((s, i) => Math.abs(s - (ourScores[i] as number))));
+        const parity = `peer: scores vs ours on the ${peerScores.length} bench images: max |Δ nsfw| = ${maxDelta.toExponential(2)} (bound ${PEER_SCORE_BOUND}${maxDelta === 0 ? '; bit-identical' : ''})`;
+        log(parity);
+        lines.push(parity);
+        if (!(maxDelta <= PEER_SCORE_BOUND))
+          throw new Error(`${parity}: the peer does not compute our scores`);
+      }
+      peer.push(await measure(running, one, three, opts.seconds));
+    } finally {
+      await running.stop();
+    }
+    const o = ours[round] as RoundFigures;
+    const p = peer[round] as RoundFigures;
+    log(
+      `peer: round ${round + 1}/${rounds}: req/s 1 MP ${o.rps1.toFixed(1)} | ${p.rps1.toFixed(1)}, 3 MP ${o.rps3.toFixed(1)} | ${p.rps3.toFixed(1)}, p50 ${o.p50.toFixed(1)} | ${p.p50.toFixed(1)} ms, CPU ${o.cpuMs.toFixed(1)} | ${p.cpuMs.toFixed(1)} ms/req, RSS ${(o.rssPeak / MiB).toFixed(0)} | ${(p.rssPeak / MiB).toFixed(0)} MiB (failed ${o.failures} | ${p.failures})`,
+    );
+  }
+
+  const m = (xs: RoundFigures[], k: keyof RoundFigures) => median(xs.map((x) => x[k]));
+  const rows: string[][] = [
+    [`figure (median of ${rounds} rounds)`, 'ours', 'Python peer', 'ratio', 'target'],
+  ];
+  const row = (label: string, k: keyof RoundFigures, show: (x: number) => string, target: string) => {
+    const a = m(ours, k);
+    const b = m(peer, k);
+    rows.push([label, show(a), show(b), `${(a / b).toFixed(2)}×`, target]);
+  };
+  row('req/s, ~1 MP JPEG, concurrency 8', 'rps1', (x) => x.toFixed(1), '≥ 2.0× the peer');
+  row('req/s, 3 MP JPEG, concurrency 8', 'rps3', (x) => x.toFixed(1), '≥ 1.6× the peer');
+  row('p50, ~1 MP, concurrency 1', 'p50', (x) => `${x.toFixed(1)} ms`, 'ours ≤ 12 ms');
+  row('server CPU per request, ~1 MP', 'cpuMs', (x) => `${x.toFixed(1)} ms`, 'ours ≤ 11 ms');
+  row(
+    'peak RSS under that load',
+    'rssPeak',
+    (x) => `${(x / MiB).toFixed(0)} MiB`,
+    '≤ the peer (ratio ≤ 1.00×)',
+  );
+  const widths = rows[0]?.map((_, c) => Math.max(...rows.map((r) => (r[c] as string).length))) ?? [];
+  const cells = (r: string[]) => `| ${r.map((cell, c) => cell.padEnd(widths[c] as number)).join(' | ')} |`;
+  const rule = `| ${widths.map((w) => '-'.repeat(w)).join(' | ')} |`;
+  lines.push('', cells(rows[0] as string[]), rule, ...rows.slice(1).map(cells));
+  const failures = [...ours, ...peer].reduce((n, r) => n + r.failures, 0);
+  if (failures > 0) lines.push(`peer: ${failures} requests failed over all rounds (not counted in req/s)`);
+  return lines;
+}

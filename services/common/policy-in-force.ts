@@ -1,0 +1,66 @@
+// What is in force now: the mounted policy file (POLICY_FILE, the operator's ConfigMap) once it holds a
+// valid policy, otherwise the configuration. Every composition (detect, quota, all-in-one) gets its
+// thresholds, limits and upload limit from these providers, and every caller reads a provider once per
+// request: a policy swap applies to the next request and never changes one in flight.
+
+import type { FastifyInstance } from 'fastify';
+import type { ModelName } from '../detect/model/classifier.ts';
+import type { AccountTier } from './account-tier.ts';
+import type { Config, WindowLimits } from './config.ts';
+import { POLICY_MODELS } from './policy-file.ts';
+import { type PolicyLogger, PolicyWatch } from './policy-watch.ts';
+
+/** The quota limits a decision uses: anonymous callers (per IP) and accounts by tier. */
+export interface QuotaLimits {
+  anonymous: WindowLimits;
+  tiers: Record<AccountTier, WindowLimits>;
+}
+
+export interface PolicyInForce {
+  thresholds(): Config['thresholds'];
+  limits(): QuotaLimits;
+  /**
+   * The largest accepted upload: the policy's `upload.maxBytes`, capped by MAX_FILE_BYTES (the spec's
+   * 50 MiB by default). The policy can only lower the limit: the HTTP layer's guards (Expect:
+   * 100-continue, the linger after a refusal) are sized from MAX_FILE_BYTES at boot.
+   */
+  maxFileBytes(): number;
+  /**
+   * The policy's model, else MODEL. Detect reads it once, at boot (a process loads one model); a
+   * changed spec.model reaches new pods, which the operator rolls.
+   */
+  model(): ModelName;
+  /** Stops watching the file. */
+  close(): void;
+}
+
+/** The limits the configuration sets (no policy file, or none valid yet). */
+export function configuredLimits(config: Config): QuotaLimits {
+  return { anonymous: config.anonymous, tiers: config.tiers };
+}
+
+/** Watches POLICY_FILE when it is set; with no (valid) policy the configuration applies. */
+export function policyInForce(config: Config, log: PolicyLogger): PolicyInForce {
+  const watch = config.policyFile ? new PolicyWatch(config.policyFile, log) : undefined;
+  const fromConfig = configuredLimits(config);
+  return {
+    thresholds: () => watch?.current()?.thresholds ?? config.thresholds,
+    limits: () => {
+      const policy = watch?.current();
+      return policy ? { anonymous: policy.anonymous, tiers: policy.tiers } : fromConfig;
+    },
+    maxFileBytes: () => Math.min(config.maxFileBytes, watch?.current()?.upload.maxBytes ?? Infinity),
+    model: () => {
+      const policy = watch?.current();
+      return policy ? POLICY_MODELS[policy.model] : config.model;
+    },
+    close: () => watch?.close(),
+  };
+}
+
+/** policyInForce for an app: logged with the app's logger, no longer watched once the app closes. */
+export function policyForApp(app: FastifyInstance, config: Config): PolicyInForce {
+  const policy = policyInForce(config, app.log);
+  app.addHook('onClose', async () => policy.close());
+  return policy;
+}

@@ -1,0 +1,84 @@
+// A model change needs new detect pods (a process loads its model once, at boot, from the mounted
+// policy file: services/detect/server.ts). The operator rolls the detect Deployment by one pod-template
+// annotation, nsfwdetector.io/model, server-side applied under its field manager (the only field of
+// the Deployment it owns), and follows the rollout in the Deployment's status. The annotation is the
+// trigger, not the source: the new pods read the model from the ConfigMap, which is written first.
+// Threshold and limit changes never touch the Deployment (the services re-read the file live).
+
+import type { KubernetesObject, V1Deployment, V1DeploymentStatus } from '@kubernetes/client-node';
+import { POLICY_MODELS, type PolicyDocument } from '../common/policy-file.ts';
+import { apply, type Kube } from './kube.ts';
+
+export const MODEL_ANNOTATION = 'nsfwdetector.io/model';
+
+type PolicyModel = PolicyDocument['model'];
+
+function policyModel(value: string | undefined): PolicyModel | undefined {
+  return Object.keys(POLICY_MODELS).find((m) => m === value) as PolicyModel | undefined;
+}
+
+/**
+ * The model the pods of the current template run: the annotation once the operator has set it; before
+ * that, the template's MODEL (the chart's `config.model`, default mobilenet_v2), so a fresh install
+ * whose policy names that same model is not rolled for nothing. Unknown: undefined (roll).
+ */
+export function templateModel(deployment: V1Deployment): PolicyModel | undefined {
+  const template = deployment.spec?.template;
+  const annotated = template?.metadata?.annotations?.[MODEL_ANNOTATION];
+  if (annotated !== undefined) return policyModel(annotated);
+  const container = template?.spec?.containers.find((c) => c.name === 'detect');
+  if (!container) return undefined;
+  const env = container.env?.find((e) => e.name === 'MODEL');
+  if (env?.valueFrom) return undefined;
+  const name = env?.value ?? 'mobilenet_v2';
+  return (Object.entries(POLICY_MODELS).find(([, m]) => m === name)?.[0] as PolicyModel) ?? undefined;
+}
+
+export interface RolloutProgress {
+  complete: boolean;
+  /** "2 of 3 updated, 1 available" and the like, for the status message. */
+  detail: string;
+}
+
+/**
+ * Complete once the new model serves every request: the controller has seen the current generation, no
+ * pod of an older template is left, and an updated pod is available. Not `kubectl rollout status`'s
+ * "every wanted replica available": an HPA scale-up (new pods starting, of the current template) would
+ * then turn the policy's Ready off although its model is in force everywhere.
+ */
+export function rolloutProgress(deployment: V1Deployment): RolloutProgress {
+  const generation = deployment.metadata?.generation ?? 0;
+  const s: V1DeploymentStatus = deployment.status ?? {};
+  const wanted = deployment.spec?.replicas ?? 1;
+  const replicas = s.replicas ?? 0;
+  const updated = s.updatedReplicas ?? 0;
+  const available = s.availableReplicas ?? 0;
+  const unavailable = s.unavailableReplicas ?? 0;
+  if ((s.observedGeneration ?? 0) < generation) {
+    return {
+      complete: false,
+      detail: `generation ${generation} not yet observed by the deployment controller`,
+    };
+  }
+  const complete = updated === replicas && (wanted === 0 || available > 0);
+  return {
+    complete,
+    detail: `${updated} of ${replicas} replica(s) updated, ${available} available, ${unavailable} unavailable`,
+  };
+}
+
+/** Sets the annotation (a new pod template: Kubernetes rolls the pods); returns the Deployment after. */
+export async function rollToModel(
+  kube: Kube,
+  deployment: V1Deployment,
+  model: PolicyModel,
+): Promise<V1Deployment> {
+  // Apply names only the fields this manager owns (not a whole V1Deployment: no selector, no containers).
+  const patch: KubernetesObject & { spec: object } = {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: deployment.metadata?.name, namespace: deployment.metadata?.namespace },
+    spec: { template: { metadata: { annotations: { [MODEL_ANNOTATION]: model } } } },
+  };
+  return (await apply(kube, patch)) as unknown as V1Deployment;
+}
