@@ -6,7 +6,8 @@ little-endian float32 [224, 224, 3] each, produced by the server's own decode + 
 order).
 
   python quantise.py FLOAT.onnx CALIBRATION_DIR OUT.onnx --method static|dynamic
-                     [--format qdq|qoperator] [--per-channel]
+                     [--format qdq|qoperator] [--per-channel] [--calibrate minmax|percentile|entropy]
+                     [--float-head] [--float-stem]
 
 Determinism: the bytes must not depend on the machine, but MinMax calibration runs float inference,
 whose last bits vary with the CPU's kernels (AVX2 vs AVX-512 …). So the calibrated ranges are rounded
