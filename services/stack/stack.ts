@@ -194,8 +194,15 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     REDIS_URL: `redis://127.0.0.1:${ports.get('redis')}`,
     // Envoy appends the client to X-Forwarded-For: the services trust exactly that one hop.
     TRUSTED_PROXY_HOPS: '1',
-    OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${otlpPort}`,
-    OTEL_BSP_SCHEDULE_DELAY: productEnv.OTEL_BSP_SCHEDULE_DELAY ?? '500',
+    // Tracing off (ratio 0): Envoy samples no request and decides for every one, so nothing behind it
+    // would ever be recorded; the services then run without the OpenTelemetry SDK at all (it costs
+    // detect ~0.9 ms of CPU per request even when it records nothing).
+    ...(traceSampleRatio > 0
+      ? {
+          OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${otlpPort}`,
+          OTEL_BSP_SCHEDULE_DELAY: productEnv.OTEL_BSP_SCHEDULE_DELAY ?? '500',
+        }
+      : { OTEL_EXPORTER_OTLP_ENDPOINT: undefined, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: undefined }),
   });
   let envFor: Record<string, string | undefined> = {};
 
