@@ -13,6 +13,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { GROUP, VERSION } from '../../services/operator/kube.ts';
 import { OPERATOR_PERMISSIONS, operatorGrants } from '../../services/operator/rbac.ts';
 import { describeWithKube } from '../support/describe-kube.ts';
+import { eventually } from '../support/eventually.ts';
 import {
   auditLogOf,
   type KubeApiServer,
@@ -84,22 +85,6 @@ function expand(rules: RulesReview['status']['resourceRules']): Set<string> {
           for (const name of r.resourceNames?.length ? r.resourceNames : [undefined])
             out.add(key({ apiGroup, resource, verb, ...(name ? { name } : {}) }));
   return out;
-}
-
-async function eventually<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
 }
 
 describeWithKube(

@@ -20,6 +20,7 @@ import { detectionPolicyManifest } from '../../services/calibrate/report.ts';
 import { CHART_DIR, helm, removeHelmHome } from '../chart/helm.ts';
 import { fixture } from '../fixtures/corpus.ts';
 import { describeWithKube } from '../support/describe-kube.ts';
+import { eventually } from '../support/eventually.ts';
 import { type KubeApiServer, startKubeApiServer } from '../support/kube-apiserver.ts';
 import { startQuotaServer } from '../support/quota-process.ts';
 import { RedisServer } from '../support/redis-server.ts';
@@ -39,22 +40,6 @@ interface Cr {
     keys?: Array<{ name: string; id: string; last4: string }>;
     accountId?: string;
   };
-}
-
-async function eventually<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
 }
 
 describeWithKube(
