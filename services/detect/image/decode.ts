@@ -8,6 +8,8 @@
 // The decode half (`decodeRgb`) turns any whitelisted input into upright 8-bit sRGB RGB with sharp
 // (BMP through our own decoder); the resize half (`resizeToTensor`) is a bit-exact port of the tfjs
 // CPU kernel of resizeBilinear(alignCorners = true), fed the same float32 values (v / 255).
+// toModelInput first offers a JPEG to the libjpeg fast path (libjpeg/jpeg-tensor.c: libjpeg-turbo with
+// the resize done on the decoded rows, bit-identical); whatever it declines is decoded by sharp.
 //
 // Decoding rules:
 // - EXIF / TIFF orientation applied (autoOrient), so the model sees the image upright;
@@ -40,6 +42,7 @@
 import sharp, { type Sharp } from 'sharp';
 import { ApiError, isApiError } from '../../common/errors.ts';
 import { decodeBmp } from './bmp.ts';
+import { type JpegDecoder, jpegToTensor, resolveJpegDecoder } from './libjpeg/jpeg-tensor.ts';
 import { checkImageData } from './probe.ts';
 import { signatureFormat } from './sniff.ts';
 import {
@@ -68,6 +71,11 @@ export interface DecodeOptions {
   limits?: DimensionLimits;
   /** Upper bound on sharp's processing time per image, in seconds (0 = none). Default 30. */
   timeoutSeconds?: number;
+  /**
+   * toModelInput only: `libjpeg` tries the fast path (libjpeg/jpeg-tensor.c) for JPEGs first; a JPEG it
+   * declines goes to sharp. Default: `libjpeg` where the addon was built, else `sharp`.
+   */
+  jpegDecoder?: JpegDecoder;
 }
 
 export interface DecodedRgb {
@@ -84,8 +92,12 @@ export interface ModelInput {
   /** Size of the decoded (upright, possibly shrunk-on-load) RGB image that was resized. */
   decodedWidth: number;
   decodedHeight: number;
+  /** With the libjpeg fast path the resize happens during the decode: all of it is decodeMs. */
   decodeMs: number;
   resizeMs: number;
+  /** Which decoder made the pixels; for a JPEG that sharp decoded, why the fast path declined it. */
+  decoder: JpegDecoder;
+  declined?: string;
 }
 
 // libvips loader classes sharp may use: one per whitelisted format (BMP never reaches libvips as a
@@ -155,6 +167,24 @@ function undecodable(format: ImageFormat, err: unknown): ApiError {
   return new ApiError('UNDECODABLE', `Undecodable ${FORMAT_NAMES[format]} image: ${reason}`, {}, err);
 }
 
+function maxPixelsOf(probed: ProbedImage, opts: DecodeOptions): number {
+  const limits = opts.limits ?? DEFAULT_DIMENSION_LIMITS;
+  return (probed.format === 'jpeg' ? limits.jpeg : limits.other).maxPixels;
+}
+
+/** What every decoder is handed only after: the sniffed signature again, and enough data for the header. */
+function guardDecoderInput(bytes: Buffer, probed: ProbedImage): void {
+  // Defence in depth: never hand a decoder bytes that do not carry the whitelisted signature we sniffed.
+  if (signatureFormat(bytes) !== probed.format) {
+    throw new ApiError(
+      'UNSUPPORTED_FORMAT',
+      'Unsupported format: content does not match the detected format',
+    );
+  }
+  // Data too short for the size its header claims is refused before a decoder sees it (cheap).
+  checkImageData(bytes, probed);
+}
+
 /**
  * Decodes the first frame of a sniffed and probed image into upright 8-bit sRGB RGB.
  * Throws ApiError 4005 for anything that fails to decode.
@@ -166,20 +196,9 @@ export async function decodeRgb(
 ): Promise<DecodedRgb> {
   configureSharp();
   const format = probed.format;
-  const limits = opts.limits ?? DEFAULT_DIMENSION_LIMITS;
-  const maxPixels = (format === 'jpeg' ? limits.jpeg : limits.other).maxPixels;
+  const maxPixels = maxPixelsOf(probed, opts);
   const timeoutSeconds = opts.timeoutSeconds ?? 30;
-
-  // Defence in depth: never hand sharp bytes that do not carry the whitelisted signature we sniffed.
-  if (signatureFormat(bytes) !== format) {
-    throw new ApiError(
-      'UNSUPPORTED_FORMAT',
-      'Unsupported format: content does not match the detected format',
-    );
-  }
-
-  // Data too short for the size its header claims is refused before libvips sees it (cheap).
-  checkImageData(bytes, probed);
+  guardDecoderInput(bytes, probed);
 
   const decode = async (failOn: FailOn): Promise<DecodedRgb> => {
     let pipeline: Sharp;
@@ -329,6 +348,27 @@ export async function toModelInput(
   opts: DecodeOptions = {},
 ): Promise<ModelInput> {
   const t0 = performance.now();
+  let declined: string | undefined;
+  if (
+    probed.format === 'jpeg' &&
+    !opts.shrinkOnLoad &&
+    (opts.jpegDecoder ?? DEFAULT_JPEG_DECODER()) === 'libjpeg'
+  ) {
+    guardDecoderInput(bytes, probed);
+    const fast = jpegToTensor(bytes, size, maxPixelsOf(probed, opts));
+    if (typeof fast !== 'string') {
+      return {
+        tensor: fast.tensor,
+        size,
+        decodedWidth: fast.width,
+        decodedHeight: fast.height,
+        decodeMs: performance.now() - t0,
+        resizeMs: 0,
+        decoder: 'libjpeg',
+      };
+    }
+    declined = fast;
+  }
   const decoded = await decodeRgb(bytes, probed, { targetSize: size, ...opts });
   const t1 = performance.now();
   const tensor = resizeToTensor(decoded.rgb, decoded.width, decoded.height, size);
@@ -340,5 +380,9 @@ export async function toModelInput(
     decodedHeight: decoded.height,
     decodeMs: t1 - t0,
     resizeMs: t2 - t1,
+    decoder: 'sharp',
+    ...(declined === undefined ? {} : { declined }),
   };
 }
+
+const DEFAULT_JPEG_DECODER = (): JpegDecoder => resolveJpegDecoder('auto');

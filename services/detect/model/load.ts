@@ -2,6 +2,7 @@
 // checksummed file `npm run models` built; a missing or stale file fails here, before any worker starts.
 
 import type { Config } from '../../common/config.ts';
+import { libjpegUnavailable, resolveJpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { ImageScorer } from '../scoring/image-scorer.ts';
 import { type WorkerPoolOptions, WorkerPoolScorer } from '../scoring/worker-pool-scorer.ts';
 import { verifiedModelFile } from './model-file.ts';
@@ -21,7 +22,18 @@ export function scoringPoolOptions(config: Config): WorkerPoolOptions {
     jobsPerWorker: Math.min(MAX_JOBS_PER_WORKER, Math.ceil(config.concurrency.active / workers)),
     intraOpThreads: config.inferenceThreads,
     limits: config.limits,
+    jpegDecoder: resolveJpegDecoder(config.jpegDecoder),
   };
+}
+
+/**
+ * For the boot log: the JPEG decoder in use and, when JPEG_DECODER=auto found no fast path, why (the
+ * server logs that as a warning: it runs, at about twice the CPU per JPEG).
+ */
+export function jpegDecoderInUse(config: Config): { jpegDecoder: 'libjpeg' | 'sharp'; why?: string } {
+  const jpegDecoder = resolveJpegDecoder(config.jpegDecoder);
+  const missing = config.jpegDecoder === 'auto' ? libjpegUnavailable() : undefined;
+  return missing ? { jpegDecoder, why: missing } : { jpegDecoder };
 }
 
 export async function loadScorer(config: Config, onWorkerError: (err: Error) => void): Promise<ImageScorer> {

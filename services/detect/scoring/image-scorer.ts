@@ -2,7 +2,8 @@
 // time spent decoding and inferring (for timing_ms and the decode/inference spans). The worker pool
 // implementation runs this off the event loop; the in-process one serves tests and tools.
 
-import { toModelInput } from '../image/decode.ts';
+import { type DecodeOptions, toModelInput } from '../image/decode.ts';
+import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import type { Classifier, ClassScores, ModelName } from '../model/classifier.ts';
 
@@ -55,24 +56,20 @@ export class InProcessScorer implements ImageScorer {
   readonly model: ModelName;
   readonly inputSize: number;
   readonly #classifier: Classifier;
-  readonly #limits: DimensionLimits | undefined;
+  readonly #decode: DecodeOptions;
 
-  constructor(classifier: Classifier, limits?: DimensionLimits) {
+  /** `jpegDecoder`: see DecodeOptions (default: the libjpeg fast path where it was built). */
+  constructor(classifier: Classifier, limits?: DimensionLimits, jpegDecoder?: JpegDecoder) {
     this.#classifier = classifier;
     this.model = classifier.name;
     this.inputSize = classifier.inputSize;
-    this.#limits = limits;
+    this.#decode = { ...(limits ? { limits } : {}), ...(jpegDecoder ? { jpegDecoder } : {}) };
   }
 
   async score(bytes: Uint8Array, probed: ProbedImage): Promise<ScoredImage> {
     const decodeStartedAt = epochNow();
     const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const input = await toModelInput(
-      buffer,
-      probed,
-      this.inputSize,
-      this.#limits ? { limits: this.#limits } : {},
-    );
+    const input = await toModelInput(buffer, probed, this.inputSize, this.#decode);
     const inferenceStartedAt = epochNow();
     const scores = await this.#classifier.classify(input.tensor);
     return {

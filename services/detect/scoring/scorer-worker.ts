@@ -11,6 +11,7 @@ import { runInNewContext } from 'node:vm';
 import { parentPort, workerData } from 'node:worker_threads';
 import sharp from 'sharp';
 import { isApiError } from '../../common/errors.ts';
+import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import type { ModelName } from '../model/classifier.ts';
 import { createOnnxClassifier } from '../model/onnx-classifier.ts';
@@ -21,6 +22,7 @@ export interface ScorerWorkerData {
   /** Threads of the session for an image alone in the pool; 1 = no such session. */
   soloThreads: number;
   limits: DimensionLimits;
+  jpegDecoder: JpegDecoder;
 }
 
 export interface ScoreRequest {
@@ -46,12 +48,14 @@ try {
   const shared = new InProcessScorer(
     await createOnnxClassifier({ model: data.model, intraOpThreads: 1 }),
     data.limits,
+    data.jpegDecoder,
   );
   const solo =
     data.soloThreads > 1
       ? new InProcessScorer(
           await createOnnxClassifier({ model: data.model, intraOpThreads: data.soloThreads }),
           data.limits,
+          data.jpegDecoder,
         )
       : shared;
   // One warm-up image through the whole unit of work (each session) before reporting ready: the first

@@ -6,6 +6,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import { ApiError, errorNameForCode } from '../../common/errors.ts';
+import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import { MODEL_INPUT_SIZE, type ModelName } from '../model/classifier.ts';
 import { disableOrtTelemetry } from '../model/onnx-classifier.ts';
@@ -81,6 +82,8 @@ export interface WorkerPoolOptions {
    */
   intraOpThreads: number;
   limits: DimensionLimits;
+  /** How the workers decode JPEGs (already resolved: see resolveJpegDecoder). Default `sharp`. */
+  jpegDecoder?: JpegDecoder;
   /** Called when a worker dies and is replaced (for logging). */
   onWorkerError?: (err: Error) => void;
   /** The worker script; tests substitute one that misbehaves. Default: the ONNX scoring worker. */
@@ -148,6 +151,7 @@ export class WorkerPoolScorer implements ImageScorer {
       model: this.#opts.model,
       soloThreads: solo ? this.#opts.intraOpThreads : 1,
       limits: this.#opts.limits,
+      jpegDecoder: this.#opts.jpegDecoder ?? 'sharp',
     };
     const worker = new Worker(this.#opts.entry ?? ENTRY, { workerData: data });
     const slot: Slot = { worker, solo, jobs: new Map(), ready: false };

@@ -1,0 +1,69 @@
+// The JPEG fast path (jpeg-tensor.c): libjpeg-turbo decodes and the nsfwjs resize samples rows as they
+// arrive, bit-identical to sharp + resizeToTensor for the JPEGs it takes. The addon is built by build.ts
+// (`npm install` runs it); where it could not be built, every JPEG goes through sharp as before.
+
+import { createRequire } from 'node:module';
+
+/** JPEG_DECODER: `auto` uses the fast path when it was built; `libjpeg` requires it; `sharp` never uses it. */
+export const JPEG_DECODERS = ['auto', 'libjpeg', 'sharp'] as const;
+export type JpegDecoderChoice = (typeof JPEG_DECODERS)[number];
+export type JpegDecoder = 'libjpeg' | 'sharp';
+
+/** Progressive scans the fast path decodes; past that the image goes to sharp (and its timeout). */
+export const MAX_SCANS = 100;
+
+export interface JpegTensor {
+  /** NHWC float32 [1, size, size, 3] in [0, 1]. */
+  tensor: Float32Array;
+  width: number;
+  height: number;
+}
+
+interface Addon {
+  decodeToTensor(bytes: Uint8Array, size: number, maxPixels: number, maxScans: number): JpegTensor | string;
+}
+
+const INSTALL_HINT =
+  'build it with `npm run build:native` (needs: apt-get install gcc libc6-dev libjpeg62-turbo-dev)';
+
+let loaded: { addon: Addon } | { error: string } | undefined;
+
+function load(): { addon: Addon } | { error: string } {
+  if (!loaded) {
+    try {
+      loaded = { addon: createRequire(import.meta.url)('./build/jpeg-tensor.node') as Addon };
+    } catch (err) {
+      const message = err instanceof Error ? err.message.split('\n')[0] : String(err);
+      loaded = { error: `the libjpeg fast path is not available (${message}); ${INSTALL_HINT}` };
+    }
+  }
+  return loaded;
+}
+
+/** Why the fast path cannot be used, or undefined when it can. */
+export function libjpegUnavailable(): string | undefined {
+  const state = load();
+  return 'error' in state ? state.error : undefined;
+}
+
+/**
+ * The decoder a JPEG_DECODER choice means on this machine. Throws for `libjpeg` when the addon is not
+ * built (configuration fails fast at boot); `auto` quietly means `sharp` then (the caller logs why).
+ */
+export function resolveJpegDecoder(choice: JpegDecoderChoice): JpegDecoder {
+  if (choice === 'sharp') return 'sharp';
+  const missing = libjpegUnavailable();
+  if (!missing) return 'libjpeg';
+  if (choice === 'libjpeg') throw new Error(`JPEG_DECODER=libjpeg: ${missing}`);
+  return 'sharp';
+}
+
+/**
+ * The model input of a JPEG straight from libjpeg-turbo, or why it was declined (CMYK, ICC profile,
+ * EXIF rotation, any libjpeg warning or error, ...): the caller then decodes with sharp.
+ */
+export function jpegToTensor(bytes: Uint8Array, size: number, maxPixels: number): JpegTensor | string {
+  const state = load();
+  if ('error' in state) return state.error;
+  return state.addon.decodeToTensor(bytes, size, maxPixels, MAX_SCANS);
+}
