@@ -1,8 +1,10 @@
 // Issue 14's side-by-side: our server against the Python peer (bench/python-peer/server.py: Starlette
-// on uvicorn, 2 workers, onnxruntime with 2 intra-op threads, pyvips, the same preprocessing). One
-// server is loaded at a time: each round starts ours, measures, stops it, then the same for the peer,
-// five rounds interleaved (ours, peer, ours, peer, …), and the table gives each figure's median.
-// Before the peer is measured its scores are compared with ours on every bench image.
+// on uvicorn, 2 workers, onnxruntime with 2 intra-op threads, pyvips, the same preprocessing), and our
+// server with JPEG_DECODER=sharp (every JPEG through libvips, as before the libjpeg fast path): what the
+// fast path buys, from the same run. One server is loaded at a time: each round starts ours, measures,
+// stops it, then the same for ours with sharp and for the peer, five rounds interleaved, and the table
+// gives each figure's median. Before the peer is measured its scores are compared with ours on every
+// bench image.
 //
 // CPU per request: utime + stime (and the reaped children's) summed over the server's whole process
 // tree from /proc, across the ~1 MP concurrency-8 load, divided by the requests answered: our worker
@@ -68,7 +70,7 @@ export function ourEntry(): { args: string[]; how: string } {
   };
 }
 
-async function startOurs(args: string[]): Promise<Running> {
+async function startOurs(args: string[], env: Record<string, string> = {}): Promise<Running> {
   const accounts = mkdtempSync(join(tmpdir(), 'nsfwdetector-accounts-'));
   const child = spawnChild('nsfwdetector', process.execPath, args, {
     cwd: ROOT,
@@ -79,6 +81,7 @@ async function startOurs(args: string[]): Promise<Running> {
       HOST: '127.0.0.1',
       PORT: '0',
       ...OUR_ENV,
+      ...env,
     },
   });
   const stop = async () => {
@@ -256,16 +259,25 @@ export async function peerComparison(opts: {
   log(lines[0] as string);
 
   const ours: RoundFigures[] = [];
+  const before: RoundFigures[] = [];
   const peer: RoundFigures[] = [];
   let ourScores: number[] = [];
-  for (let round = 0; round < rounds; round++) {
-    const server = await startOurs(entry.args);
+  const measureOurs = async (env: Record<string, string>, into: RoundFigures[], round: number) => {
+    const server = await startOurs(entry.args, env);
     try {
-      if (round === 0) ourScores = await nsfwScores(server.url, [...one, ...three]);
-      ours.push(await measure(server, one, three, opts.seconds));
+      const scores = await nsfwScores(server.url, [...one, ...three]);
+      if (into === ours && round === 0) ourScores = scores;
+      // The fast path is bit-identical to sharp: the same scores, or the comparison is void.
+      if (into === before && scores.some((s, i) => s !== ourScores[i]))
+        throw new Error('JPEG_DECODER=sharp scored the bench images differently from the fast path');
+      into.push(await measure(server, one, three, opts.seconds));
     } finally {
       await server.stop();
     }
+  };
+  for (let round = 0; round < rounds; round++) {
+    await measureOurs({}, ours, round);
+    await measureOurs({ JPEG_DECODER: 'sharp' }, before, round);
     const started = await startPeer();
     const running: Running = { url: started.url, pid: started.child.pid, stop: started.stop };
     try {
@@ -283,21 +295,30 @@ export async function peerComparison(opts: {
     } finally {
       await running.stop();
     }
-    const o = ours[round] as RoundFigures;
-    const p = peer[round] as RoundFigures;
-    log(
-      `peer: round ${round + 1}/${rounds}: req/s 1 MP ${o.rps1.toFixed(1)} | ${p.rps1.toFixed(1)}, 3 MP ${o.rps3.toFixed(1)} | ${p.rps3.toFixed(1)}, p50 ${o.p50.toFixed(1)} | ${p.p50.toFixed(1)} ms, CPU ${o.cpuMs.toFixed(1)} | ${p.cpuMs.toFixed(1)} ms/req, RSS ${(o.rssPeak / MiB).toFixed(0)} | ${(p.rssPeak / MiB).toFixed(0)} MiB (failed ${o.failures} | ${p.failures})`,
-    );
+    const figures = (r: RoundFigures) =>
+      `${r.rps1.toFixed(1)} / ${r.rps3.toFixed(1)} req/s, p50 ${r.p50.toFixed(1)} ms, CPU ${r.cpuMs.toFixed(1)} ms/req, RSS ${(r.rssPeak / MiB).toFixed(0)} MiB, ${r.failures} failed`;
+    log(`peer: round ${round + 1}/${rounds} ours:  ${figures(ours[round] as RoundFigures)}`);
+    log(`peer: round ${round + 1}/${rounds} sharp: ${figures(before[round] as RoundFigures)}`);
+    log(`peer: round ${round + 1}/${rounds} peer:  ${figures(peer[round] as RoundFigures)}`);
   }
 
   const m = (xs: RoundFigures[], k: keyof RoundFigures) => median(xs.map((x) => x[k]));
   const rows: string[][] = [
-    [`figure (median of ${rounds} rounds)`, 'ours', 'Python peer', 'ratio', 'target'],
+    [
+      `figure (median of ${rounds} rounds)`,
+      'ours',
+      'Python peer',
+      'ratio',
+      'target',
+      'ours, JPEG_DECODER=sharp',
+      'its ratio',
+    ],
   ];
   const row = (label: string, k: keyof RoundFigures, show: (x: number) => string, target: string) => {
     const a = m(ours, k);
     const b = m(peer, k);
-    rows.push([label, show(a), show(b), `${(a / b).toFixed(2)}×`, target]);
+    const c = m(before, k);
+    rows.push([label, show(a), show(b), `${(a / b).toFixed(2)}×`, target, show(c), `${(c / b).toFixed(2)}×`]);
   };
   row('req/s, ~1 MP JPEG, concurrency 8', 'rps1', (x) => x.toFixed(1), '≥ 2.0× the peer');
   row('req/s, 3 MP JPEG, concurrency 8', 'rps3', (x) => x.toFixed(1), '≥ 1.6× the peer');
@@ -313,7 +334,7 @@ export async function peerComparison(opts: {
   const cells = (r: string[]) => `| ${r.map((cell, c) => cell.padEnd(widths[c] as number)).join(' | ')} |`;
   const rule = `| ${widths.map((w) => '-'.repeat(w)).join(' | ')} |`;
   lines.push('', cells(rows[0] as string[]), rule, ...rows.slice(1).map(cells));
-  const failures = [...ours, ...peer].reduce((n, r) => n + r.failures, 0);
+  const failures = [...ours, ...before, ...peer].reduce((n, r) => n + r.failures, 0);
   if (failures > 0) lines.push(`peer: ${failures} requests failed over all rounds (not counted in req/s)`);
   return lines;
 }

@@ -61,8 +61,10 @@ export interface DecodeOptions {
    * edge). 1/2 is not used: libjpeg-turbo's 4x4 reduced IDCT has no x86 SIMD, measured slower than a
    * full decode. Much faster on large photos, but the pixels differ from the full-resolution path; keep
    * false until the score drift has been measured (limit: max |Δ nsfw| ≤ 0.01).
+   * `'if-declined'` (toModelInput): only if the libjpeg fast path declines the JPEG; the fast path
+   * itself decodes at full size holding two rows, so it needs no shrinking to bound memory.
    */
-  shrinkOnLoad?: boolean;
+  shrinkOnLoad?: boolean | 'if-declined';
   /** Model input size, used to bound shrink-on-load. Default 224. */
   targetSize?: number;
   /** Background that alpha is flattened onto. Default 'white' (see the header comment). */
@@ -351,7 +353,7 @@ export async function toModelInput(
   let declined: string | undefined;
   if (
     probed.format === 'jpeg' &&
-    !opts.shrinkOnLoad &&
+    opts.shrinkOnLoad !== true &&
     (opts.jpegDecoder ?? DEFAULT_JPEG_DECODER()) === 'libjpeg'
   ) {
     guardDecoderInput(bytes, probed);

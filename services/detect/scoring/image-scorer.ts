@@ -32,7 +32,8 @@ export const epochNow = (): number => performance.timeOrigin + performance.now()
 /**
  * Full-resolution decoding reproduces nsfwjs (max |Δ nsfw| 2.5e-6 over the corpus); libjpeg's DCT
  * shrink-on-load drifts up to 0.017, over the 0.01 parity bound, so it is not used for speed. It is
- * used where a full decode would cost too much memory: a 200 MP JPEG decodes to ~600 MB of RGB.
+ * used where a full decode by sharp would cost too much memory (a 200 MP JPEG decodes to ~600 MB of
+ * RGB): for JPEGs over this size that the libjpeg fast path declines (it holds only two rows).
  */
 export const FULL_DECODE_MAX_PIXELS = 16_000_000;
 
@@ -69,7 +70,10 @@ export class InProcessScorer implements ImageScorer {
   async score(bytes: Uint8Array, probed: ProbedImage): Promise<ScoredImage> {
     const decodeStartedAt = epochNow();
     const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const input = await toModelInput(buffer, probed, this.inputSize, this.#decode);
+    const input = await toModelInput(buffer, probed, this.inputSize, {
+      ...this.#decode,
+      shrinkOnLoad: needsShrinkOnLoad(probed) ? 'if-declined' : false,
+    });
     const inferenceStartedAt = epochNow();
     const scores = await this.#classifier.classify(input.tensor);
     return {

@@ -177,6 +177,30 @@ describeWithTool(JPEG_TENSOR_ADDON, 'libjpeg fast path', () => {
     expect(jpegToTensor(new Uint8Array([0xff, 0xd8, 0xff]), SIZE, 1e6)).toMatch(/libjpeg/);
   });
 
+  it("over 16 MP (the scorer's 'if-declined'): full size through the fast path, shrunk on load by sharp when declined", async () => {
+    const big = await photo({}, 4900, 3400); // 16.7 MP
+    const probed = probeHeader(big, 'jpeg');
+    const fast = await toModelInput(big, probed, SIZE, {
+      shrinkOnLoad: 'if-declined',
+      jpegDecoder: 'libjpeg',
+    });
+    expect([fast.decoder, fast.decodedWidth]).toEqual(['libjpeg', 4900]);
+    const full = await toModelInput(big, probed, SIZE, { jpegDecoder: 'sharp' });
+    expect(Buffer.compare(Buffer.from(fast.tensor.buffer), Buffer.from(full.tensor.buffer))).toBe(0);
+
+    const withProfile = await sharp(big).withIccProfile('srgb').toBuffer();
+    const shrunk = await toModelInput(withProfile, probeHeader(withProfile, 'jpeg'), SIZE, {
+      shrinkOnLoad: 'if-declined',
+      jpegDecoder: 'libjpeg',
+    });
+    // 1/8 scale: the short edge stays at or above 224 (3400 / 8 = 425).
+    expect([shrunk.decoder, shrunk.declined, shrunk.decodedWidth]).toEqual([
+      'sharp',
+      'embedded ICC profile',
+      612,
+    ]);
+  });
+
   it('declines an image over the pixel limit it is given', async () => {
     expect(jpegToTensor(await photo({}, 640, 480), SIZE, 640 * 480 - 1)).toBe('too many pixels');
   });
