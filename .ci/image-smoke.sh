@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds services/Dockerfile on the local Node base (.ci/docker-base.sh) and starts each entry point in
 # the image as CI would deploy it: non-root, read-only root filesystem, /tmp a tmpfs, no capabilities.
-# Each must answer its readiness probe; the all-in-one server scores one image; tsx is absent.
+# Each must answer its readiness probe; the all-in-one server scores a PNG and a JPEG (the libjpeg fast
+# path); tsx is absent.
 # Starts dockerd when none runs (and stops it at the end). Fails when docker cannot run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,12 +61,19 @@ start detect dist/services/detect/server.js DETECT_PORT=8080 EDGE_SECRET=image-s
 start quota dist/services/quota/server.js QUOTA_PORT=8080 ACCOUNTS_FILE=/tmp/accounts.json >/dev/null
 url=$(start all-in-one dist/services/all-in-one/server.js PORT=8080 ACCOUNTS_FILE=/tmp/accounts.json SCORING_WORKERS=1)
 
-png=$(mktemp)
-node -e "require('sharp')({create:{width:64,height:64,channels:3,background:'#808080'}}).png().toFile(process.argv[1])" "$png"
-answer=$(curl -sS -H 'content-type: image/png' --data-binary "@$png" "$url/api/public/detect")
-rm -f "$png"
-node -e 'const a = JSON.parse(process.argv[1]); if (!["allow", "review", "block"].includes(a.data?.decision)) { console.error(a); process.exit(1); }' "$answer"
-echo "image-smoke: all-in-one scored an image: $answer"
+# A PNG (sharp) and a JPEG (the libjpeg fast path, which the image requires: JPEG_DECODER=libjpeg).
+for format in png jpeg; do
+  img=$(mktemp)
+  node -e "require('sharp')({create:{width:64,height:64,channels:3,background:'#808080'}}).toFormat(process.argv[2]).toFile(process.argv[1])" "$img" "$format"
+  answer=$(curl -sS -H "content-type: image/$format" --data-binary "@$img" "$url/api/public/detect")
+  rm -f "$img"
+  node -e 'const a = JSON.parse(process.argv[1]); if (!["allow", "review", "block"].includes(a.data?.decision)) { console.error(a); process.exit(1); }' "$answer"
+  echo "image-smoke: all-in-one scored a $format image: $answer"
+done
+if ! docker logs "$(tail -n1 "$containers")" 2>&1 | grep -q '"jpegDecoder":"libjpeg"'; then
+  echo "image-smoke: the all-in-one server does not decode JPEGs with the libjpeg fast path" >&2
+  exit 1
+fi
 
 if docker run --rm --read-only "$image" -e "import('tsx').then(() => process.exit(1), () => process.exit(0))"; then
   echo "image-smoke: no tsx in the image"

@@ -150,11 +150,14 @@ describeWithTool(JPEG_TENSOR_ADDON, 'libjpeg fast path', () => {
     ] as const) {
       for (const at of [0.35, 0.6, 0.9, 0.999])
         cases.push([`${name} cut at ${at}`, jpeg.subarray(0, Math.floor(jpeg.length * at))]);
-      for (let i = 0; i < 12; i++) {
+      // Damage in the entropy-coded data, and anywhere (markers, tables, frame and scan headers).
+      for (let i = 0; i < 60; i++) {
         const damaged = Buffer.from(jpeg);
-        const at = 700 + Math.floor(random() * (damaged.length - 702));
+        const from = i < 20 ? 700 : 2;
+        const at = from + Math.floor(random() * (damaged.length - from - 2));
         damaged[at] = Math.floor(random() * 256);
-        cases.push([`${name} byte ${at} changed`, damaged]);
+        if (i % 3 === 0) damaged[at + 1] = Math.floor(random() * 256);
+        cases.push([`${name} bytes at ${at} changed`, damaged]);
       }
     }
     let declined = 0;
