@@ -9,7 +9,8 @@
 // fresh server is started for every variant in every round.
 //
 //   variant := name[@dist|@tsx|@<dir holding a built services/>][:VAR=value,VAR=value] (VAR= unsets)
-//   Every server gets MALLOC_ARENA_MAX=2, as npm start and the image set it.
+//   Every server runs as npm start and the image run node (services/common/node-runtime.ts: MALLOC_ARENA_MAX=2,
+//   --max-semi-space-size=1); `NODE_FLAGS=…` in a variant replaces the node flags.
 //   options: --seconds N (per concurrency, default 6), --rounds N (default 2), --uploads (also 8
 //            concurrent ~49 MB PNG uploads: peak RSS), --concurrency 1,8 (default), --threads (CPU per
 //            request split by thread name: MainThread, WorkerThread = scoring workers with their ONNX
@@ -21,6 +22,7 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
+import { PRODUCTION_ENV, PRODUCTION_NODE_FLAGS } from '../services/common/node-runtime.ts';
 import { type Child, spawnChild } from '../test/support/children.ts';
 import { listeningPort, ROOT } from '../test/support/server-process.ts';
 import { closeLoadConnections, postOnce, runLoad } from './http-load.ts';
@@ -101,15 +103,20 @@ function rssMiB(pid: number): number {
 }
 
 async function start(v: Variant): Promise<{ child: Child; url: string }> {
-  const args =
-    v.runner === 'tsx'
+  // As npm start and the image run node (services/common/node-runtime.ts); `NODE_FLAGS=<flags>` in a
+  // variant replaces the flags (space-separated; empty: none).
+  const flags =
+    v.env.NODE_FLAGS === undefined ? PRODUCTION_NODE_FLAGS : v.env.NODE_FLAGS.split(' ').filter(Boolean);
+  const args = [
+    ...flags,
+    ...(v.runner === 'tsx'
       ? ['--import', 'tsx', 'services/all-in-one/server.ts']
-      : [join(v.runner, 'services/all-in-one/server.js')];
+      : [join(v.runner, 'services/all-in-one/server.js')]),
+  ];
   const env: NodeJS.ProcessEnv = {
     ...process.env,
-    // As npm start and the image (services/Dockerfile) set them.
     TSX_DISABLE_CACHE: '1',
-    MALLOC_ARENA_MAX: '2',
+    ...PRODUCTION_ENV,
     HOST: '127.0.0.1',
     PORT: '0',
     ANON_PER_MINUTE: '1000000',
@@ -119,6 +126,7 @@ async function start(v: Variant): Promise<{ child: Child; url: string }> {
   };
   // `VAR=` in a variant removes VAR (e.g. `MALLOC_ARENA_MAX=`: glibc's default).
   for (const [k, value] of Object.entries(v.env)) if (value === '') delete env[k];
+  delete env.NODE_FLAGS;
   const child = spawnChild(v.name, process.execPath, args, { cwd: ROOT, env });
   try {
     const port = await listeningPort(child).catch((err: Error) => {

@@ -15,6 +15,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { PRODUCTION_ENV, PRODUCTION_NODE_FLAGS } from '../services/common/node-runtime.ts';
 import { type Child, spawnChild } from '../test/support/children.ts';
 import { listeningPort, ROOT } from '../test/support/server-process.ts';
 import { type LoadResult, runLoad } from './http-load.ts';
@@ -72,10 +73,12 @@ export function ourEntry(): { args: string[]; how: string } {
 
 async function startOurs(args: string[], env: Record<string, string> = {}): Promise<Running> {
   const accounts = mkdtempSync(join(tmpdir(), 'nsfwdetector-accounts-'));
-  const child = spawnChild('nsfwdetector', process.execPath, args, {
+  // Node as the image and npm start run it (flags and environment: services/common/node-runtime.ts).
+  const child = spawnChild('nsfwdetector', process.execPath, [...PRODUCTION_NODE_FLAGS, ...args], {
     cwd: ROOT,
     env: {
       ...process.env,
+      ...PRODUCTION_ENV,
       TSX_DISABLE_CACHE: '1',
       ACCOUNTS_FILE: join(accounts, 'accounts.json'),
       HOST: '127.0.0.1',

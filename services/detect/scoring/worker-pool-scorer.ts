@@ -21,16 +21,15 @@ const ENTRY = import.meta.url.endsWith('.js')
 
 /**
  * The old-generation allocation limit a scoring worker's V8 heap starts with, in MB. A worker's JS
- * heap is small (~8 MB), but every image allocates ~3.6 MB off-heap (decoded pixels and the model
- * input), and V8 counts off-heap memory allocated since the last full collection against that limit.
- * With V8's default limit for an 8 MB heap, a worker ran a full mark-compact every ~10 images (4-5 a
- * second, each pausing its thread for 3-13 ms). Starting from 64 MB, the buffers die in cheap young-
- * generation collections instead: ~10x fewer full collections and ~10% more images per second at
- * concurrency 8 (in-process pool, 8 rounds paired against the default; through HTTP 119-120 against
- * 109-112 req/s in 3 alternating pairs), with the same peak RSS (8 x 49 MB uploads after load: 910-933
- * against 913-938 MiB).
+ * heap is small (~8 MB), but V8 counts off-heap memory allocated since the last full collection against
+ * that limit, and with V8's default limit for an 8 MB heap a worker ran a full mark-compact every ~10
+ * images when sharp decoded every JPEG (~3.6 MB off-heap per image). 64 MB fixed that then (~10% more
+ * images per second). With the libjpeg fast path a JPEG leaves ~0.8 MB off-heap (upload and model
+ * input), and 16 MB measured the same CPU per request and req/s as 64 at ~18 MiB lower peak RSS
+ * (bench/detect-cost.ts, concurrency 8, medians of 3 rounds: 12.23 vs 12.41 ms, 157.7 vs 155.3 req/s,
+ * 374 vs 392 MiB); 8 cost more CPU (12.74 ms) for no less memory.
  */
-const WORKER_INITIAL_OLD_SPACE_MB = 64;
+const WORKER_INITIAL_OLD_SPACE_MB = 16;
 
 /**
  * V8 reads its heap flags when an isolate is created, and a Worker's resourceLimits cannot set an
