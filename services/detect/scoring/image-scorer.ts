@@ -6,6 +6,7 @@ import { type DecodeOptions, toModelInput } from '../image/decode.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import type { Classifier, ClassScores, ModelName } from '../model/classifier.ts';
+import { releaseBuffer } from './release-buffer.ts';
 
 export interface ScoredImage {
   scores: ClassScores;
@@ -75,7 +76,13 @@ export class InProcessScorer implements ImageScorer {
       shrinkOnLoad: needsShrinkOnLoad(probed) ? 'if-declined' : false,
     });
     const inferenceStartedAt = epochNow();
-    const scores = await this.#classifier.classify(input.tensor);
+    let scores: ClassScores;
+    try {
+      scores = await this.#classifier.classify(input.tensor);
+    } finally {
+      // The input tensor is ours alone (made by toModelInput) and done with.
+      releaseBuffer(input.tensor);
+    }
     return {
       scores,
       decodeStartedAt,

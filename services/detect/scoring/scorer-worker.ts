@@ -16,6 +16,7 @@ import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import type { ModelName } from '../model/classifier.ts';
 import { createOnnxClassifier } from '../model/onnx-classifier.ts';
 import { InProcessScorer, isLargeImage } from './image-scorer.ts';
+import { releaseBuffer } from './release-buffer.ts';
 
 export interface ScorerWorkerData {
   model: ModelName;
@@ -37,9 +38,9 @@ if (!parentPort) throw new Error('scorer-worker must run in a worker thread');
 const port = parentPort;
 const data = workerData as ScorerWorkerData;
 
-// A large image leaves two big off-heap buffers behind (the upload and its decoded pixels, ~100 MB for a
-// 4096×4000 PNG) that V8 frees only at its next collection, which may come after the next large image
-// has been decoded: the worker would briefly hold both. Collecting right after such an image (a few ms,
+// A large image leaves its decoded pixels behind (~50 MB for a 4096×4000 PNG; sharp's buffer is freed
+// only by a collection, unlike the upload and the model input, which are released once scored), and V8
+// may collect only after the next large image has been decoded: the worker would briefly hold both. Collecting right after such an image (a few ms,
 // next to the ~150 ms its decoding took) keeps the server's peak memory at one large image per worker.
 setFlagsFromString('--expose-gc');
 const collectGarbage = runInNewContext('gc') as () => void;
@@ -74,6 +75,9 @@ try {
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       port.postMessage({ id, ok: false, code: isApiError(err) ? err.code : undefined, message });
+    } finally {
+      // The upload came by transfer or copy: this thread holds the only reference.
+      releaseBuffer(bytes);
     }
     // After this handler has returned, so that nothing holds the image any more.
     if (large) setImmediate(collectGarbage);
