@@ -262,8 +262,17 @@ static const char *decode(Decoder *d, const uint8_t *bytes, size_t length, int s
 
   // Output row r needs input rows floor(src) and ceil(src) (clamped), which differ by at most one:
   // it is made as soon as its lower row has been decoded, while its upper row is still in the buffer.
+  // Rows no output row needs (about half of them at 1 MP, more the larger the image) are skipped:
+  // libjpeg-turbo still decodes and upsamples them, but converts no colours and hands over nothing.
   int r = 0;
   for (int y = 0; y < h; y++) {
+    if (r < size) {
+      int next = (int)fmax(0, floor(z.row_ratio * r)); // the first row output row r still needs
+      if (next > y) {
+        if (jpeg_skip_scanlines(cinfo, (JDIMENSION)(next - y)) != (JDIMENSION)(next - y)) return "no scanline";
+        y = next;
+      }
+    }
     JSAMPROW row = d->rows + (size_t)(y & 1) * stride;
     if (jpeg_read_scanlines(cinfo, &row, 1) != 1) return "no scanline";
     for (; r < size; r++) {
