@@ -28,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+// For cinfo->upsample->need_context_rows (below): the field libjpeg-turbo's own skipping branches on.
+#define JPEG_INTERNALS
 #include <jpeglib.h>
 
 // ---------------------------------------------------------------------------------------------------
@@ -263,10 +265,14 @@ static const char *decode(Decoder *d, const uint8_t *bytes, size_t length, int s
   // Output row r needs input rows floor(src) and ceil(src) (clamped), which differ by at most one:
   // it is made as soon as its lower row has been decoded, while its upper row is still in the buffer.
   // Rows no output row needs (about half of them at 1 MP, more the larger the image) are skipped:
-  // libjpeg-turbo still decodes and upsamples them, but converts no colours and hands over nothing.
+  // libjpeg-turbo still entropy-decodes them, but converts no colours, hands over nothing and, past
+  // whole iMCU rows, does no IDCT. Only where its skipping keeps the next rows exact: with the fancy
+  // (context-row) upsampler or no vertical upsampling. Its plain vertical upsampler (chroma 1-2 pixels
+  // wide, unusual sampling factors) returns stale rows after a skip that starts inside a row group.
+  int skippable = cinfo->max_v_samp_factor == 1 || cinfo->upsample->need_context_rows;
   int r = 0;
   for (int y = 0; y < h; y++) {
-    if (r < size) {
+    if (skippable && r < size) {
       int next = (int)fmax(0, floor(z.row_ratio * r)); // the first row output row r still needs
       if (next > y) {
         if (jpeg_skip_scanlines(cinfo, (JDIMENSION)(next - y)) != (JDIMENSION)(next - y)) return "no scanline";

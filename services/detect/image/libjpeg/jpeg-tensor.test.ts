@@ -86,7 +86,7 @@ describeWithTool(JPEG_TENSOR_ADDON, 'libjpeg fast path', () => {
     expect(decoders.get('testimgl.jpg')).toMatch(/libjpeg error: Unsupported JPEG process/); // lossless
   });
 
-  it('progressive, 4:4:4 and 4:2:0 encodings, and odd sizes: bit-identical', async () => {
+  it('progressive, 4:4:4 and 4:2:0 encodings, odd and tall sizes (rows skipped): bit-identical', async () => {
     for (const [label, options, w, h] of [
       ['progressive', { progressive: true }, 1155, 866],
       ['4:4:4', { chromaSubsampling: '4:4:4' }, 1155, 866],
@@ -95,6 +95,14 @@ describeWithTool(JPEG_TENSOR_ADDON, 'libjpeg fast path', () => {
       ['exactly the model input', {}, SIZE, SIZE],
       ['one row', {}, 640, 1],
       ['one column', {}, 1, 480],
+      // Tall: rows are skipped a whole iMCU row (16 rows) at a time, without their IDCT.
+      ['tall 4:2:0', { chromaSubsampling: '4:2:0' }, 300, 5000],
+      ['tall progressive', { progressive: true }, 640, 4100],
+      ['tall 4:4:4', { chromaSubsampling: '4:4:4' }, 333, 3617],
+      // Chroma 1-2 pixels wide: libjpeg-turbo's plain vertical upsampler, after which skipping rows
+      // would hand over stale ones (the fast path reads every row there).
+      ['two columns, 4:2:0', { chromaSubsampling: '4:2:0' }, 2, 3000],
+      ['four columns, 4:2:0', { chromaSubsampling: '4:2:0' }, 4, 3001],
     ] as const) {
       const result = await expectSameOutcome(await photo(options, w, h), label);
       expect(decoderOf(result), label).toBe('libjpeg');
