@@ -139,6 +139,8 @@ export interface Config {
   scoringWorkers: number;
   /** ONNX Runtime intra-op threads for an image alone in the pool. */
   inferenceThreads: number;
+  /** A scoring worker holding one image longer than this is terminated and replaced (5001, uncharged). */
+  scoringDeadlineMs: number;
   /** JPEG_DECODER: the libjpeg fast path (`auto`: where it was built), or sharp for every JPEG. */
   jpegDecoder: JpegDecoderChoice;
   /** How many X-Forwarded-For hops the trusted edge adds (0 = use the socket address). */
@@ -264,6 +266,9 @@ export function loadConfig(env: Env = process.env): Config {
     // For an image alone in the pool: two threads cut one inference (~8.5 → ~5.5 ms for mobilenet_v2
     // on 2 cores). Under load each image uses one thread (see scorer-worker.ts).
     inferenceThreads: intVar(env, 'INFERENCE_THREADS', 2, 1, 64),
+    // The slowest legitimate images (a 200 MP JPEG shrunk on load, a 36 MP 16-bit PNG) take ~1-3 s of
+    // CPU; with three images per worker and both cores busy, well under 10 s of wall time.
+    scoringDeadlineMs: intVar(env, 'SCORING_DEADLINE_MS', 15_000, 100, 600_000),
     jpegDecoder: jpegDecoderVar(env),
     trustedProxyHops: intVar(env, 'TRUSTED_PROXY_HOPS', 0, 0, 10),
     shutdownGraceMs: intVar(env, 'SHUTDOWN_GRACE_MS', 25_000, 0),

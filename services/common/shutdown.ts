@@ -2,6 +2,22 @@
 // A step that fails is logged and the rest still run; past the grace period the process exits 1.
 
 import type { FastifyBaseLogger } from 'fastify';
+import { stuckThreadCount } from './stuck-threads.ts';
+
+/**
+ * Ends the process with `code`, or — when a thread is stuck in native code, which process.exit() would
+ * wait for forever — with SIGKILL, so that the grace period holds whatever the threads do.
+ */
+export function exitProcess(log: FastifyBaseLogger, code: number): void {
+  const stuck = stuckThreadCount();
+  if (stuck === 0) process.exit(code);
+  log.error({ stuck }, 'exiting by SIGKILL: threads stuck in native code cannot be joined');
+  // The logger writes asynchronously: a moment for the line above (and those before it) to reach
+  // the output before the process is gone.
+  setTimeout(() => process.kill(process.pid, 'SIGKILL'), LOG_WRITE_MS);
+}
+
+const LOG_WRITE_MS = 100;
 
 export function installShutdown(opts: {
   log: FastifyBaseLogger;
@@ -15,7 +31,7 @@ export function installShutdown(opts: {
     opts.log.info({ signal }, 'shutting down');
     const timer = setTimeout(() => {
       opts.log.error({ graceMs: opts.graceMs }, 'shutdown grace period exceeded');
-      process.exit(1);
+      exitProcess(opts.log, 1);
     }, opts.graceMs);
     timer.unref();
     let failed = false;
@@ -27,7 +43,7 @@ export function installShutdown(opts: {
         opts.log.error({ err }, 'shutdown step failed');
       }
     }
-    process.exit(failed ? 1 : 0);
+    exitProcess(opts.log, failed ? 1 : 0);
   };
   process.once('SIGTERM', () => void stop('SIGTERM'));
   process.once('SIGINT', () => void stop('SIGINT'));

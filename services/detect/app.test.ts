@@ -8,7 +8,7 @@ import { fixture } from '../../test/fixtures/corpus.ts';
 import { embeddedApp } from '../../test/support/embedded-app.ts';
 import { FakeClassifier } from '../../test/support/fake-classifier.ts';
 import { multipart } from '../../test/support/multipart.ts';
-import { InProcessScorer } from './scoring/image-scorer.ts';
+import { InProcessScorer, type ScorerState } from './scoring/image-scorer.ts';
 
 const JPEG = readFileSync(fixture('320x240.jpg'));
 const PNG = readFileSync(fixture('Flag_of_the_Netherlands.png'));
@@ -348,6 +348,20 @@ describe('availability', () => {
     current.model.fill(new InProcessScorer(new FakeClassifier()));
     expect((await current.app.inject({ url: '/internal/ready' })).statusCode).toBe(200);
     expect((await raw(current.app, JPEG, 'image/jpeg')).statusCode).toBe(200);
+  });
+
+  it('is not ready while no scoring worker can take an image, and not live once its threads are stuck', async () => {
+    current = await embeddedApp();
+    const scorer = new InProcessScorer(new FakeClassifier());
+    let state: ScorerState = 'recovering';
+    Object.defineProperty(scorer, 'state', { get: () => state });
+    current.model.fill(scorer);
+    const probe = async (url: string) => (await current?.app.inject({ url }))?.statusCode;
+    expect([await probe('/internal/ready'), await probe('/internal/live')]).toEqual([503, 200]);
+    state = 'ready';
+    expect([await probe('/internal/ready'), await probe('/internal/live')]).toEqual([200, 200]);
+    state = 'wedged';
+    expect([await probe('/internal/ready'), await probe('/internal/live')]).toEqual([503, 503]);
   });
 
   it('answers 5001 past MAX_UPLOADS instead of queueing more, and charges no refusal', async () => {

@@ -103,10 +103,20 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
     });
   }
 
-  app.get('/internal/live', async () => ok({ status: 'ok' }));
+  // Live unless the scorer has lost threads it cannot get back (then only a restart helps); ready only
+  // while a scoring worker can take an image.
+  app.get('/internal/live', async (_request, reply) => {
+    if (opts.model.current?.state === 'wedged') {
+      return reply.code(503).send({ code: 5001, message: 'Scoring threads stuck; restart the process' });
+    }
+    return ok({ status: 'ok' });
+  });
   app.get('/internal/ready', async (_request, reply) => {
     const model = opts.model.current;
     if (!model) return reply.code(503).send({ code: 5001, message: 'Model not loaded' });
+    if (model.state !== 'ready') {
+      return reply.code(503).send({ code: 5001, message: 'No scoring worker can take an image' });
+    }
     return ok({ status: 'ready', model: model.model });
   });
 }

@@ -47,6 +47,10 @@ export class MeteredScorer implements ImageScorer {
     return this.#inner.inputSize;
   }
 
+  get state() {
+    return this.#inner.state;
+  }
+
   async score(bytes: Uint8Array, probed: ProbedImage): Promise<ScoredImage> {
     const scored = await this.#inner.score(bytes, probed);
     const labels = { model: this.#inner.model };

@@ -23,6 +23,7 @@ export function scoringPoolOptions(config: Config): WorkerPoolOptions {
     intraOpThreads: config.inferenceThreads,
     limits: config.limits,
     jpegDecoder: resolveJpegDecoder(config.jpegDecoder),
+    deadlineMs: config.scoringDeadlineMs,
   };
 }
 

@@ -16,9 +16,16 @@ export interface ScoredImage {
   inferenceMs: number;
 }
 
+/**
+ * `ready`: can score now. `recovering`: no worker can, one is being replaced (not ready). `wedged`: the
+ * process has lost threads it cannot get back (not live: restart it).
+ */
+export type ScorerState = 'ready' | 'recovering' | 'wedged';
+
 export interface ImageScorer {
   readonly model: ModelName;
   readonly inputSize: number;
+  readonly state: ScorerState;
   /**
    * Decodes the first frame and scores it. Throws ApiError 4005 for undecodable input.
    * Takes ownership of `bytes`: an implementation may transfer the buffer to another thread, after
@@ -57,6 +64,7 @@ export function needsShrinkOnLoad(probed: ProbedImage): boolean {
 export class InProcessScorer implements ImageScorer {
   readonly model: ModelName;
   readonly inputSize: number;
+  readonly state = 'ready';
   readonly #classifier: Classifier;
   readonly #decode: DecodeOptions;
 

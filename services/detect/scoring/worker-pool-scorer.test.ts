@@ -1,16 +1,24 @@
 // The worker pool against the in-process unit of work it runs: same scores, errors carried across
 // the thread boundary with their code, and refusal after close.
 
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { closeSync, constants, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture } from '../../../test/fixtures/corpus.ts';
+import { eventually } from '../../../test/support/eventually.ts';
 import { ApiError } from '../../common/errors.ts';
+import { stuckThreadCount } from '../../common/stuck-threads.ts';
 import { probeHeader } from '../image/probe.ts';
 import { sniffFormat } from '../image/sniff.ts';
 import { DEFAULT_DIMENSION_LIMITS } from '../image/types.ts';
 import { createOnnxClassifier } from '../model/onnx-classifier.ts';
 import { InProcessScorer } from './image-scorer.ts';
 import { WorkerPoolScorer } from './worker-pool-scorer.ts';
+
+/** Far above what any image here takes: only the deadline tests below pass theirs. */
+const DEADLINE_MS = 60_000;
 
 async function load(name: string) {
   const bytes = readFileSync(fixture(name));
@@ -26,6 +34,7 @@ describe('WorkerPoolScorer', () => {
       workers: 2,
       intraOpThreads: 1,
       limits: DEFAULT_DIMENSION_LIMITS,
+      deadlineMs: DEADLINE_MS,
     });
     local = new InProcessScorer(await createOnnxClassifier({ model: 'mobilenet_v2' }));
   });
@@ -65,6 +74,7 @@ describe('WorkerPoolScorer', () => {
       workers: 1,
       intraOpThreads: 1,
       limits: DEFAULT_DIMENSION_LIMITS,
+      deadlineMs: DEADLINE_MS,
     });
     await spare.close();
     const { bytes, probed } = await load('320x240.jpg');
@@ -78,6 +88,7 @@ describe('WorkerPoolScorer', () => {
       workers: 1,
       intraOpThreads: 1,
       limits: DEFAULT_DIMENSION_LIMITS,
+      deadlineMs: DEADLINE_MS,
       entry: new URL('../../../test/support/dying-scorer-worker.mjs', import.meta.url),
       onWorkerError: (err) => replaced.push(err),
     });
@@ -111,6 +122,7 @@ describe('WorkerPoolScorer', () => {
         jobsPerWorker,
         intraOpThreads: 2,
         limits: DEFAULT_DIMENSION_LIMITS,
+        deadlineMs: DEADLINE_MS,
         entry,
       });
 
@@ -181,5 +193,79 @@ describe('WorkerPoolScorer', () => {
       expect(scores.map((s) => s.sexy)).toEqual([1, 1, 1]);
       expect(scores[2]?.porn).toBe(2);
     });
+  });
+});
+
+describe('WorkerPoolScorer deadline (stand-in workers that hang)', () => {
+  const entry = new URL('../../../test/support/hanging-scorer-worker.mjs', import.meta.url);
+  const image = (width: number, bytes = new Uint8Array(8)) => ({
+    bytes,
+    probed: { format: 'png' as const, width, height: 10, frames: 1 },
+  });
+  const create = (replaced: Error[]) =>
+    WorkerPoolScorer.create({
+      model: 'mobilenet_v2',
+      workers: 1,
+      intraOpThreads: 1,
+      limits: DEFAULT_DIMENSION_LIMITS,
+      entry,
+      deadlineMs: 300,
+      onWorkerError: (err) => replaced.push(err),
+    });
+
+  it('terminates a worker that holds an image past the deadline, answers 5001, and a fresh worker serves the next', async () => {
+    const replaced: Error[] = [];
+    const pool = await create(replaced);
+    try {
+      const spinning = image(21);
+      const err = await pool.score(spinning.bytes, spinning.probed).catch((e: unknown) => e);
+      expect(err).toMatchObject({ status: 503, code: 5001, headers: { 'retry-after': '1' } });
+      expect((err as Error).message).toMatch(/did not finish within 0.3 s/);
+      expect(replaced[0]?.message).toMatch(/past the 300 ms deadline/);
+      const next = image(10);
+      expect((await pool.score(next.bytes, next.probed)).scores.neutral).toBe(1);
+      expect(pool.state).toBe('ready');
+      expect(stuckThreadCount()).toBe(0);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('counts a worker blocked in native code as stuck, reports the pool wedged, and keeps scoring', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nsfwd-fifo-'));
+    const fifo = join(dir, 'hold');
+    execFileSync('mkfifo', [fifo]);
+    const replaced: Error[] = [];
+    const pool = await create(replaced);
+    let released = false;
+    // Opening the write end lets the blocked open() in the worker return; the worker then ends.
+    const release = () => {
+      if (released) return;
+      released = true;
+      try {
+        closeSync(openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK));
+      } catch {
+        // ENXIO: nobody is blocked on it any more.
+      }
+    };
+    try {
+      const blocked = image(22, new TextEncoder().encode(fifo));
+      await expect(pool.score(blocked.bytes, blocked.probed)).rejects.toMatchObject({ code: 5001 });
+      // The replacement scores while the old thread is still blocked.
+      const next = image(10);
+      expect((await pool.score(next.bytes, next.probed)).scores.neutral).toBe(1);
+      await eventually('the blocked worker counted as stuck', async () =>
+        pool.state === 'wedged' ? true : undefined,
+      );
+      expect(stuckThreadCount()).toBe(1);
+      expect(replaced.map((e) => e.message)).toContainEqual(expect.stringMatching(/stuck/));
+      release();
+      await eventually('the stuck thread to end', async () => (stuckThreadCount() === 0 ? true : undefined));
+      expect(pool.state).toBe('ready');
+    } finally {
+      release();
+      await pool.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -2,15 +2,22 @@
 // synchronously on its calling thread, and BMP decoding is plain JavaScript: on the main thread
 // either would stall every other request (health included) for the whole image. Here the main
 // thread only does I/O, sniffing and header probes, and each core can score an image.
+//
+// Supervision: a worker that dies takes only its own images down (5001), and so does a worker that
+// holds an image past the scoring deadline — it is terminated and a fresh one takes its place, so no
+// input can hold a scoring thread forever. A thread blocked in native code does not end when told to;
+// it is counted as stuck (common/stuck-threads.ts) and the pool reports itself wedged once it has lost
+// as many threads as it has workers, for the orchestrator to restart the process.
 
 import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import { ApiError, errorNameForCode } from '../../common/errors.ts';
+import { markThreadStuck } from '../../common/stuck-threads.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import { MODEL_INPUT_SIZE, type ModelName } from '../model/classifier.ts';
 import { disableOrtTelemetry } from '../model/onnx-classifier.ts';
-import { type ImageScorer, isLargeImage, type ScoredImage } from './image-scorer.ts';
+import { type ImageScorer, isLargeImage, type ScoredImage, type ScorerState } from './image-scorer.ts';
 import type { ScoreRequest, ScorerWorkerData } from './scorer-worker.ts';
 
 // Compiled (dist/, the production image): the worker is plain JavaScript. From source, the .mjs entry
@@ -31,6 +38,9 @@ const ENTRY = import.meta.url.endsWith('.js')
  */
 const WORKER_INITIAL_OLD_SPACE_MB = 16;
 
+/** A terminated worker that has not ended after this long is stuck in native code. */
+const STUCK_AFTER_MS = 2_000;
+
 /**
  * V8 reads its heap flags when an isolate is created, and a Worker's resourceLimits cannot set an
  * initial size: set the flag just before spawning. The flag is process-wide but only reaches isolates
@@ -49,6 +59,8 @@ interface Job {
   large: boolean;
   resolve: (scored: ScoredImage) => void;
   reject: (err: Error) => void;
+  /** Armed when the job is handed to a worker. */
+  deadline?: NodeJS.Timeout;
 }
 
 interface Slot {
@@ -87,6 +99,8 @@ export interface WorkerPoolOptions {
   onWorkerError?: (err: Error) => void;
   /** The worker script; tests substitute one that misbehaves. Default: the ONNX scoring worker. */
   entry?: URL;
+  /** The longest a worker may hold one image, from the moment it is handed over (SCORING_DEADLINE_MS). */
+  deadlineMs: number;
 }
 
 export class WorkerPoolScorer implements ImageScorer {
@@ -98,6 +112,8 @@ export class WorkerPoolScorer implements ImageScorer {
   readonly #maxLarge: number;
   readonly #queue: Job[] = [];
   readonly #slots = new Set<Slot>();
+  /** Terminated workers that did not end within STUCK_AFTER_MS (and have not ended since). */
+  #stuck = 0;
   #nextId = 1;
   #closed = false;
 
@@ -138,11 +154,60 @@ export class WorkerPoolScorer implements ImageScorer {
     });
   }
 
+  /** `ready` while a worker can take an image; `wedged` once as many threads are stuck as there are workers. */
+  get state(): ScorerState {
+    if (this.#stuck >= this.#opts.workers) return 'wedged';
+    for (const slot of this.#slots) if (slot.ready) return 'ready';
+    return 'recovering';
+  }
+
   async close(): Promise<void> {
     this.#closed = true;
     for (const job of this.#queue.splice(0)) job.reject(new ApiError('UNAVAILABLE', 'Scorer is shut down'));
-    await Promise.all([...this.#slots].map((slot) => slot.worker.terminate()));
+    const slots = [...this.#slots];
     this.#slots.clear();
+    await Promise.all(slots.map((slot) => this.#stop(slot)));
+  }
+
+  /**
+   * Terminates a worker, resolving once it has ended or has been counted as stuck (then it is never
+   * waited for again: its thread may never come back from native code).
+   */
+  #stop(slot: Slot): Promise<void> {
+    const ended = slot.worker.terminate().then(() => undefined);
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.#stuck += 1;
+        const stuck = markThreadStuck();
+        this.#opts.onWorkerError?.(
+          new Error(`scoring worker stuck: not ended ${STUCK_AFTER_MS} ms after terminate`),
+        );
+        void ended.then(() => {
+          this.#stuck -= 1;
+          stuck.ended();
+        });
+        resolve();
+      }, STUCK_AFTER_MS);
+      void ended.then(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  /**
+   * Takes a worker out of the pool: its images get 5001 (`why` for the one that caused it), and unless
+   * the pool is closing a fresh worker takes its place.
+   */
+  #retire(slot: Slot, cause: Error, why?: { job: Job; message: string }): boolean {
+    if (!this.#slots.delete(slot)) return false;
+    for (const job of slot.jobs.values()) {
+      clearTimeout(job.deadline);
+      const message = job === why?.job ? why.message : 'Scoring failed; try again';
+      job.reject(new ApiError('UNAVAILABLE', message, { 'retry-after': '1' }, cause));
+    }
+    slot.jobs.clear();
+    return true;
   }
 
   #spawn(solo: boolean): Promise<void> {
@@ -165,22 +230,31 @@ export class WorkerPoolScorer implements ImageScorer {
         if ('fatal' in reply) return reject(new Error(`scoring worker failed to start: ${reply.fatal}`));
         this.#finish(slot, reply);
       });
-      // A worker that dies takes only its own images down: those requests get 5001, a fresh worker
-      // takes its place, and the pool keeps serving.
       const onDeath = (err: Error) => {
-        if (!this.#slots.delete(slot)) return;
-        for (const job of slot.jobs.values()) {
-          job.reject(new ApiError('UNAVAILABLE', 'Scoring failed; try again', { 'retry-after': '1' }, err));
-        }
-        slot.jobs.clear();
+        if (!this.#retire(slot, err)) return;
         if (!slot.ready) return reject(err);
-        if (this.#closed) return;
-        this.#opts.onWorkerError?.(err);
-        this.#spawn(slot.solo).catch((spawnErr: Error) => this.#opts.onWorkerError?.(spawnErr));
+        this.#replace(slot, err);
       };
       worker.on('error', onDeath);
       worker.on('exit', (code) => onDeath(new Error(`scoring worker exited with code ${code}`)));
     });
+  }
+
+  #replace(slot: Slot, cause: Error): void {
+    if (this.#closed) return;
+    this.#opts.onWorkerError?.(cause);
+    this.#spawn(slot.solo).catch((spawnErr: Error) => this.#opts.onWorkerError?.(spawnErr));
+  }
+
+  /** A job past its deadline: its worker is terminated and replaced, its images answered 5001. */
+  #expire(slot: Slot, job: Job): void {
+    const { deadlineMs } = this.#opts;
+    const cause = new Error(`scoring worker held an image past the ${deadlineMs} ms deadline`);
+    const message = `Scoring did not finish within ${deadlineMs / 1000} s; try again`;
+    if (!this.#retire(slot, cause, { job, message })) return;
+    void this.#stop(slot);
+    this.#replace(slot, cause);
+    this.#dispatch();
   }
 
   #dispatch(): void {
@@ -197,6 +271,7 @@ export class WorkerPoolScorer implements ImageScorer {
       // Alone in the pool: the worker may spread this inference over several threads.
       const solo = slot.solo && this.#inFlight() === 0 && this.#queue.length === 0;
       slot.jobs.set(job.id, job);
+      job.deadline = setTimeout(() => this.#expire(slot, job), this.#opts.deadlineMs);
       // Hand the upload over without a copy when it owns its whole buffer (large uploads do); the
       // caller is done with it. Small pooled buffers are copied.
       const { bytes } = job;
@@ -241,6 +316,7 @@ export class WorkerPoolScorer implements ImageScorer {
     const job = slot.jobs.get(reply.id);
     slot.jobs.delete(reply.id);
     if (job) {
+      clearTimeout(job.deadline);
       if (reply.ok) {
         const { scores, decodeStartedAt, decodeMs, inferenceMs } = reply;
         job.resolve({ scores, decodeStartedAt, decodeMs, inferenceMs });
