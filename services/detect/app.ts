@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Authorizer, RequestFacts } from '../common/authorizer.ts';
+import type { Authorizer, Decision, RequestFacts } from '../common/authorizer.ts';
 import { ok } from '../common/envelope.ts';
 import { ApiError } from '../common/errors.ts';
 import { inSpan, recordSpan } from '../common/telemetry.ts';
@@ -52,9 +52,11 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
     app.post(url, {
       schema,
       validatorCompiler: describeOnly,
-      // Admission and quota run before the body is read, so refusals cost no upload; and in this
-      // order — room, then count — so that a request we cannot take is never charged, while its 401
-      // or 429, when that is its answer, stays the same whatever the load.
+      // Authentication, admission and quota run before the body is read, so refusals cost no upload.
+      // Order: the client first — its IP on the anonymous endpoint; on the key endpoint its account,
+      // known only once the key is looked up (bounded per IP, taking no admission, so unknown keys
+      // cost no capacity) — then room, then count, so that a request we cannot take is not charged,
+      // while its 401 or 429, when that is its answer, stays the same whatever the load.
       onRequest: async (request, reply) => {
         // Unavailable before anything is counted: a request we cannot serve uses no quota.
         if (!opts.model.current) {
@@ -68,27 +70,47 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
           deviceId: headerValue(request.headers['x-device-id']),
           authorization: headerValue(request.headers.authorization),
         };
-        // The client an admission is counted against: its IP on the anonymous endpoint; on the key
-        // endpoint its account, known only once the key is resolved (claimed below).
-        const admission = opts.gate.tryAdmit(endpoint === 'public' ? `ip:${request.ip}` : undefined);
-        if (!admission) {
-          if (opts.gate.closed) throw opts.gate.busy();
-          // No room: answer what counting would have answered, without counting.
+        // No room: answer what counting would have answered, without counting.
+        const refuseWithoutRoom = async (what?: string) => {
+          if (opts.gate.closed) return opts.gate.busy();
           const verdict = await opts.authorizer.check(facts);
-          if (!verdict.allowed) throw verdict.error;
-          throw opts.gate.busy();
+          return verdict.allowed ? opts.gate.busy(what) : verdict.error;
+        };
+        let admission: Admission | undefined;
+        let decision: Decision;
+        if (endpoint === 'public') {
+          admission = opts.gate.tryAdmit(`ip:${request.ip}`);
+          if (!admission) throw await refuseWithoutRoom();
+          request.admission = admission;
+          reply.raw.once('close', admission.release);
+          decision = await opts.authorizer.authorize({ ...facts, requestId: randomUUID() });
+        } else {
+          if (!opts.gate.hasRoom) throw await refuseWithoutRoom();
+          const lookup = opts.gate.tryLookup(`ip:${request.ip}`);
+          if (!lookup) throw opts.gate.busy('too many API key lookups in progress from this address');
+          try {
+            decision = await opts.authorizer.authorize({ ...facts, requestId: randomUUID() });
+          } finally {
+            lookup();
+          }
         }
-        request.admission = admission;
-        reply.raw.once('close', admission.release);
-        const decision = await opts.authorizer.authorize({ ...facts, requestId: randomUUID() });
         if (!decision.allowed) {
-          admission.release();
+          admission?.release();
           throw decision.error;
         }
         request.chargeId = decision.requestId;
         reply.headers(decision.headers);
-        if (decision.accountId !== undefined && !admission.claim(`acct:${decision.accountId}`))
-          throw opts.gate.busy('too many uploads in progress for this account');
+        if (endpoint === 'public') return;
+        // Counted, and now the account is known; a 503 from here is refunded (onSend).
+        const account = decision.accountId === undefined ? undefined : `acct:${decision.accountId}`;
+        admission = opts.gate.tryAdmit(account);
+        if (!admission) {
+          throw opts.gate.busy(
+            opts.gate.hasRoom ? 'too many uploads in progress for this account' : undefined,
+          );
+        }
+        request.admission = admission;
+        reply.raw.once('close', admission.release);
       },
       // A counted request answered 503 (no room for its account, upload bytes, a scoring worker
       // dying, shutdown …) uses no quota: the one place every such path passes.

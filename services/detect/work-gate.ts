@@ -85,7 +85,7 @@ export class WorkGate {
    * closed or a bound is reached. Nothing is refused here: the caller chooses the answer.
    */
   tryAdmit(client?: string): Admission | undefined {
-    if (this.#closed || this.#admitted >= this.#opts.uploads) return undefined;
+    if (!this.hasRoom) return undefined;
     if (client !== undefined && !this.#claimClient(client)) return undefined;
     this.#admitted += 1;
     const clients: string[] = client === undefined ? [] : [client];
@@ -111,6 +111,27 @@ export class WorkGate {
         this.#bytes -= held;
         for (const name of clients) this.#releaseClient(name);
       },
+    };
+  }
+
+  /** Whether an admission could be had now (by a client not at its own bound). */
+  get hasRoom(): boolean {
+    return !this.#closed && this.#admitted < this.#opts.uploads;
+  }
+
+  /**
+   * Counts a request whose client is not known yet (an API key being looked up) against `client`
+   * only — it takes no admission — so that one address cannot hold unbounded lookups. Returns the
+   * release, or undefined at the bound.
+   */
+  tryLookup(client: string): (() => void) | undefined {
+    const name = `lookup:${client}`;
+    if (this.#closed || !this.#claimClient(name)) return undefined;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.#releaseClient(name);
     };
   }
 

@@ -238,3 +238,64 @@ describe('store failures', () => {
     expectError(await detect(app, `Bearer ${secret}`), 503, 5001);
   });
 });
+
+describe('refusals before capacity', () => {
+  const madeUp = `Bearer nsk_live_${'5a'.repeat(16)}`;
+  const from = (ip: string) => ({ 'x-forwarded-for': ip });
+
+  /** Holds every key lookup until `release()`, as a store under load would: a lookup holds whatever it
+   * holds meanwhile. `pending` counts the lookups waiting. */
+  function heldStore(app: App) {
+    const resolveKey = app.accountStore.resolveKey.bind(app.accountStore);
+    let release!: () => void;
+    const released = new Promise<void>((r) => {
+      release = r;
+    });
+    const held = { pending: 0, release };
+    app.accountStore.resolveKey = async (secret) => {
+      if (secret !== madeUp.slice('Bearer '.length)) return resolveKey(secret);
+      held.pending += 1;
+      await released;
+      return resolveKey(secret);
+    };
+    return held;
+  }
+
+  async function until(condition: () => boolean) {
+    while (!condition()) await new Promise((r) => setTimeout(r, 5));
+  }
+
+  it('an unknown key is refused 401 without taking an admission: a flood of them leaves room for everyone else', async () => {
+    const app = await start({ TRUSTED_PROXY_HOPS: '1', MAX_UPLOADS: '8' });
+    const held = heldStore(app);
+    const { secret } = await accountWithKey(app);
+    // Ten times MAX_UPLOADS unknown keys in flight at once, each from its own address.
+    const flood = Array.from({ length: 80 }, (_, i) => detect(app, madeUp, from(`203.0.113.${i}`)));
+    await until(() => held.pending === 80);
+    expect(app.gate.admitted).toBe(0);
+    expect((await detect(app, `Bearer ${secret}`, from('198.51.100.7'))).statusCode).toBe(200);
+    const anon = await app.app.inject({
+      method: 'POST',
+      url: '/api/public/detect',
+      payload: JPEG,
+      headers: { 'content-type': 'image/jpeg', ...from('198.51.100.8') },
+    });
+    expect(anon.statusCode).toBe(200);
+    held.release();
+    expect(new Set((await Promise.all(flood)).map((r) => r.statusCode))).toEqual(new Set([401]));
+  });
+
+  it('bounds the key lookups one address has in progress; other addresses are not affected', async () => {
+    const app = await start({ TRUSTED_PROXY_HOPS: '1', MAX_UPLOADS_PER_CLIENT: '4' });
+    const held = heldStore(app);
+    const { secret } = await accountWithKey(app);
+    const flood = Array.from({ length: 10 }, () => detect(app, madeUp, from('203.0.113.1')));
+    await until(() => held.pending >= 4);
+    expect((await detect(app, `Bearer ${secret}`, from('198.51.100.7'))).statusCode).toBe(200);
+    held.release();
+    const statuses = (await Promise.all(flood)).map((r) => r.statusCode);
+    // Four lookups at once from the flooding address; the others were told to come back later.
+    expect(statuses.filter((s) => s === 401)).toHaveLength(4);
+    expect(statuses.filter((s) => s === 503)).toHaveLength(6);
+  });
+});
