@@ -7,6 +7,7 @@ import Fastify, { type FastifyInstance, LogController } from 'fastify';
 import type { Config } from './config.ts';
 import { handleClientError, installExpectGuard, type LingerOptions } from './connection-guards.ts';
 import { allowedMethods, installEnvelopeHandlers } from './envelope.ts';
+import { maxHeaderBytes } from './http-limits.ts';
 import { traceContextMixin } from './logging.ts';
 import { RefusalLog } from './refusal-log.ts';
 
@@ -45,8 +46,9 @@ export function createRootApp({
     // Shutdown answers through the services (the work gate), in the envelope, not Fastify's bare 503.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
-    // A missing Host is refused by the envelope's own hook (Node's answer is an empty 400).
-    http: { requireHostHeader: false },
+    // A missing Host is refused by the envelope's own hook (Node's answer is an empty 400). Behind a
+    // proxy, room for the headers it adds (http-limits.ts).
+    http: { requireHostHeader: false, maxHeaderSize: maxHeaderBytes(config.trustedProxyHops) },
     // Framing errors, 431 and 408 in the envelope (Fastify's default answers {error, statusCode}).
     clientErrorHandler: (err, socket) =>
       handleClientError(err, socket, {

@@ -11,6 +11,11 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { loadConfig } from '../../services/common/config.ts';
 import { ERRORS } from '../../services/common/errors.ts';
 import {
+  MAX_REQUEST_HEADER_BYTES,
+  MAX_REQUEST_HEADERS,
+  maxHeaderBytes,
+} from '../../services/common/http-limits.ts';
+import {
   CHECK_REQUEST_HEADERS,
   CLIENT_HEADERS_ON_DENY,
   CLIENT_HEADERS_ON_SUCCESS,
@@ -142,6 +147,32 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
     // The quota service's own refusals (flag UAEX, 4xx) come first and pass untouched.
     expect(mappers[0].filter.and_filter.filters[0].response_flag_filter.flags).toEqual(['UAEX']);
     expect(mappers[0].body_format_override).toBeUndefined();
+  });
+
+  it("has the services' framing limits, and answers what its codec refuses as the spec says (431/4310, 400/4001)", () => {
+    expect(hcm(deployed).max_request_headers_kb * 1024).toBe(MAX_REQUEST_HEADER_BYTES);
+    expect(hcm(deployed).common_http_protocol_options.max_headers_count).toBe(MAX_REQUEST_HEADERS);
+    // A service behind the edge takes what the edge passes plus what the edge adds.
+    expect(maxHeaderBytes(1)).toBeGreaterThan(MAX_REQUEST_HEADER_BYTES);
+    const mappers: Json[] = hcm(deployed).local_reply_config.mappers;
+    const forStatus = (status: number) =>
+      mappers.find((m) => {
+        const comparison = m.filter.status_code_filter?.comparison;
+        const limit = comparison?.value.default_value;
+        return comparison?.op === 'EQ' ? limit === status : comparison?.op === 'GE' && status >= limit;
+      });
+    const answer = (status: number) => {
+      const m = forStatus(status);
+      return {
+        status: m?.status_code ?? status,
+        code: JSON.parse(m?.body_format_override.text_format_source.inline_string).code,
+      };
+    };
+    expect(answer(431)).toEqual({ status: 431, code: ERRORS.HEADERS_TOO_LARGE.code });
+    expect(answer(501)).toEqual({ status: 400, code: ERRORS.BAD_REQUEST.code });
+    expect(answer(426)).toEqual({ status: 400, code: ERRORS.BAD_REQUEST.code });
+    expect(answer(403)).toEqual({ status: 400, code: ERRORS.BAD_REQUEST.code });
+    expect(answer(502)).toEqual({ status: 503, code: ERRORS.UNAVAILABLE.code });
   });
 
   it('counts the real client: remote address, trusted hops from the values', async () => {

@@ -11,13 +11,22 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { admin } from '../../loadtests/run.ts';
 import { ERRORS } from '../../services/common/errors.ts';
+import { MAX_REQUEST_HEADER_BYTES } from '../../services/common/http-limits.ts';
 import { accountSubject } from '../../services/quota/authorize.ts';
 import { windowKeyBase } from '../../services/quota/stores/redis-quota-store.ts';
 import { type Stack, startStack } from '../../services/stack/stack.ts';
 import { requireTool } from '../../services/stack/tools.ts';
 import { childEnv } from '../support/children.ts';
 import { awayFromMinuteEdge } from '../support/minute-edge.ts';
-import { type EdgeAnswer, get, JPEG, jaegerTrace, multipartJpeg, post } from '../support/stack-client.ts';
+import {
+  type EdgeAnswer,
+  get,
+  JPEG,
+  jaegerTrace,
+  multipartJpeg,
+  post,
+  rawRequest,
+} from '../support/stack-client.ts';
 import { describeWithStackTools } from '../support/stack-tools.ts';
 
 const execFileAsync = promisify(execFile);
@@ -187,6 +196,34 @@ describeWithStackTools(
         headers: { 'x-account-id': 'acct_someone', 'x-quota-tier': 'pro' },
       });
       expect({ status: direct.status, code: direct.code }).toEqual({ status: 401, code: 4011 });
+    });
+
+    it('counts nothing a service would refuse for its framing: headers over the limit are refused at the edge, uncharged', async () => {
+      const remaining = async (headers: Record<string, string> = {}) => {
+        const answer = await post(edge, '/api/public/detect', { headers });
+        expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+        return Number(answer.headers.get('x-ratelimit-remaining'));
+      };
+      const before = await remaining();
+      // Over the client limit (16 KiB): Envoy refuses before ext_authz, in the envelope.
+      const oversized = await post(edge, '/api/public/detect', {
+        headers: { 'x-pad': 'a'.repeat(MAX_REQUEST_HEADER_BYTES + 1024) },
+      });
+      expect({ status: oversized.status, body: oversized.body }).toEqual({
+        status: 431,
+        body: { code: ERRORS.HEADERS_TOO_LARGE.code, message: ERRORS.HEADERS_TOO_LARGE.message },
+      });
+      // Just under it: detect accepts it with what Envoy added, and it is counted once.
+      const near = await remaining({ 'x-pad': 'a'.repeat(MAX_REQUEST_HEADER_BYTES - 1024) });
+      expect(near).toBe(before - 1);
+      // Malformed framing is the client's error (400/4001), not "try again" (503).
+      const framing = await rawRequest(
+        edge,
+        'POST /api/public/detect HTTP/1.1\r\nHost: edge\r\nTransfer-Encoding: gzip, chunked, foo\r\n\r\n1\r\nx\r\n0\r\n\r\n',
+      );
+      expect(framing).toMatch(/^HTTP\/1\.1 400 /);
+      expect(framing).toContain(`{"code":${ERRORS.BAD_REQUEST.code},`);
+      expect(await remaining()).toBe(before - 2);
     });
 
     it('answers Envoy-made replies in the envelope: unknown route 404/4040; health and skill bypass the quota', async () => {

@@ -1,6 +1,7 @@
 // Requests to the stack's edge for the e2e suite: the answer's status, envelope code, headers, time.
 
 import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { fixture } from '../fixtures/corpus.ts';
 
 export const JPEG = readFileSync(fixture('320x240.jpg'));
@@ -98,4 +99,20 @@ export async function jaegerTrace(jaegerUrl: string, traceId: string): Promise<T
     }
   }
   return spans;
+}
+
+/** Sends `text` as is on a fresh connection to `baseUrl` and returns everything read until it closes. */
+export function rawRequest(baseUrl: string, text: string): Promise<string> {
+  const { hostname, port } = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname);
+    let read = '';
+    socket.on('data', (chunk) => {
+      read += chunk.toString('latin1');
+    });
+    socket.on('end', () => resolve(read));
+    socket.on('error', reject);
+    socket.setTimeout(10_000, () => socket.destroy(new Error(`no answer to a raw request: ${read}`)));
+    socket.end(text);
+  });
 }

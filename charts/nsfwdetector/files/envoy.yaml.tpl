@@ -44,6 +44,14 @@ static_resources:
                 xff_num_trusted_hops: {{ $e.xffNumTrustedHops }}
                 generate_request_id: true
                 stream_idle_timeout: {{ $e.streamIdleTimeout }}
+                # The services' framing limits (services/common/http-limits.ts): what passes here is never
+                # refused by a service for its headers after ext_authz has counted it.
+                max_request_headers_kb: {{ $e.maxRequestHeadersKb }}
+                common_http_protocol_options:
+                  max_headers_count: {{ $e.maxRequestHeaders }}
+                # HTTP/1.0 is served, as the services serve it.
+                http_protocol_options:
+                  accept_http_10: true
                 # Answers look as the embedded server's do: no "server: envoy".
                 server_header_transformation: PASS_THROUGH
                 tracing:
@@ -95,6 +103,28 @@ static_resources:
                       body_format_override:
                         text_format_source: { inline_string: '{"code":4003,"message":"File too large: the limit is 50 MB (52428800 bytes)"}' }
                         content_type: application/json
+                    # Requests Envoy's codec refuses, before ext_authz (never counted): headers too
+                    # large or too many; malformed framing such as an invalid Transfer-Encoding, which
+                    # it answers 501 (a 400 for the client, not a "try again").
+                    - filter:
+                        status_code_filter:
+                          comparison: { op: EQ, value: { default_value: 431, runtime_key: nsfwdetector.local_reply.headers_too_large } }
+                      body_format_override:
+                        text_format_source: { inline_string: '{"code":4310,"message":"Request header fields too large"}' }
+                        content_type: application/json
+                    - filter:
+                        status_code_filter:
+                          comparison: { op: EQ, value: { default_value: 501, runtime_key: nsfwdetector.local_reply.not_implemented } }
+                      status_code: 400
+                      body_format_override:
+                        text_format_source: { inline_string: '{"code":4001,"message":"Bad request"}' }
+                        content_type: application/json
+                    - filter:
+                        status_code_filter:
+                          comparison: { op: EQ, value: { default_value: 408, runtime_key: nsfwdetector.local_reply.timeout } }
+                      body_format_override:
+                        text_format_source: { inline_string: '{"code":4080,"message":"Request timeout: the request did not arrive in time"}' }
+                        content_type: application/json
                     - filter:
                         response_flag_filter: { flags: [NR] }
                       status_code: 404
@@ -112,10 +142,11 @@ static_resources:
                       body_format_override:
                         text_format_source: { inline_string: '{"code":5001,"message":"Service temporarily unavailable; treat as unknown, not safe"}' }
                         content_type: application/json
-                    # Anything else Envoy refuses (malformed request, headers too large, idle stream).
+                    # Anything else Envoy refuses (a malformed request, an upgrade, ...): 400/4001.
                     - filter:
                         status_code_filter:
                           comparison: { op: GE, value: { default_value: 400, runtime_key: nsfwdetector.local_reply.bad_request } }
+                      status_code: 400
                       body_format_override:
                         text_format_source: { inline_string: '{"code":4001,"message":"Bad request"}' }
                         content_type: application/json
