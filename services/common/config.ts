@@ -133,6 +133,8 @@ export interface Config {
     uploads: number;
     uploadsPerClient: number;
     uploadBytes: number;
+    /** Decoding memory of the images being scored at once (see decodeBytesVar). */
+    decodeBytes: number;
     retryAfterSeconds: number;
   };
   /** Scoring worker threads (one ONNX session each); the active images are spread over them. */
@@ -194,6 +196,34 @@ function redisUrlVar(env: Env): string | undefined {
   return raw;
 }
 
+const MiB = 1024 * 1024;
+
+/**
+ * What the process takes besides images: the runtime, the scoring workers' sessions and heaps, the
+ * libvips and ORT arenas (measured ~280 MiB at rest with two workers; bench/run.ts prints it), with room.
+ */
+const PROCESS_RESERVE_BYTES = 448 * MiB;
+
+/**
+ * DECODE_MEMORY_BUDGET_BYTES, or — in a container whose memory limit the orchestrator passes as
+ * CONTAINER_MEMORY_LIMIT_BYTES (the chart does, from the downward API) — what that limit leaves after
+ * the uploads in progress and the process's own reserve; otherwise 640 MiB, which with the default
+ * upload bound fits the chart's default 1536 MiB limit.
+ */
+function decodeBytesVar(env: Env, uploadBytes: number): number {
+  if (read(env, 'DECODE_MEMORY_BUDGET_BYTES') !== undefined)
+    return intVar(env, 'DECODE_MEMORY_BUDGET_BYTES', 0, 16 * MiB);
+  if (read(env, 'CONTAINER_MEMORY_LIMIT_BYTES') === undefined) return 640 * MiB;
+  const limit = intVar(env, 'CONTAINER_MEMORY_LIMIT_BYTES', 0, 1);
+  const budget = limit - uploadBytes - PROCESS_RESERVE_BYTES;
+  if (budget < 64 * MiB) {
+    throw new ConfigError(
+      `CONTAINER_MEMORY_LIMIT_BYTES (${limit}) leaves ${Math.max(0, budget)} bytes for decoding after MAX_UPLOAD_BYTES_IN_PROGRESS (${uploadBytes}) and the process's own ${PROCESS_RESERVE_BYTES}: raise the memory limit, lower MAX_UPLOAD_BYTES_IN_PROGRESS, or set DECODE_MEMORY_BUDGET_BYTES`,
+    );
+  }
+  return budget;
+}
+
 function edgeSecretVar(env: Env): string | undefined {
   const raw = optionalVar(env, 'EDGE_SECRET');
   if (raw !== undefined && raw.length < 16)
@@ -215,6 +245,9 @@ export function loadConfig(env: Env = process.env): Config {
   const block = numberVar(env, 'THRESHOLD_BLOCK', 0.9, 0, 1);
   if (allow > block)
     throw new ConfigError(`THRESHOLD_ALLOW (${allow}) must not exceed THRESHOLD_BLOCK (${block})`);
+  // 8 full uploads (50 MiB + multipart framing): the memory figure README gives (8 concurrent
+  // 50 MB uploads) stays the worst case.
+  const uploadBytes = intVar(env, 'MAX_UPLOAD_BYTES_IN_PROGRESS', 8 * (52_428_800 + 1_048_576), 1);
   const config: Config = {
     port: intVar(env, 'PORT', 8080, 0, 65535),
     host: stringVar(env, 'HOST', '0.0.0.0'),
@@ -256,9 +289,8 @@ export function loadConfig(env: Env = process.env): Config {
       // limits (anonymous and free: 10), so a burst within its allowance never meets this bound.
       uploads: intVar(env, 'MAX_UPLOADS', 64, 1, 100_000),
       uploadsPerClient: intVar(env, 'MAX_UPLOADS_PER_CLIENT', 16, 1, 100_000),
-      // 8 full uploads (50 MiB + multipart framing): the memory figure README gives (8 concurrent
-      // 50 MB uploads) stays the worst case.
-      uploadBytes: intVar(env, 'MAX_UPLOAD_BYTES_IN_PROGRESS', 8 * (52_428_800 + 1_048_576), 1),
+      uploadBytes,
+      decodeBytes: decodeBytesVar(env, uploadBytes),
       retryAfterSeconds: intVar(env, 'OVERLOAD_RETRY_AFTER_SECONDS', 1, 1, 3600),
     },
     // One per core.

@@ -3,6 +3,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { PassThrough } from 'node:stream';
+import sharp from 'sharp';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fixture } from '../../test/fixtures/corpus.ts';
 import { embeddedApp } from '../../test/support/embedded-app.ts';
@@ -335,6 +336,46 @@ describe('anonymous limits', () => {
     expect((await raw(app, JPEG, 'image/jpeg', { 'x-device-id': id.toUpperCase() })).statusCode).toBe(200);
     expect(quotaStore.deviceCount(id)).toBe(2);
     expect(quotaStore.deviceCount('not-a-uuid')).toBe(0);
+  });
+});
+
+describe('decode memory budget', () => {
+  const MiB = 1024 * 1024;
+
+  it('refuses with 4004, before decoding it, an image whose decoding could never fit the budget', async () => {
+    const classifier = new FakeClassifier();
+    const { app } = await start({ DECODE_MEMORY_BUDGET_BYTES: String(64 * MiB) }, classifier);
+    // 9 MP progressive 4:4:4: ~54 MB of coefficients and ~27 MB of pixels.
+    const bytes = await sharp({ create: { width: 3000, height: 3000, channels: 3, background: '#777' } })
+      .jpeg({ progressive: true, chromaSubsampling: '4:4:4' })
+      .toBuffer();
+    const res = await raw(app, bytes, 'image/jpeg');
+    expectError(res, 400, 4004);
+    expect(res.json().message).toMatch(/decode memory budget of 64 MiB/);
+    expect(classifier.calls).toBe(0);
+  });
+
+  it('decodes at once only as many images as the budget holds, and serves them all', async () => {
+    const classifier = new FakeClassifier();
+    classifier.delayMs = 50;
+    const { app, gate } = await start(
+      { DECODE_MEMORY_BUDGET_BYTES: String(100 * MiB), MAX_ACTIVE_IMAGES: '12' },
+      classifier,
+    );
+    // 2000 x 2000 RGBA: 32 MB decoded + 8 MB, so two at a time within 100 MiB.
+    const png = await sharp({ create: { width: 2000, height: 2000, channels: 4, background: '#777' } })
+      .png()
+      .toBuffer();
+    let most = 0;
+    const sampler = setInterval(() => {
+      most = Math.max(most, gate.decodingBytes);
+    }, 1);
+    const answers = await Promise.all(Array.from({ length: 12 }, () => raw(app, png, 'image/png')));
+    clearInterval(sampler);
+    expect(answers.map((a) => a.statusCode)).toEqual(Array(12).fill(200));
+    expect(most).toBeGreaterThan(40 * MiB);
+    expect(most).toBeLessThanOrEqual(100 * MiB);
+    expect(gate.decodingBytes).toBe(0);
   });
 });
 

@@ -9,6 +9,7 @@ import type { Authorizer, Decision, RequestFacts } from '../common/authorizer.ts
 import { ok } from '../common/envelope.ts';
 import { ApiError } from '../common/errors.ts';
 import { inSpan, recordSpan } from '../common/telemetry.ts';
+import { decodeMemoryBytes } from './image/decode-memory.ts';
 import { probeHeader } from './image/probe.ts';
 import { sniffFormat } from './image/sniff.ts';
 import type { DimensionLimits } from './image/types.ts';
@@ -196,8 +197,10 @@ async function detect(request: FastifyRequest, _reply: FastifyReply, opts: Detec
   if (!scorer) throw new ApiError('UNAVAILABLE', 'The model is not loaded', { 'retry-after': '2' });
   // Read before scoring: the pool transfers the buffer to its worker, which empties it here.
   const byteLength = bytes.length;
-  // The scoring slot is taken only now, with the image read: a slow upload holds none.
-  const scored = await opts.gate.score(() => scorer.score(bytes, probed));
+  // The scoring slot is taken only now, with the image read: a slow upload holds none; and only once
+  // what decoding it will take fits the decode budget.
+  const memory = decodeMemoryBytes(bytes, probed);
+  const scored = await opts.gate.score(() => scorer.score(bytes, probed), memory);
   const timingMs = performance.now() - started;
   // Decoding and inference ran in a worker thread; their spans are recorded here, with its timings.
   const attributes = {

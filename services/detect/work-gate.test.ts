@@ -14,6 +14,7 @@ function gate(opts: Partial<WorkGateOptions> = {}) {
     uploads: 4,
     uploadsPerClient: 4,
     uploadBytes: 1000,
+    decodeBytes: 1000,
     retryAfterSeconds: 1,
     ...opts,
   });
@@ -51,6 +52,54 @@ describe('WorkGate: scoring slots', () => {
     g.tryAdmit();
     g.tryAdmit();
     expect(g.running).toBe(0);
+  });
+});
+
+describe('WorkGate: decode memory', () => {
+  it('starts an image only while its decoding estimate fits the budget, in arrival order', async () => {
+    const g = gate({ active: 4, decodeBytes: 1000 });
+    const started: string[] = [];
+    const done = { big: deferred(), small: deferred() };
+    const run = (name: string, memory: number, until: Promise<void> = Promise.resolve()) =>
+      g.score(async () => {
+        started.push(name);
+        await until;
+      }, memory);
+    const big = run('big', 700, done.big.promise);
+    const second = run('second', 400);
+    // Would fit beside `big`, but does not overtake `second`, which waits for memory.
+    const small = run('small', 100, done.small.promise);
+    await Promise.resolve();
+    expect(started).toEqual(['big']);
+    expect([g.running, g.waiting, g.decodingBytes]).toEqual([1, 2, 700]);
+    done.big.resolve();
+    await big;
+    await second;
+    done.small.resolve();
+    await small;
+    expect(started).toEqual(['big', 'second', 'small']);
+    expect([g.running, g.waiting, g.decodingBytes]).toEqual([0, 0, 0]);
+  });
+
+  it('refuses at once, with 4004, an image whose estimate alone is over the budget', async () => {
+    const g = gate({ decodeBytes: 1000 });
+    let ran = false;
+    const err = await g
+      .score(async () => {
+        ran = true;
+      }, 1001)
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect(err).toMatchObject({ status: 400, code: 4004 });
+    expect(ran).toBe(false);
+    expect([g.running, g.decodingBytes]).toEqual([0, 0]);
+  });
+
+  it('returns the memory of work that fails', async () => {
+    const g = gate({ decodeBytes: 1000 });
+    await expect(g.score(async () => Promise.reject(new Error('boom')), 600)).rejects.toThrow('boom');
+    expect(g.decodingBytes).toBe(0);
+    await g.score(async () => {}, 1000);
   });
 });
 

@@ -6,8 +6,10 @@
 // so memory stays bounded instead of growing with the queue.
 //
 // Scoring: only `active` images are handed to the scoring pool at the same time, and an image takes its
-// slot only once its upload is read. The others wait in FIFO order; that wait is bounded because
-// admissions are, so it never refuses.
+// slot only once its upload is read — and only while the memory its decoding will take (estimated from
+// its header, decode-memory.ts) fits in the decode budget with the images being decoded. The others
+// wait in arrival order; that wait is bounded because admissions are. An image that could never fit
+// the budget is refused at once (4004), the one refusal here.
 
 import { ApiError } from '../common/errors.ts';
 
@@ -19,6 +21,8 @@ export interface WorkGateOptions {
   uploadsPerClient: number;
   /** Image bytes the admitted requests may hold together. */
   uploadBytes: number;
+  /** Decoding memory the images being scored may take together (estimates from their headers). */
+  decodeBytes: number;
   retryAfterSeconds: number;
 }
 
@@ -40,7 +44,8 @@ export class WorkGate {
   #bytes = 0;
   readonly #perClient = new Map<string, number>();
   #running = 0;
-  readonly #waiting: Array<() => void> = [];
+  #decoding = 0;
+  readonly #waiting: Array<{ memory: number; start: () => void }> = [];
   #closed = false;
 
   constructor(opts: WorkGateOptions) {
@@ -65,6 +70,11 @@ export class WorkGate {
   /** Body bytes held by admitted requests. */
   get bytes(): number {
     return this.#bytes;
+  }
+
+  /** Decoding memory held by the images being scored (their estimates). */
+  get decodingBytes(): number {
+    return this.#decoding;
   }
 
   get closed(): boolean {
@@ -140,17 +150,45 @@ export class WorkGate {
     this.#closed = true;
   }
 
-  /** Runs `work` once one of the `active` scoring slots is free, in arrival order. */
-  async score<T>(work: () => Promise<T>): Promise<T> {
-    if (this.#running >= this.#opts.active) await new Promise<void>((resolve) => this.#waiting.push(resolve));
-    else this.#running += 1;
+  /**
+   * Runs `work` once one of the `active` scoring slots is free and `memory` (the image's decoding
+   * estimate) fits in the decode budget, in arrival order. Throws 4004 for an image whose estimate
+   * alone is over the budget: it could never be decoded here.
+   */
+  async score<T>(work: () => Promise<T>, memory = 0): Promise<T> {
+    if (memory > this.#opts.decodeBytes) {
+      throw new ApiError(
+        'DIMENSIONS_EXCEEDED',
+        `Image too large to decode here: it needs about ${mib(memory)} MiB, over this server's decode memory budget of ${mib(this.#opts.decodeBytes)} MiB`,
+      );
+    }
+    if (this.#waiting.length > 0 || !this.#fits(memory)) {
+      await new Promise<void>((start) => this.#waiting.push({ memory, start }));
+    } else this.#take(memory);
     try {
       return await work();
     } finally {
-      // Hand the slot straight to the next waiter, or free it.
-      const next = this.#waiting.shift();
-      if (next) next();
-      else this.#running -= 1;
+      this.#running -= 1;
+      this.#decoding -= memory;
+      this.#startWaiting();
+    }
+  }
+
+  #fits(memory: number): boolean {
+    return this.#running < this.#opts.active && this.#decoding + memory <= this.#opts.decodeBytes;
+  }
+
+  #take(memory: number): void {
+    this.#running += 1;
+    this.#decoding += memory;
+  }
+
+  /** Starts waiting images in arrival order while the first one fits (none overtakes it). */
+  #startWaiting(): void {
+    for (let next = this.#waiting[0]; next && this.#fits(next.memory); next = this.#waiting[0]) {
+      this.#waiting.shift();
+      this.#take(next.memory);
+      next.start();
     }
   }
 
@@ -166,4 +204,8 @@ export class WorkGate {
     if (count <= 0) this.#perClient.delete(client);
     else this.#perClient.set(client, count);
   }
+}
+
+function mib(bytes: number): number {
+  return Math.ceil(bytes / (1024 * 1024));
 }

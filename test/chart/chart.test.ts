@@ -6,7 +6,10 @@
 // No kubelet runs here: pods are never started, so nothing waits for readiness (never --wait).
 
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { loadConfig } from '../../services/common/config.ts';
 import { LOCAL_VALUES, renderEnvoyConfigText } from '../../services/stack/render-envoy.ts';
 import { describeWithKube } from '../support/describe-kube.ts';
 import { type KubeApiServer, startKubeApiServer } from '../support/kube-apiserver.ts';
@@ -185,6 +188,24 @@ describeWithKube('Helm chart against a real kube-apiserver', ['kube-apiserver', 
     ).toHaveLength(3);
     expect(out.match(/- \{ name: TRACE_SAMPLE_RATIO, value: "0.1" \}/g)).toHaveLength(3);
     expect(await template({})).not.toContain('TRACE_SAMPLE_RATIO');
+  });
+
+  it("sets detect's decode memory budget from its container's memory limit, which leaves one", async () => {
+    const out = await template({});
+    expect(out).toMatch(
+      /- name: CONTAINER_MEMORY_LIMIT_BYTES\n\s+valueFrom: \{ resourceFieldRef: \{ containerName: detect, resource: limits.memory \} \}/,
+    );
+    // What the kubelet passes for the default limit: the process accepts it and decodes within it.
+    const limit = /detect:[\s\S]*?limits: \{ cpu: "2", memory: (\d+)Mi \}/.exec(
+      readFileSync(join(CHART_DIR, 'values.yaml'), 'utf8'),
+    )?.[1];
+    const bytes = Number(limit) * 1024 * 1024;
+    const { concurrency } = loadConfig({ CONTAINER_MEMORY_LIMIT_BYTES: String(bytes) });
+    expect(concurrency.decodeBytes).toBeGreaterThanOrEqual(512 * 1024 * 1024);
+    expect(concurrency.decodeBytes + concurrency.uploadBytes).toBeLessThan(bytes);
+    expect(() => loadConfig({ CONTAINER_MEMORY_LIMIT_BYTES: String(512 * 1024 * 1024) })).toThrow(
+      /CONTAINER_MEMORY_LIMIT_BYTES \(536870912\) leaves 0 bytes for decoding/,
+    );
   });
 
   it('warns on a pod template that breaks the restricted profile (the no-warning checks can fail)', async () => {

@@ -131,6 +131,19 @@ function findJpegFrame(r: Bytes): { marker: number; p: number } {
   }
 }
 
+/** The first frame's SOF marker and each component's sampling factors [h, v] (1 when out of range). */
+export function jpegFrameLayout(bytes: Uint8Array): { marker: number; sampling: Array<[number, number]> } {
+  const r = new Bytes(bytes);
+  const { marker, p } = findJpegFrame(r);
+  const components = r.has(p + 7, 1) ? r.u8(p + 7) : 0;
+  const sampling: Array<[number, number]> = [];
+  for (let i = 0; i < components && r.has(p + 8 + i * 3, 3); i++) {
+    const hv = r.u8(p + 8 + i * 3 + 1);
+    sampling.push([Math.min(4, Math.max(1, hv >> 4)), Math.min(4, Math.max(1, hv & 0x0f))]);
+  }
+  return { marker, sampling: sampling.length ? sampling : [[1, 1]] };
+}
+
 function probeJpeg(r: Bytes): Dims {
   const { p } = findJpegFrame(r);
   r.need(p, 8, 'frame size');

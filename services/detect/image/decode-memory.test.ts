@@ -1,0 +1,57 @@
+// The decoding estimates, against hand-computed figures for headers of each kind.
+
+import sharp from 'sharp';
+import { describe, expect, it } from 'vitest';
+import { decodeMemoryBytes } from './decode-memory.ts';
+import { probeHeader } from './probe.ts';
+import { sniffFormat } from './sniff.ts';
+
+const MiB = 1024 * 1024;
+const PER_IMAGE = 8 * MiB;
+
+async function estimate(bytes: Buffer) {
+  const probed = probeHeader(bytes, await sniffFormat(bytes), {
+    jpeg: { maxEdge: 30_000, maxPixels: 200_000_000 },
+    other: { maxEdge: 30_000, maxPixels: 200_000_000 },
+  });
+  return decodeMemoryBytes(bytes, probed);
+}
+
+const grey = (width: number, height: number, channels: 3 | 4 = 3) =>
+  sharp({ create: { width, height, channels, background: { r: 90, g: 90, b: 90, alpha: 1 } } });
+
+describe('decodeMemoryBytes', () => {
+  it('JPEG, one scan: the decoded pixels only (3 bytes each)', async () => {
+    const bytes = await grey(800, 600).jpeg().toBuffer();
+    expect(await estimate(bytes)).toBe(800 * 600 * 3 + PER_IMAGE);
+  });
+
+  it('JPEG, progressive 4:4:4: every coefficient of the three components (2 bytes each) as well', async () => {
+    const bytes = await grey(800, 600).jpeg({ progressive: true, chromaSubsampling: '4:4:4' }).toBuffer();
+    expect(await estimate(bytes)).toBe(800 * 600 * 3 * 2 + 800 * 600 * 3 + PER_IMAGE);
+  });
+
+  it('JPEG, progressive 4:2:0: chroma coefficients at a quarter, whole 16x16 MCUs', async () => {
+    const bytes = await grey(801, 600).jpeg({ progressive: true, chromaSubsampling: '4:2:0' }).toBuffer();
+    // 51 x 38 MCUs of 16x16: luma 4 blocks, each chroma 1 block, 64 coefficients of 2 bytes.
+    expect(await estimate(bytes)).toBe(51 * 38 * 6 * 64 * 2 + 801 * 600 * 3 + PER_IMAGE);
+  });
+
+  it('JPEG over 16 MP: shrunk on load, so only an eighth of each edge is decoded', async () => {
+    const bytes = await grey(4100, 4000).jpeg().toBuffer();
+    expect(await estimate(bytes)).toBe((4100 * 4000 * 3) / 64 + PER_IMAGE);
+  });
+
+  it('PNG: the file depth and channels, then 8-bit RGBA', async () => {
+    const rgba8 = await grey(300, 200, 4).png().toBuffer();
+    expect(await estimate(rgba8)).toBe(300 * 200 * (4 + 4) + PER_IMAGE);
+    const rgba16 = await grey(300, 200, 4).png().toColourspace('rgb16').toBuffer();
+    expect(await estimate(rgba16)).toBe(300 * 200 * (8 + 4) + PER_IMAGE);
+  });
+
+  it('GIF and WebP: two RGBA frames; TIFF: 12 bytes a pixel', async () => {
+    expect(await estimate(await grey(300, 200).gif().toBuffer())).toBe(300 * 200 * 8 + PER_IMAGE);
+    expect(await estimate(await grey(300, 200).webp().toBuffer())).toBe(300 * 200 * 8 + PER_IMAGE);
+    expect(await estimate(await grey(300, 200).tiff().toBuffer())).toBe(300 * 200 * 12 + PER_IMAGE);
+  });
+});
