@@ -85,27 +85,18 @@ export function writeBmpSeeds(dir: string): number {
     [16, [0xf800, 0x07e0, 0x001f, 0]],
     [32, [0xff0000, 0xff00, 0xff, 0xff000000]],
   ] as const) {
-    bmps.push(
-      buildBmp({
-        width: 4,
-        height: 2,
-        bpp,
-        compression: BI.BITFIELDS,
-        masks: [...masks],
-        pixelData: rows(bpp, 4, 2),
-      }),
-    );
-    bmps.push(
-      buildBmp({
-        header: 'v5',
-        width: 4,
-        height: 2,
-        bpp,
-        compression: BI.BITFIELDS,
-        masks: [...masks],
-        pixelData: rows(bpp, 4, 2),
-      }),
-    );
+    for (const header of ['info', 'v5'] as const)
+      bmps.push(
+        buildBmp({
+          header,
+          width: 4,
+          height: 2,
+          bpp,
+          compression: BI.BITFIELDS,
+          masks: [...masks],
+          pixelData: rows(bpp, 4, 2),
+        }),
+      );
   }
   // RLE8 and RLE4: a run, an absolute run, a delta, end of line, end of bitmap.
   const rle8 = Uint8Array.from([3, 1, 0, 3, 2, 3, 1, 0, 0, 2, 1, 0, 0, 0, 2, 2, 0, 1]);

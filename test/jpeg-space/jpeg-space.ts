@@ -10,7 +10,7 @@
 
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const SOURCE = fileURLToPath(new URL('make-jpeg.c', import.meta.url));
@@ -150,7 +150,7 @@ export function makeJpegs(program: string, cases: readonly JpegCase[], dir: stri
     (c, i) =>
       `${paths[i]} ${c.width} ${c.height} ${c.sampling} ${c.scans} ${c.coding} ${c.restart} 90 ${c.seed}\n`,
   );
-  mkdirSync(dirname(paths[0] ?? join(dir, 'x')), { recursive: true });
+  mkdirSync(dir, { recursive: true });
   const run = spawnSync(program, [], { input: lines.join(''), encoding: 'utf8' });
   if (run.status !== 0) throw new Error(`make-jpeg failed (${run.status ?? run.signal}): ${run.stderr}`);
   return paths;

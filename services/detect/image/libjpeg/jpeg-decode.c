@@ -284,7 +284,8 @@ static const char *decode(Decoder *d, const uint8_t *bytes, size_t length, int s
   //   decompress_data, waiting for input after EOI; an arithmetic-coded one decodes zeros past its end
   //   without a warning (legal in arithmetic coding, jdarith.c), a Huffman one warns.
   // (No other max_v_samp_factor has context rows: they need a component sampled half the maximum.)
-  int skippable = cinfo->max_v_samp_factor == 1 || (cinfo->upsample->need_context_rows && cinfo->max_v_samp_factor == 2);
+  int skippable =
+      cinfo->max_v_samp_factor == 1 || (cinfo->upsample->need_context_rows && cinfo->max_v_samp_factor == 2);
   int r = 0;
   for (int y = 0; y < h; y++) {
     if (skippable && r < size) {
