@@ -283,7 +283,8 @@ static const char *decode(Decoder *d, const uint8_t *bytes, size_t length, int s
   //   which these factors need past 10 blocks per MCU) then loops forever in jdcoefct.c's
   //   decompress_data, waiting for input after EOI; an arithmetic-coded one decodes zeros past its end
   //   without a warning (legal in arithmetic coding, jdarith.c), a Huffman one warns.
-  // (No other max_v_samp_factor has context rows: they need a component sampled half the maximum.)
+  // (No other max_v_samp_factor has context rows: they need a component sampled half the maximum. The
+  // merged upsampler, jdmerge.c, with skipping paths of its own, is never used: fancy upsampling is on.)
   int skippable =
       cinfo->max_v_samp_factor == 1 || (cinfo->upsample->need_context_rows && cinfo->max_v_samp_factor == 2);
   int r = 0;
