@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TOOLS_DIR="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}"
-NODE_VERSION=$(cat .ci/node-version 2>/dev/null || echo 24.21.0)
+NODE_VERSION=$(<.node-version)
 NPM_VERSION=11.21.2
 TAG="nsfwdetector-base:node${NODE_VERSION}-bookworm"
 TARBALL="$TOOLS_DIR/docker-base/node${NODE_VERSION}-bookworm.tar"

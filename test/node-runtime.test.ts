@@ -9,8 +9,13 @@ import { ROOT } from './support/server-process.ts';
 
 const dockerfile = readFileSync(join(ROOT, 'services/Dockerfile'), 'utf8');
 const finalStage = dockerfile.slice(dockerfile.lastIndexOf('\nFROM '));
-const start = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } })
-  .scripts.start;
+const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+  scripts: { start: string };
+  devDependencies: Record<string, string>;
+  volta: { node: string };
+};
+const start = manifest.scripts.start;
+const pinned = readFileSync(join(ROOT, '.node-version'), 'utf8').trim();
 
 describe('node runtime settings', () => {
   it('the image sets each production environment variable and node flag', () => {
@@ -23,5 +28,20 @@ describe('node runtime settings', () => {
   it('npm start sets them too', () => {
     for (const [name, value] of Object.entries(PRODUCTION_ENV)) expect(start).toContain(`${name}=${value} `);
     expect(start).toContain(`node ${PRODUCTION_NODE_FLAGS.join(' ')} --import tsx`);
+  });
+});
+
+describe('the Node version', () => {
+  it('is pinned in one place, .node-version, which every other pin names', () => {
+    expect(pinned).toMatch(/^24\.\d+\.\d+$/);
+    // npm puts the `node` package's binary first on every script's PATH, whatever Node runs npm.
+    expect(manifest.devDependencies.node).toBe(pinned);
+    expect(manifest.volta.node).toBe(pinned);
+    expect(readFileSync(join(ROOT, '.nvmrc'), 'utf8').trim()).toBe(pinned);
+    expect(dockerfile).toContain(`ARG NODE_BASE=node:${pinned}-bookworm-slim`);
+  });
+
+  it('is the one these tests run on (npm test puts it first on PATH)', () => {
+    expect(process.version).toBe(`v${pinned}`);
   });
 });

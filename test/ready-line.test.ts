@@ -1,9 +1,11 @@
-// `npm start` prints its "ready" line only once detect can score: a detect call sent the moment the
-// line appears is scored (200), never refused with "model still loading" (503).
+// `npm start` — the README's first command, run as a newcomer runs it: npm from the machine's PATH
+// without this project's node_modules/.bin, so whatever Node the machine has (Node 20 on these) —
+// prints its "ready" line only once detect can score: a detect call sent the moment the line appears
+// is scored (200), never refused with "model still loading" (503).
 
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { fixture } from './fixtures/corpus.ts';
@@ -17,27 +19,28 @@ let announce: (url: string) => void = () => {};
 const ready = new Promise<string>((resolve) => {
   announce = resolve;
 });
-const server = spawnChild(
-  'npm start',
-  process.execPath,
-  ['--import', 'tsx', 'services/all-in-one/server.ts'],
-  {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      PORT: '0',
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'warn',
-      TSX_DISABLE_CACHE: '1',
-      ACCOUNTS_FILE: join(dir, 'accounts.json'),
-    },
-    onOutput: (chunk) => {
-      output += chunk;
-      const line = READY.exec(output);
-      if (line?.[1]) announce(line[1]);
-    },
+// The PATH npm test gave us, less the entries npm added (each project's node_modules/.bin).
+const machinePath = (process.env.PATH ?? '')
+  .split(delimiter)
+  .filter((entry) => !entry.endsWith(join('node_modules', '.bin')))
+  .join(delimiter);
+const server = spawnChild('npm start', 'npm', ['start', '--silent'], {
+  cwd: ROOT,
+  env: {
+    ...process.env,
+    PATH: machinePath,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    TSX_DISABLE_CACHE: '1',
+    ACCOUNTS_FILE: join(dir, 'accounts.json'),
   },
-);
+  onOutput: (chunk) => {
+    output += chunk;
+    const line = READY.exec(output);
+    if (line?.[1]) announce(line[1]);
+  },
+});
 
 afterAll(async () => {
   await server.kill();
