@@ -7,6 +7,7 @@
 //   authorize authorize() overhead on real Redis
 //   peer      ours against the Python peer (bench/peer.ts), one server at a time
 //   quantised mobilenet_v2_int8 beside mobilenet_v2 (bench/quantised.ts): fidelity and speed
+//   memory    peak RSS under the largest images of each format, 8 at a time (bench/memory.ts)
 
 import { readFileSync } from 'node:fs';
 import { loadConfig } from '../services/common/config.ts';
@@ -20,13 +21,14 @@ import { startServer } from '../test/support/server-process.ts';
 import { authorizeBench } from './authorize.ts';
 import { closeLoadConnections, postOnce, runLoad } from './http-load.ts';
 import { benchImages, largePng, ONE_MP } from './images.ts';
+import { memorySection } from './memory.ts';
 import { nsfwjsWasmImagesPerSecond } from './nsfwjs-baseline.ts';
 import { peerComparison } from './peer.ts';
 import { quantisedSection } from './quantised.ts';
 import { stackFigures } from './stack.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
-const SECTIONS = ['core', 'baseline', 'edge', 'authorize', 'peer', 'quantised'] as const;
+const SECTIONS = ['core', 'baseline', 'edge', 'authorize', 'peer', 'quantised', 'memory'] as const;
 const onlyArg = process.argv.indexOf('--only');
 const only = onlyArg < 0 ? [...SECTIONS] : (process.argv[onlyArg + 1] ?? '').split(',');
 for (const name of only)
@@ -229,6 +231,8 @@ if (runs('core') || runs('baseline') || runs('edge')) {
   closeLoadConnections();
   await server.stop();
 }
+
+if (runs('memory')) lines.push(...(await memorySection(SECONDS * 2)));
 
 const width = Math.max(0, ...lines.map(([k]) => k.length));
 if (lines.length > 0) console.log('');

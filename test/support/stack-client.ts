@@ -101,7 +101,10 @@ export async function jaegerTrace(jaegerUrl: string, traceId: string): Promise<T
   return spans;
 }
 
-/** Sends `text` as is on a fresh connection to `baseUrl` and returns everything read until it closes. */
+/**
+ * Sends `text` as is on a fresh connection to `baseUrl` and returns everything read until the server
+ * closes it. The client's side stays open meanwhile: Envoy takes a client's half-close as an abort.
+ */
 export function rawRequest(baseUrl: string, text: string): Promise<string> {
   const { hostname, port } = new URL(baseUrl);
   return new Promise((resolve, reject) => {
@@ -110,9 +113,12 @@ export function rawRequest(baseUrl: string, text: string): Promise<string> {
     socket.on('data', (chunk) => {
       read += chunk.toString('latin1');
     });
-    socket.on('end', () => resolve(read));
+    socket.on('end', () => {
+      socket.destroy();
+      resolve(read);
+    });
     socket.on('error', reject);
     socket.setTimeout(10_000, () => socket.destroy(new Error(`no answer to a raw request: ${read}`)));
-    socket.end(text);
+    socket.write(text);
   });
 }

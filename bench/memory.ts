@@ -1,0 +1,133 @@
+// `npm run bench -- --only memory`: the server's peak RSS under a mix of the largest images each format
+// allows, eight at a time, against what its memory budget promises: the process at rest (after warm-up)
+// plus MAX_UPLOAD_BYTES_IN_PROGRESS (uploads held) plus DECODE_MEMORY_BUDGET_BYTES (decoding).
+
+import { readFileSync } from 'node:fs';
+import sharp from 'sharp';
+import { loadConfig } from '../services/common/config.ts';
+import { decodeMemoryBytes } from '../services/detect/image/decode-memory.ts';
+import { probeHeader } from '../services/detect/image/probe.ts';
+import { sniffFormat } from '../services/detect/image/sniff.ts';
+import { startServer } from '../test/support/server-process.ts';
+import { closeLoadConnections, postOnce } from './http-load.ts';
+import { largePng } from './images.ts';
+
+const MiB = 1024 * 1024;
+
+function vm(pid: number, field: 'VmRSS' | 'VmHWM'): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1]) * 1024;
+}
+
+/** Noise in tiles, so that files stay under 50 MiB at full size while decoders do all their work. */
+function texture(width: number, height: number, channels: 3 | 4) {
+  const tile = 256;
+  const pixels = Buffer.allocUnsafe(tile * tile * channels);
+  let x = 0x2545f491;
+  for (let i = 0; i < pixels.length; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    pixels[i] = x & 0xff;
+  }
+  return sharp({
+    create: { width, height, channels, background: { r: 120, g: 100, b: 80, alpha: 1 } },
+    limitInputPixels: false,
+  }).composite([{ input: pixels, raw: { width: tile, height: tile, channels }, tile: true }]);
+}
+
+interface MixImage {
+  name: string;
+  type: string;
+  body: Buffer;
+}
+
+/** The largest each format allows (spec part 8, and 50 MiB), as the server would meet them. */
+async function largestImages(): Promise<MixImage[]> {
+  const make = async (name: string, type: string, image: Promise<Buffer>) => ({
+    name,
+    type,
+    body: await image,
+  });
+  return Promise.all([
+    make(
+      'JPEG 20000x10000 baseline (200 MP)',
+      'image/jpeg',
+      texture(20000, 10000, 3).jpeg({ quality: 70 }).toBuffer(),
+    ),
+    make(
+      'JPEG 8000x6000 progressive 4:2:0',
+      'image/jpeg',
+      texture(8000, 6000, 3).jpeg({ quality: 80, progressive: true }).toBuffer(),
+    ),
+    make(
+      'JPEG 14000x14000 progressive 4:4:4',
+      'image/jpeg',
+      texture(14000, 14000, 3)
+        .jpeg({ quality: 50, progressive: true, chromaSubsampling: '4:4:4' })
+        .toBuffer(),
+    ),
+    make('PNG 4096x4000 RGB noise (~49 MB)', 'image/png', largePng()),
+    make(
+      'PNG 6000x6000 RGBA 16-bit',
+      'image/png',
+      texture(6000, 6000, 4).png({ compressionLevel: 9 }).toColourspace('rgb16').toBuffer(),
+    ),
+    make('WebP 8192x4394', 'image/webp', texture(8192, 4394, 3).webp({ quality: 70 }).toBuffer()),
+    make('GIF 8192x4394', 'image/gif', texture(8192, 4394, 3).gif().toBuffer()),
+    make('TIFF 6000x6000 RGBA', 'image/tiff', texture(6000, 6000, 4).tiff({ compression: 'lzw' }).toBuffer()),
+  ]);
+}
+
+export async function memorySection(seconds: number): Promise<Array<[string, string]>> {
+  const config = loadConfig();
+  const images = await largestImages();
+  const lines: Array<[string, string]> = [];
+  for (const image of images) {
+    const probed = probeHeader(image.body, await sniffFormat(image.body), config.limits);
+    lines.push([
+      `  ${image.name}`,
+      `${(image.body.length / MiB).toFixed(1)} MiB file, decode estimate ${Math.round(decodeMemoryBytes(image.body, probed) / MiB)} MiB`,
+    ]);
+  }
+  const server = await startServer({
+    ANON_PER_MINUTE: '1000000',
+    ANON_PER_DAY: '1000000',
+    LOG_LEVEL: 'warn',
+  });
+  try {
+    const pid = server.proc.pid as number;
+    const url = `${server.url}/api/public/detect`;
+    const baseline = vm(pid, 'VmRSS');
+    const statuses = new Map<string, number>();
+    const deadline = performance.now() + seconds * 1000;
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (performance.now() < deadline) {
+          const image = images[next++ % images.length] as MixImage;
+          const { status } = await postOnce(url, image.body, image.type);
+          const key = `${status}`;
+          statuses.set(key, (statuses.get(key) ?? 0) + 1);
+        }
+      }),
+    );
+    const peak = vm(pid, 'VmHWM');
+    const { uploadBytes, decodeBytes } = config.concurrency;
+    const promise = baseline + uploadBytes + decodeBytes;
+    lines.unshift(
+      [
+        'memory: largest images of each format, concurrency 8',
+        `peak RSS ${Math.round(peak / MiB)} MiB; at rest ${Math.round(baseline / MiB)} MiB + uploads ${Math.round(uploadBytes / MiB)} MiB + decode budget ${Math.round(decodeBytes / MiB)} MiB = ${Math.round(promise / MiB)} MiB  (target: peak ≤ that)`,
+      ],
+      [
+        'memory: answers',
+        `${[...statuses].map(([s, n]) => `${n}× ${s}`).join(', ')} over ${seconds} s (4004: the 14000² progressive JPEG, over the budget)`,
+      ],
+    );
+    return lines;
+  } finally {
+    closeLoadConnections();
+    await server.stop();
+  }
+}
