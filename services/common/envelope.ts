@@ -129,16 +129,20 @@ export function installEnvelopeHandlers(app: FastifyInstance, opts: EnvelopeOpti
     return sendError(reply, apiError);
   });
 
-  app.setNotFoundHandler((request, reply) => {
+  // No route: 405 (with Allow) or 404, decided as the request arrives — before Fastify would parse a
+  // body of a method it reads bodies for (QUERY), which has no route to go to.
+  const unrouted = (request: FastifyRequest): ApiError => {
     const path = request.url.split('?')[0] ?? '/';
     const allowed = allowedMethods(app, path);
-    if (allowed.length > 0) {
-      reply.header('allow', allowed.join(', '));
-      return sendError(
-        reply,
-        new ApiError('METHOD_NOT_ALLOWED', `Method ${request.method} not allowed on ${path}`),
-      );
-    }
-    return sendError(reply, new ApiError('NOT_FOUND', `No route ${request.method} ${path}`));
+    if (allowed.length === 0) return new ApiError('NOT_FOUND', `No route ${request.method} ${path}`);
+    return new ApiError('METHOD_NOT_ALLOWED', `Method ${request.method} not allowed on ${path}`, {
+      allow: allowed.join(', '),
+    });
+  };
+  app.addHook('onRequest', async (request) => {
+    if (request.is404) throw unrouted(request);
+  });
+  app.setNotFoundHandler((request) => {
+    throw unrouted(request);
   });
 }

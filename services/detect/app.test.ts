@@ -588,6 +588,16 @@ describe('routing', () => {
     expect(wrong.headers.allow).toContain('POST');
     expect(Object.keys(wrong.json()).sort()).toEqual(['code', 'message']);
     expect((await app.inject({ method: 'DELETE', url: '/api/public/health' })).statusCode).toBe(405);
+    // A method Fastify reads bodies for, with no body and no Content-Type: still 405, not a 400.
+    for (const body of [undefined, 'x']) {
+      const query = await app.inject({ method: 'QUERY' as 'GET', url: '/api/public/health', payload: body });
+      expect({ status: query.statusCode, allow: query.headers.allow, code: query.json().code }).toEqual({
+        status: 405,
+        allow: 'GET, HEAD',
+        code: 4050,
+      });
+    }
+    expect((await app.inject({ method: 'QUERY' as 'GET', url: '/nope' })).statusCode).toBe(404);
   });
 
   it('serves the key endpoint to a valid key and refuses others with 4011 (full suite: services/quota)', async () => {
