@@ -32,18 +32,24 @@ export async function benchImages(size: { width: number; height: number } = ONE_
   );
 }
 
+/** `length` bytes of xorshift noise from `seed`: incompressible pixels, the same every run. */
+export function noise(length: number, seed = 0x12345678): Buffer {
+  const bytes = Buffer.allocUnsafe(length);
+  let x = seed;
+  for (let i = 0; i < bytes.length; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    bytes[i] = x & 0xff;
+  }
+  return bytes;
+}
+
 /** A valid ~49 MB PNG of noise (4096×4000 RGB, within the non-JPEG limits): the worst honest upload. */
 export async function largePng(): Promise<Buffer> {
   const width = 4096;
   const height = 4000;
-  const pixels = Buffer.allocUnsafe(width * height * 3);
-  let x = 0x12345678;
-  for (let i = 0; i < pixels.length; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    pixels[i] = x & 0xff;
-  }
+  const pixels = noise(width * height * 3);
   return sharp(pixels, { raw: { width, height, channels: 3 } })
     .png({ compressionLevel: 1 })
     .toBuffer();

@@ -10,7 +10,7 @@ import { probeHeader } from '../services/detect/image/probe.ts';
 import { sniffFormat } from '../services/detect/image/sniff.ts';
 import { startServer } from '../test/support/server-process.ts';
 import { closeLoadConnections, postOnce } from './http-load.ts';
-import { largePng } from './images.ts';
+import { largePng, noise } from './images.ts';
 
 const MiB = 1024 * 1024;
 
@@ -22,14 +22,7 @@ function vm(pid: number, field: 'VmRSS' | 'VmHWM'): number {
 /** Noise in tiles, so that files stay under 50 MiB at full size while decoders do all their work. */
 function texture(width: number, height: number, channels: 3 | 4) {
   const tile = 256;
-  const pixels = Buffer.allocUnsafe(tile * tile * channels);
-  let x = 0x2545f491;
-  for (let i = 0; i < pixels.length; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    pixels[i] = x & 0xff;
-  }
+  const pixels = noise(tile * tile * channels, 0x2545f491);
   return sharp({
     create: { width, height, channels, background: { r: 120, g: 100, b: 80, alpha: 1 } },
     limitInputPixels: false,

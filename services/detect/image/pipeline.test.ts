@@ -103,22 +103,12 @@ describe('decompression bombs are refused from the header', () => {
     return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), ihdr, idat]);
   }
 
-  it('a 65535×65535 PNG header → 4004 in well under a millisecond, before any decoding', async () => {
+  it('a 65535×65535 PNG header → 4004 from the header alone, before any decoding', async () => {
     const bomb = pngBombHeader();
     expect(await sniffFormat(bomb)).toBe('png');
     expect(await outcome(bomb)).toBe(4004);
+    // The header parser refuses it: the decoder is never reached.
     expect(() => probeHeader(bomb, 'png')).toThrow(/65535x65535/);
-    const runs = 1000;
-    const start = performance.now();
-    for (let i = 0; i < runs; i++) {
-      try {
-        probeHeader(bomb, 'png');
-      } catch {
-        // expected
-      }
-    }
-    const perCall = (performance.now() - start) / runs;
-    expect(perCall).toBeLessThan(0.1);
   });
 });
 

@@ -328,8 +328,7 @@ describe('probeHeader: TIFF', () => {
     });
   });
 
-  it('stops at an IFD loop', () => {
-    const start = performance.now();
+  it('stops at an IFD loop (two pages, not the page cap)', () => {
     expect(
       probeHeader(
         tiff(
@@ -354,7 +353,6 @@ describe('probeHeader: TIFF', () => {
         'tiff',
       ).frames,
     ).toBe(2);
-    expect(performance.now() - start).toBeLessThan(50);
   });
 
   it('reads BigTIFF', () => {
