@@ -12,7 +12,7 @@ export interface WindowState {
   resetAt: number;
 }
 
-export type QuotaOutcome =
+export type QuotaOutcome = (
   | { allowed: true; minute: WindowState; day: WindowState }
   | {
       allowed: false;
@@ -22,7 +22,12 @@ export type QuotaOutcome =
       retryAfterSeconds: number;
       minute: WindowState;
       day: WindowState;
-    };
+    }
+) & {
+  /** The id to refund this charge by, when the store derives one from the request id (Redis: it
+   * names the slot the charge lives in); otherwise the request id itself. */
+  chargeId?: string;
+};
 
 export interface QuotaStore {
   /**
