@@ -83,7 +83,7 @@ async function sentinel(
     [
       `sentinel monitor ${MASTER_NAME} 127.0.0.1 ${primary.port} 2`,
       `sentinel down-after-milliseconds ${MASTER_NAME} 500`,
-      `sentinel failover-timeout ${MASTER_NAME} 5000`,
+      `sentinel failover-timeout ${MASTER_NAME} 3000`,
       `sentinel parallel-syncs ${MASTER_NAME} 2`,
     ].join('\n');
   const sentinels = await Promise.all([0, 1, 2].map(() => start({ sentinelConfig: config })));
@@ -110,6 +110,12 @@ async function sentinel(
           sentinels.map((s) => ask(s.port, ['SENTINEL', 'replicas', MASTER_NAME])),
         );
         if (!known.every((r) => Array.isArray(r) && r.length >= 2)) return false;
+        // Each sentinel must know the other two (they find each other through the primary's
+        // hello channel, every 2 s), or a failover finds no quorum of votes.
+        const peers = await Promise.all(
+          sentinels.map((s) => ask(s.port, ['SENTINEL', 'sentinels', MASTER_NAME])),
+        );
+        if (!peers.every((r) => Array.isArray(r) && r.length >= 2)) return false;
         return inSync(port, 2);
       }),
     stop: stopAll(started),

@@ -60,6 +60,8 @@ export const JPEG_TENSOR_ADDON: Tool = {
     libjpegUnavailable() === undefined ? 'services/detect/image/libjpeg/build/jpeg-tensor.node' : undefined,
 };
 export const REDIS_SERVER = tool('redis-server', `apt-get install redis-server  ${VIA_SCRIPT}`);
+/** `redis-cli --cluster` creates and reshards the test clusters (redis-tools, a dependency of redis-server). */
+export const REDIS_CLI = tool('redis-cli', `apt-get install redis-tools  ${VIA_SCRIPT}`);
 export const CHROMIUM = tool('chromium', `apt-get install -y chromium  ${VIA_SCRIPT}`, '/usr/bin/chromium');
 /** Keep the version in step with .ci/install-tools.sh (and loadtests/run.ts). */
 export const K6: Tool = {

@@ -202,7 +202,7 @@ export class RedisAccountStore implements AccountStore, SessionStore {
       createdAt: now.toISOString(),
     };
     const record = this.#l.account(account.id);
-    await this.#write((p) => p.hset(record, { ...account }));
+    await this.#write(record, (p) => p.hset(record, { ...account }));
     const claim = [
       this.#l.email(account.email),
       this.#l.email(legacyNormaliseEmail(input.email)),
@@ -210,7 +210,7 @@ export class RedisAccountStore implements AccountStore, SessionStore {
     ];
     let expected = '';
     for (let attempt = 0; attempt < 3; attempt++) {
-      const [holder] = await this.#write((p) =>
+      const [holder] = await this.#write(this.#l.accountList(), (p) =>
         queueScript(p, CLAIM_EMAIL, claim, [account.id, now.getTime(), expected]),
       );
       if (holder === '') return account;
@@ -269,7 +269,7 @@ export class RedisAccountStore implements AccountStore, SessionStore {
       revokedAt: null,
     };
     const hash = hashApiKey(secret);
-    const [created] = await this.#write((p) =>
+    const [created] = await this.#write(this.#l.account(accountId), (p) =>
       queueScript(
         p,
         CREATE_KEY,
@@ -287,8 +287,10 @@ export class RedisAccountStore implements AccountStore, SessionStore {
       ),
     );
     if (Number(created) !== 1) return undefined;
-    await this.#write((p) => p.set(this.#l.keyAccount(record.id), accountId));
-    await this.#write((p) => p.set(this.#l.keyHash(hash), keyHashEntry(accountId, record.id)));
+    const keyAccount = this.#l.keyAccount(record.id);
+    await this.#write(keyAccount, (p) => p.set(keyAccount, accountId));
+    const keyHash = this.#l.keyHash(hash);
+    await this.#write(keyHash, (p) => p.set(keyHash, keyHashEntry(accountId, record.id)));
     return { record, secret };
   }
 
@@ -313,8 +315,9 @@ export class RedisAccountStore implements AccountStore, SessionStore {
   async revokeKey(keyId: string, accountId?: string): Promise<ApiKeyRecord | undefined> {
     const owner = accountId ?? (await this.#redis.get(this.#l.keyAccount(keyId)));
     if (owner === null) return undefined;
-    const [reply] = await this.#write((p) =>
-      queueScript(p, REVOKE_KEY, [this.#l.key(owner, keyId)], [accountId ?? '', new Date().toISOString()]),
+    const keyRecord = this.#l.key(owner, keyId);
+    const [reply] = await this.#write(keyRecord, (p) =>
+      queueScript(p, REVOKE_KEY, [keyRecord], [accountId ?? '', new Date().toISOString()]),
     );
     const fields = pairs(reply);
     const key = toKey(fields);
@@ -355,7 +358,9 @@ export class RedisAccountStore implements AccountStore, SessionStore {
         this.#l.accountKeys(accountId),
         ...ids.map((id) => this.#l.key(accountId, id)),
       ];
-      [reply] = await this.#write((p) => queueScript(p, DELETE_ACCOUNT, keys, []));
+      [reply] = await this.#write(this.#l.account(accountId), (p) =>
+        queueScript(p, DELETE_ACCOUNT, keys, []),
+      );
     } while (reply === -1);
     const [existed, ...hashes] = reply as Array<number | string>;
     await Promise.all(
@@ -400,13 +405,14 @@ export class RedisAccountStore implements AccountStore, SessionStore {
     return closeRedis(this.#redis);
   }
 
-  #write(write: Parameters<typeof writeReplicated>[2]): Promise<unknown[]> {
-    return writeReplicated(this.#redis, this.#replication, write);
+  #write(slotKey: string, write: Parameters<typeof writeReplicated>[3]): Promise<unknown[]> {
+    return writeReplicated(this.#redis, this.#replication, slotKey, write);
   }
 
   async #setAccountField(accountId: string, field: string, value: string): Promise<Account | undefined> {
-    const [reply] = await this.#write((p) =>
-      queueScript(p, SET_ACCOUNT_FIELD, [this.#l.account(accountId)], [field, value]),
+    const record = this.#l.account(accountId);
+    const [reply] = await this.#write(record, (p) =>
+      queueScript(p, SET_ACCOUNT_FIELD, [record], [field, value]),
     );
     return toAccount(pairs(reply));
   }

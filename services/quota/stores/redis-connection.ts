@@ -7,14 +7,16 @@
 // never answers) is dropped after `socketTimeout`, so the commands waiting on it cannot pile up.
 // Reconnection runs forever in the background with a capped back-off, so the service recovers by
 // itself when Redis is back, or (Sentinel) when a replica has been promoted: the client asks the
-// sentinels for the primary at each reconnection and, with `failoverDetector`, drops its connection
-// as soon as they announce a switch. In a Cluster, MOVED and ASK are followed by the client (the
+// sentinels for the primary at each reconnection (a killed primary drops the connection; a demoted one
+// answers READONLY, which reconnects). ioredis's `failoverDetector` is not used: its disconnect can
+// cut a reconnection under way and leave the client ended. In a Cluster, MOVED and ASK are followed by the client (the
 // command did not run), and so is TRYAGAIN after a short delay (a slot being migrated); CLUSTERDOWN
 // fails at once (503).
 
 import { createHash } from 'node:crypto';
 import { type ChainableCommander, Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import type { RedisEndpoint } from '../../common/redis-target.ts';
+import { keySlot } from './redis-layout.ts';
 
 /** A connection to a single Redis or Sentinel-managed primary, or to a Redis Cluster. */
 export type RedisClient = Redis | Cluster;
@@ -88,13 +90,33 @@ export function connectRedis(opts: RedisConnectionOptions): RedisClient {
             ...(target.sentinelPassword === undefined ? {} : { sentinelPassword: target.sentinelPassword }),
             sentinelCommandTimeout: opts.commandTimeoutMs,
             sentinelRetryStrategy: backOff,
-            failoverDetector: true,
+            // A primary demoted by a planned failover answers writes with READONLY: reconnect, which
+            // asks the sentinels again (the command itself is failed, not resent).
+            reconnectOnError: (err) => err.message.startsWith('READONLY'),
           });
+    keepConnecting(redis);
   }
   // Connection errors are reported through the commands that fail (→ 503/5001, logged by the caller);
   // without a listener ioredis would print every reconnect attempt as an unhandled 'error'.
   redis.on('error', (err: Error) => opts.onError?.(err));
   return redis;
+}
+
+const closedByUs = new WeakSet<RedisClient>();
+
+/** ioredis gives a connection up for good ('end') when a connect attempt fails in some ways (a sentinel
+ * conversation cut by a failover, for one); a service must reconnect until it is closed. */
+function keepConnecting(redis: Redis): void {
+  let attempts = 0;
+  redis.on('ready', () => {
+    attempts = 0;
+  });
+  redis.on('end', () => {
+    if (closedByUs.has(redis)) return;
+    setTimeout(() => {
+      if (!closedByUs.has(redis) && redis.status === 'end') redis.connect().catch(() => undefined);
+    }, backOff(++attempts)).unref();
+  });
 }
 
 export function isCluster(redis: RedisClient): redis is Cluster {
@@ -108,7 +130,8 @@ export async function redisReady(redis: RedisClient, timeoutMs: number): Promise
   await readyEvent(redis, timeoutMs);
   if (!isCluster(redis)) return;
   while (!redis.nodes('master').every((node) => node.status === 'ready')) {
-    if (Date.now() > deadline) throw new Error(`Redis Cluster primaries not all connected after ${timeoutMs} ms`);
+    if (Date.now() > deadline)
+      throw new Error(`Redis Cluster primaries not all connected after ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
@@ -140,6 +163,7 @@ function readyEvent(redis: RedisClient, timeoutMs: number): Promise<void> {
 
 /** Closes politely when connected, at once otherwise (QUIT would be refused offline). */
 export async function closeRedis(redis: RedisClient): Promise<void> {
+  closedByUs.add(redis);
   if (redis.status === 'end') return;
   if (redis.status === 'ready') {
     try {
@@ -192,29 +216,46 @@ export const NO_REPLICATION: Replication = { replicas: 0, waitMs: 0 };
 
 /**
  * Runs the writes queued by `write` (keys in one slot) and, when replicas are required, a WAIT on the
- * same connection in the same round trip; resolves with the writes' replies. A write answered by
- * fewer replicas than required rejects with NotReplicatedError.
+ * connection that ran them; resolves with the writes' replies. A write answered by fewer replicas
+ * than required rejects with NotReplicatedError. One round trip on a single Redis or Sentinel; two in a
+ * Cluster, where the writes go as a plain pipeline (MOVED and ASK are followed) and the WAIT then goes
+ * to the node that took them (a pipeline holding a WAIT would not be redirected).
  */
 export async function writeReplicated(
   redis: RedisClient,
   replication: Replication,
+  /** A key the writes touch: it names the slot (and so, in a Cluster, the primary to wait on). */
+  slotKey: string,
   write: (pipeline: ChainableCommander) => void,
 ): Promise<unknown[]> {
+  const waits = replication.replicas > 0;
   const pipeline = redis.pipeline();
   write(pipeline);
-  if (replication.replicas > 0) pipeline.wait(replication.replicas, replication.waitMs);
+  if (waits && !isCluster(redis)) pipeline.wait(replication.replicas, replication.waitMs);
   const values = ((await pipeline.exec()) ?? []).map(([err, value]) => {
     if (err) throw err;
     return value;
   });
-  if (replication.replicas > 0) {
-    const acknowledged = Number(values.pop());
-    if (acknowledged < replication.replicas)
-      throw new NotReplicatedError(
-        `Written, but acknowledged by ${acknowledged} of ${replication.replicas} replica(s) within ${replication.waitMs} ms`,
-      );
+  if (!waits) return values;
+  let acknowledged: number;
+  if (isCluster(redis)) {
+    acknowledged = await waitOnOwner(redis, slotKey, replication);
+  } else {
+    acknowledged = Number(values.pop());
   }
+  if (acknowledged < replication.replicas)
+    throw new NotReplicatedError(
+      `Written, but acknowledged by ${acknowledged} of ${replication.replicas} replica(s) within ${replication.waitMs} ms`,
+    );
   return values;
+}
+
+/** WAIT on the connection to the primary that serves `key`'s slot. */
+async function waitOnOwner(cluster: Cluster, key: string, replication: Replication): Promise<number> {
+  const owner = cluster.slots[keySlot(key)]?.[0];
+  const node = cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === owner);
+  if (!node) throw new NotReplicatedError(`No connection to the primary of ${key} to wait on`);
+  return Number(await node.wait(replication.replicas, replication.waitMs));
 }
 
 /** Queues a script by source (a pipeline cannot fall back from EVALSHA; these writes are rare). */

@@ -9,7 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { awayFromMinuteEdge } from '../../../test/support/minute-edge.ts';
 import type { RedisServer } from '../../../test/support/redis-server.ts';
 import { type RedisTopology, startTopology, TOPOLOGY_KINDS } from '../../../test/support/redis-topology.ts';
-import { describeWithTool, REDIS_SERVER } from '../../../test/support/tools.ts';
+import { describeWithTool, REDIS_CLI, REDIS_SERVER } from '../../../test/support/tools.ts';
 import { EmailTakenError } from '../account-store.ts';
 import { accountStoreContract } from './account-store.contract.ts';
 import { RedisAccountStore } from './redis-account-store.ts';
@@ -58,7 +58,7 @@ for (const kind of TOPOLOGY_KINDS) {
     return { store, redis, prefix, layout: new RedisLayout(prefix) };
   }
 
-  describeWithTool(REDIS_SERVER, `Redis stores (${kind}, real redis-server)`, () => {
+  describeWithTool([REDIS_SERVER, REDIS_CLI], `Redis stores (${kind}, real redis-server)`, () => {
     beforeAll(async () => {
       topology = await startTopology(kind);
     }, 60_000);
