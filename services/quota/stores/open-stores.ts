@@ -13,6 +13,7 @@ import { MemoryQuotaStore } from './memory-quota-store.ts';
 import { RedisAccountStore } from './redis-account-store.ts';
 import { connectRedis, redisReady } from './redis-connection.ts';
 import { RedisKeyQuota } from './redis-key-quota.ts';
+import { migrateLegacyLayout } from './redis-legacy-layout.ts';
 import { PendingCharges, RedisQuotaStore } from './redis-quota-store.ts';
 
 export interface Stores {
@@ -26,6 +27,8 @@ export interface Stores {
   ping(): Promise<void>;
   /** Closes every store (and its connection) once. */
   close(): Promise<void>;
+  /** Redis: copies data of the earlier single-Redis layout into today's (redis-legacy-layout.ts). */
+  migrateRedisLayout?: () => Promise<{ accounts: number; keys: number }>;
 }
 
 export interface OpenStoresOptions {
@@ -85,6 +88,7 @@ export async function openStores(config: Config, opts: OpenStoresOptions = {}): 
     accountStore: accounts,
     sessionStore: accounts,
     keyQuota: new RedisKeyQuota(quotaRedis, config.redis.keyPrefix, pending),
+    migrateRedisLayout: () => migrateLegacyLayout(accountRedis, config.redis.keyPrefix),
     ping: async () => {
       await Promise.all([quotaRedis.ping(), accountRedis.ping()]);
     },

@@ -11,11 +11,13 @@ import type { RedisServer } from '../../../test/support/redis-server.ts';
 import { type RedisTopology, startTopology, TOPOLOGY_KINDS } from '../../../test/support/redis-topology.ts';
 import { describeWithTool, REDIS_CLI, REDIS_SERVER } from '../../../test/support/tools.ts';
 import { EmailTakenError } from '../account-store.ts';
+import { hashApiKey } from '../api-keys.ts';
 import { accountStoreContract } from './account-store.contract.ts';
 import { RedisAccountStore } from './redis-account-store.ts';
 import { connectRedis, NO_REPLICATION, type RedisClient, redisReady } from './redis-connection.ts';
 import { RedisKeyQuota } from './redis-key-quota.ts';
 import { chargeIdFor, RedisLayout } from './redis-layout.ts';
+import { migrateLegacyLayout } from './redis-legacy-layout.ts';
 import { PendingCharges, RedisQuotaStore } from './redis-quota-store.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
@@ -287,6 +289,69 @@ for (const kind of TOPOLOGY_KINDS) {
           expect((await store.createAccount({ email: 'Ada@example.com', tier: 'free' })).email).toBe(
             'ada@example.com',
           );
+        });
+
+        it('copies data of the earlier single-Redis layout into the current one', async () => {
+          const { store: accounts, redis } = await accountStore('old:');
+          const day = Math.floor(Date.now() / 86_400_000);
+          const id = 'acc_00000000000000bb';
+          // As releases before Sentinel/Cluster support stored them.
+          await redis.hset(`old:acct:${id}`, {
+            id,
+            email: 'bea@example.com',
+            tier: 'pro',
+            passwordHash: 'h',
+            createdAt: '2026-01-01T00:00:00.000Z',
+          });
+          await redis.set('old:email:bea@example.com', id);
+          await redis.zadd('old:accts', 5, id);
+          const secret = `nsk_live_${'d'.repeat(32)}`;
+          const hash = hashApiKey(secret);
+          const key = {
+            id: 'key_00000000000000cc',
+            accountId: id,
+            name: 'ci',
+            prefix: 'nsk_live_dddd',
+            last4: 'dddd',
+          };
+          await redis.hset('old:key:key_00000000000000cc', {
+            ...key,
+            createdAt: '2026-01-02T00:00:00.000Z',
+            lastUsedAt: '',
+            revokedAt: '',
+            hash,
+          });
+          await redis.set(`old:keyhash:${hash}`, key.id);
+          await redis.zadd(`old:acctkeys:${id}`, 6, key.id);
+          const dayStart = day * 86_400_000;
+          await redis.hset(`old:q:acct:${id}:d`, 'w', dayStart, 'n', 7);
+          await redis.pexpireat(`old:q:acct:${id}:d`, dayStart + 86_400_000);
+          await redis.hset(`old:h:acct:${id}:${day}`, 's', 7, 'r', 2);
+          await redis.hset(`old:h:key:${key.id}:${day}`, 's', 7);
+
+          const quota = new RedisQuotaStore(redis, 'old:');
+          expect(await migrateLegacyLayout(redis, 'old:')).toEqual({ accounts: 1, keys: 1 });
+          expect(await migrateLegacyLayout(redis, 'old:')).toEqual({ accounts: 1, keys: 1 }); // again: same result
+          expect((await accounts.findAccountByEmail('Bea@example.com'))?.id).toBe(id);
+          expect((await accounts.listAccounts()).map((a) => a.id)).toEqual([id]);
+          expect((await accounts.resolveKey(secret))?.key).toMatchObject(key);
+          expect((await quota.peek(`acct:${id}`, { perMinute: 100, perDay: 100 })).day.used).toBe(7);
+          const today = new Date().toISOString().slice(0, 10);
+          expect((await quota.history(`acct:${id}`, 1)).at(-1)).toEqual({
+            day: today,
+            served: 7,
+            refused: 2,
+          });
+          expect((await quota.history(`acct:${id}/key:${key.id}`, 1)).at(-1)).toEqual({
+            day: today,
+            served: 7,
+            refused: 0,
+          });
+          await expect(
+            accounts.createAccount({ email: 'bea@example.com', tier: 'free' }),
+          ).rejects.toBeInstanceOf(EmailTakenError);
+          expect((await accounts.revokeKey(key.id))?.revokedAt).not.toBeNull();
+          expect(await accounts.resolveKey(secret)).toBeUndefined();
         });
 
         it('makes a timed-out count and its 503 agree: refunded calls leave exactly the answered ones counted', async () => {
