@@ -123,22 +123,26 @@ export function chargeKeyOf(layout: RedisLayout, chargeId: string): string {
 
 let slotTags: string[] | undefined;
 
+/** Builds the slot → tag table (some ms): a store calls it when it is made, not on a request. */
+export function prepareSlotTags(): void {
+  if (slotTags) return;
+  const tags: string[] = new Array(SLOTS);
+  let missing = SLOTS;
+  for (let n = 0; missing > 0; n++) {
+    const tag = `t${n.toString(36)}`;
+    const s = crc16(tag) % SLOTS;
+    if (tags[s] === undefined) {
+      tags[s] = tag;
+      missing--;
+    }
+  }
+  slotTags = tags;
+}
+
 /** A short tag (`t` + base 36) whose key slot is `slot`, the same one on every process. */
 function slotTagOf(slot: number): string {
-  if (!slotTags) {
-    const tags: string[] = new Array(SLOTS);
-    let missing = SLOTS;
-    for (let n = 0; missing > 0; n++) {
-      const tag = `t${n.toString(36)}`;
-      const s = crc16(tag) % SLOTS;
-      if (tags[s] === undefined) {
-        tags[s] = tag;
-        missing--;
-      }
-    }
-    slotTags = tags;
-  }
-  return slotTags[slot] as string;
+  prepareSlotTags();
+  return (slotTags as string[])[slot] as string;
 }
 
 /** Redis Cluster's key slot: CRC16 of the key, or of its first non-empty `{…}` tag, mod 16384. */
@@ -165,7 +169,16 @@ const CRC16_TABLE = (() => {
 /** CRC16-CCITT (XMODEM), as Redis Cluster uses it, over the UTF-8 bytes. */
 function crc16(text: string): number {
   let crc = 0;
-  for (const byte of Buffer.from(text, 'utf8'))
-    crc = ((crc << 8) & 0xffff) ^ (CRC16_TABLE[((crc >> 8) ^ byte) & 0xff] as number);
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code > 0x7f) return crc16Bytes(Buffer.from(text, 'utf8'));
+    crc = ((crc << 8) & 0xffff) ^ (CRC16_TABLE[((crc >> 8) ^ code) & 0xff] as number);
+  }
+  return crc;
+}
+
+function crc16Bytes(bytes: Uint8Array): number {
+  let crc = 0;
+  for (const byte of bytes) crc = ((crc << 8) & 0xffff) ^ (CRC16_TABLE[((crc >> 8) ^ byte) & 0xff] as number);
   return crc;
 }

@@ -20,7 +20,7 @@ import {
   windowsAt,
 } from '../quota-store.ts';
 import { closeRedis, LuaScript, type RedisClient } from './redis-connection.ts';
-import { chargeIdFor, chargeKeyOf, RedisLayout } from './redis-layout.ts';
+import { chargeIdFor, chargeKeyOf, prepareSlotTags, RedisLayout } from './redis-layout.ts';
 
 /**
  * Lua: `windows_consume(minuteKey, dayKey, perMinute, perDay, consume, chargeKey, historyKeys)` →
@@ -200,6 +200,7 @@ export class RedisQuotaStore implements QuotaStore {
     this.#redis = redis;
     this.#layout = new RedisLayout(keyPrefix);
     this.#pending = pending;
+    prepareSlotTags();
   }
 
   async consume(

@@ -16,7 +16,7 @@ import { accountStoreContract } from './account-store.contract.ts';
 import { RedisAccountStore } from './redis-account-store.ts';
 import { connectRedis, NO_REPLICATION, type RedisClient, redisReady } from './redis-connection.ts';
 import { RedisKeyQuota } from './redis-key-quota.ts';
-import { chargeIdFor, RedisLayout } from './redis-layout.ts';
+import { chargeIdFor, chargeKeyOf, keySlot, RedisLayout } from './redis-layout.ts';
 import { migrateLegacyLayout } from './redis-legacy-layout.ts';
 import { PendingCharges, RedisQuotaStore } from './redis-quota-store.ts';
 
@@ -74,6 +74,20 @@ for (const kind of TOPOLOGY_KINDS) {
     describe('RedisAccountStore', () => {
       accountStoreContract(async () => (await accountStore()).store);
     });
+
+    if (kind === 'cluster') {
+      it('computes key slots as Redis does, and a charge id names its subject’s slot', async () => {
+        const redis = connection(2000);
+        await redisReady(redis, 5000);
+        open.push({ close: async () => redis.disconnect() });
+        const layout = new RedisLayout('p:');
+        const node = (redis as import('ioredis').Cluster).nodes('master')[0];
+        for (const key of ['foo', '{user1000}.following', 'héllo', '{}x', 'a{b', layout.day('anon:ip:::1')])
+          expect(keySlot(key), key).toBe(Number(await node?.cluster('KEYSLOT', key)));
+        const id = chargeIdFor('r-1', 'acct:acc_1');
+        expect(keySlot(chargeKeyOf(layout, id))).toBe(keySlot(layout.minute('acct:acc_1')));
+      });
+    }
 
     describe('RedisQuotaStore', () => {
       const limits = { perMinute: 3, perDay: 5 };
