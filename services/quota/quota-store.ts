@@ -41,12 +41,13 @@ export interface QuotaStore {
     history?: readonly string[],
   ): Promise<QuotaOutcome>;
   /**
-   * Uncounts the request counted under `requestId` (a request answered 503 must not use quota).
+   * Uncounts the request counted under `id`: the outcome's `chargeId` when it had one, else the
+   * request id (also the request id of a consume that failed) (a request answered 503 must not use quota).
    * Idempotent, and exact whatever the order: it uncounts only the windows that request was counted
    * in (not the next minute's), and a refund that arrives before its consume (a timed-out call still
    * in flight) cancels that consume instead.
    */
-  refund(requestId: string): Promise<void>;
+  refund(id: string): Promise<void>;
   /** Current counts without consuming (console usage, admin CLI). */
   peek(subject: string, limits: WindowLimits): Promise<{ minute: WindowState; day: WindowState }>;
   /**
