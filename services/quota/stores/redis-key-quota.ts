@@ -111,7 +111,7 @@ export class RedisKeyQuota implements KeyQuota {
       ];
       reply = await this.#pending.track(
         requestId,
-        () => chargeId as string,
+        () => ({ chargeId: chargeId as string, counted: keys.slice(2, 6) }),
         () => CONSUME_IN_ACCOUNT.run(this.#redis, keys, [consume ? '1' : '0', ...tierArgs]),
       );
     } else {

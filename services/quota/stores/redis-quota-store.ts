@@ -19,7 +19,7 @@ import {
   type WindowState,
   windowsAt,
 } from '../quota-store.ts';
-import { closeRedis, LuaScript, type RedisClient } from './redis-connection.ts';
+import { closeRedis, isCluster, LuaScript, type RedisClient } from './redis-connection.ts';
 import { chargeIdFor, chargeKeyOf, prepareSlotTags, RedisLayout } from './redis-layout.ts';
 
 /**
@@ -81,31 +81,38 @@ local function windows_consume(mk, dk, perMinute, perDay, consume, ck, hks)
 end
 `;
 
-// A refund in two steps, since the charge record names the keys it counted (a script may touch only
-// the keys it is given). First, KEYS[1] the charge key: its record, or — none yet — a tombstone, so
-// that the consume, should it still arrive, counts nothing (returns {}).
-const CHARGE_OR_TOMBSTONE = new LuaScript(`
-local v = redis.call('HMGET', KEYS[1], 'm', 'ms', 'd', 'ds', 'r', 'h', 'hd')
-if v[1] or v[5] then return v end
-redis.call('HSET', KEYS[1], 'r', '1')
-redis.call('PEXPIRE', KEYS[1], ${CHARGE_TTL_MS})
-return {}
-`);
-
-// Then KEYS: charge, minute, day, history hashes; ARGV: minute start, day start, history day. Uncounts
-// the windows recorded if they are still the current ones (a minute that has rolled over is left
-// alone) and the served count of the day's history (a 503 was never served), once. 1 when it did.
+// KEYS[1] the charge key, then the keys it counted (minute, day, history hashes) when the caller knows
+// them. ARGV[1] '1' where a script may touch only the keys it is given (a Cluster). Uncounts the
+// windows recorded if they are still the current ones (a minute that has rolled over is left alone)
+// and the served count of the day's history (a 503 was never served), once; with no record yet,
+// leaves a tombstone so that the consume, should it still arrive, counts nothing. Without the keys on
+// one keyspace it takes their names from the record; in a Cluster it answers -1 (read the record and
+// call again with them). Returns 1 when it uncounted, else 0.
 const REFUND = new LuaScript(`
-if redis.call('HEXISTS', KEYS[1], 'r') == 1 then return 0 end
-local done = 0
-for i = 4, #KEYS do
-  local f = 's:' .. ARGV[3]
-  if (tonumber(redis.call('HGET', KEYS[i], f)) or 0) > 0 then redis.call('HINCRBY', KEYS[i], f, -1) end
+local v = redis.call('HMGET', KEYS[1], 'm', 'ms', 'd', 'ds', 'r', 'h', 'hd')
+if v[5] then return 0 end
+if not v[1] then
+  redis.call('HSET', KEYS[1], 'r', '1')
+  redis.call('PEXPIRE', KEYS[1], ${CHARGE_TTL_MS})
+  return 0
 end
-for i, start in ipairs({ARGV[1], ARGV[2]}) do
-  local h = redis.call('HMGET', KEYS[i + 1], 'w', 'n')
-  if h[1] and tonumber(h[1]) == tonumber(start) and (tonumber(h[2]) or 0) > 0 then
-    redis.call('HINCRBY', KEYS[i + 1], 'n', -1)
+local m, d, hks = KEYS[2], KEYS[3], {}
+if not m then
+  if ARGV[1] == '1' then return -1 end
+  m, d = v[1], v[3]
+  for hk in string.gmatch(v[6] or '', '[^\\n]+') do hks[#hks + 1] = hk end
+else
+  for i = 4, #KEYS do hks[#hks + 1] = KEYS[i] end
+end
+local done = 0
+for _, hk in ipairs(hks) do
+  local f = 's:' .. v[7]
+  if (tonumber(redis.call('HGET', hk, f)) or 0) > 0 then redis.call('HINCRBY', hk, f, -1) end
+end
+for _, pair in ipairs({{m, v[2]}, {d, v[4]}}) do
+  local h = redis.call('HMGET', pair[1], 'w', 'n')
+  if h[1] and tonumber(h[1]) == tonumber(pair[2]) and (tonumber(h[2]) or 0) > 0 then
+    redis.call('HINCRBY', pair[1], 'n', -1)
     done = 1
   end
 end
@@ -152,37 +159,44 @@ redis.call('PEXPIREAT', KEYS[1], dayStart + 86400000)
 return n
 `);
 
+/** What a refund needs: the charge id, and the keys the charge counted when they are known. */
+export interface PendingCharge {
+  chargeId: string;
+  counted?: string[];
+}
+
 /**
- * The charge ids of consumes that failed (timed out: they may still run), by request id: the
- * authorizer refunds such a request by its bare request id, before any charge id was handed out.
- * Shared by the quota store and the key path. Entries go with their refund, or after a while.
+ * The charges of consumes that failed (timed out: they may still run), by request id: the authorizer
+ * refunds such a request by its bare request id, at once, before any charge id was handed out; with
+ * the keys known, that refund is one script. Shared by the quota store and the key path. Entries go
+ * with their refund, or after a while.
  */
 export class PendingCharges {
-  readonly #byRequest = new Map<string, string>();
+  readonly #byRequest = new Map<string, PendingCharge>();
 
-  /** Runs a consume whose charge is recorded under `chargeId`; remembers it if the consume fails. */
+  /** Runs a consume whose charge is `charge`; remembers it if the consume fails. */
   async track<T>(
     requestId: string | undefined,
-    chargeId: () => string,
+    charge: () => PendingCharge,
     consume: () => Promise<T>,
   ): Promise<T> {
     try {
       return await consume();
     } catch (err) {
       if (requestId !== undefined) {
-        this.#byRequest.set(requestId, chargeId());
+        this.#byRequest.set(requestId, charge());
         setTimeout(() => this.#byRequest.delete(requestId), CHARGE_TTL_MS).unref();
       }
       throw err;
     }
   }
 
-  /** The charge id for a refund by charge id or by the bare request id of a failed consume. */
-  take(id: string): string {
-    const chargeId = this.#byRequest.get(id);
-    if (chargeId === undefined) return id;
+  /** The charge for a refund by charge id, or by the bare request id of a failed consume. */
+  take(id: string): PendingCharge {
+    const charge = this.#byRequest.get(id);
+    if (charge === undefined) return { chargeId: id };
     this.#byRequest.delete(id);
-    return chargeId;
+    return charge;
   }
 }
 
@@ -212,7 +226,7 @@ export class RedisQuotaStore implements QuotaStore {
     const chargeId = requestId === undefined ? undefined : chargeIdFor(requestId, subject);
     const reply = await this.#pending.track(
       requestId,
-      () => chargeId as string,
+      () => ({ chargeId: chargeId as string, counted: this.#counted(subject, history) }),
       () => this.#run(subject, limits, true, chargeId, history),
     );
     const outcome = outcomeFromReply(reply, limits);
@@ -230,15 +244,16 @@ export class RedisQuotaStore implements QuotaStore {
     }));
   }
 
-  // Two round trips (read the charge record, then uncount the keys it names: a script is given every
-  // key it touches); each attempt does both, and is retried until one is answered, then given up.
-  // Idempotent, so an attempt that ran but was answered too late costs nothing.
+  // One script (a refund that times out has usually run anyway: the same connection delivers commands
+  // in order, so it runs after its consume), retried until one attempt is answered, then given up;
+  // idempotent. In a Cluster a refund by charge id first reads the record for the keys it names.
   refund(id: string): Promise<void> {
-    const chargeKey = chargeKeyOf(this.#layout, this.#pending.take(id));
+    const { chargeId, counted } = this.#pending.take(id);
+    const chargeKey = chargeKeyOf(this.#layout, chargeId);
     const attempt = async () => {
       for (let i = 0; ; i++) {
         try {
-          await this.#refundOnce(chargeKey);
+          await this.#refundOnce(chargeKey, counted);
           return;
         } catch (err) {
           const delay = REFUND_RETRY_DELAYS_MS[i];
@@ -275,14 +290,25 @@ export class RedisQuotaStore implements QuotaStore {
     return closeRedis(this.#redis);
   }
 
-  async #refundOnce(chargeKey: string): Promise<void> {
-    const v = await CHARGE_OR_TOMBSTONE.run(this.#redis, [chargeKey], []);
-    if (!Array.isArray(v) || v.length === 0) return;
-    type Field = string | null;
-    const [m, ms, d, ds, r, h, hd] = v as [Field, Field, Field, Field, Field, Field, Field];
-    if (r !== null || m === null || d === null) return;
-    const histories = h ? h.split('\n').filter((k) => k !== '') : [];
-    await REFUND.run(this.#redis, [chargeKey, m, d, ...histories], [ms ?? '', ds ?? '', hd ?? '']);
+  async #refundOnce(chargeKey: string, counted?: string[]): Promise<void> {
+    const strict = isCluster(this.#redis) ? '1' : '0';
+    if (counted) {
+      await REFUND.run(this.#redis, [chargeKey, ...counted], [strict]);
+      return;
+    }
+    if ((await REFUND.run(this.#redis, [chargeKey], [strict])) !== -1) return;
+    const [m, d, h] = await this.#redis.hmget(chargeKey, 'm', 'd', 'h');
+    if (!m || !d) return;
+    await REFUND.run(this.#redis, [chargeKey, m, d, ...(h ? h.split('\n') : [])], [strict]);
+  }
+
+  /** The keys a consume of `subject` with `history` counts (minute, day, history hashes). */
+  #counted(subject: string, history: readonly string[]): string[] {
+    return [
+      this.#layout.minute(subject),
+      this.#layout.day(subject),
+      ...history.map((h) => this.#layout.history(h)),
+    ];
   }
 
   #run(
