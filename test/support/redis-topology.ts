@@ -2,7 +2,9 @@
 //   single    one redis-server
 //   sentinel  1 primary + 2 replicas, 3 sentinels (quorum 2, down after 500 ms)
 //   cluster   3 primaries + 3 replicas (node timeout 1000 ms), created with `redis-cli --cluster create`
-// Each instance has its own port and temp dir (RedisServer); `stop` kills and removes them all, and a
+// Sentinels are `redis-server <conf> --sentinel` (Debian's redis-sentinel package ships the same
+// binary); `redis-cli` comes with redis-tools, a dependency of redis-server. Each instance has its own
+// port and temp dir (RedisServer); `stop` kills and removes them all, and a
 // start that fails stops what it had started. Failovers are waited for by polling, with a deadline.
 
 import { execFile } from 'node:child_process';
