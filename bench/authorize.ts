@@ -1,8 +1,12 @@
-// authorize() overhead against a real redis-server, at a fixed OPEN-LOOP rate (requests are started on
-// a schedule, whatever the previous ones are doing; not a closed loop that waits for each answer).
-// Measured on the key path (resolve the key + consume the account quota: two Redis scripts), in
-// process and over the ext_authz HTTP transport (a real quota server process, called as Envoy does).
-// `authorizeBench()` starts and stops its own redis-server; `npx tsx bench/authorize.ts` runs it alone.
+// authorize() overhead against real Redis in each topology (one redis-server; Sentinel: 1 primary, 2
+// replicas, 3 sentinels; Cluster: 3 primaries, 3 replicas), at a fixed OPEN-LOOP rate (requests are
+// started on a schedule, whatever the previous ones are doing; not a closed loop that waits for each
+// answer). Measured on the key path (one Redis round trip; two in a Cluster), in process and over the
+// ext_authz HTTP transport (a real quota server process, called as Envoy does), then the anonymous
+// path over HTTP. Around the HTTP runs the primaries' INFO commandstats and CPU give the Redis
+// commands and Redis CPU per request, and from them the request rate one shard carries at 50 % CPU.
+// `authorizeBench()` starts and stops its own servers; `npx tsx bench/authorize.ts` runs it alone
+// (BENCH_AUTHORIZE_TOPOLOGIES=single,cluster to choose).
 
 import { execFileSync } from 'node:child_process';
 import { Agent, request } from 'node:http';
@@ -12,7 +16,16 @@ import { loadConfig } from '../services/common/config.ts';
 import { createAuthorizer } from '../services/quota/app.ts';
 import { openStores } from '../services/quota/stores/open-stores.ts';
 import { startQuotaServer } from '../test/support/quota-process.ts';
-import { RedisServer, redisServerPath } from '../test/support/redis-server.ts';
+import { redisServerPath } from '../test/support/redis-server.ts';
+import {
+  ask,
+  clusterPrimaries,
+  currentPrimary,
+  type RedisTopology,
+  startTopology,
+  TOPOLOGY_KINDS,
+  type TopologyKind,
+} from '../test/support/redis-topology.ts';
 
 const RATE = Number(process.env.BENCH_AUTHORIZE_RATE ?? 2000);
 const SECONDS = Number(process.env.BENCH_AUTHORIZE_SECONDS ?? 5);
@@ -22,7 +35,15 @@ const SECONDS = Number(process.env.BENCH_AUTHORIZE_SECONDS ?? 5);
 // warm-up's own figures are printed, so the transient stays visible.
 const WARMUP_SECONDS = Number(process.env.BENCH_AUTHORIZE_WARMUP_SECONDS ?? 8);
 // Limits far above what the run sends: every request takes the full path (no early refusal).
-const HIGH = { PRO_PER_MINUTE: '100000000', PRO_PER_DAY: '100000000' };
+const HIGH = {
+  PRO_PER_MINUTE: '100000000',
+  PRO_PER_DAY: '100000000',
+  ANON_PER_MINUTE: '100000000',
+  ANON_PER_DAY: '100000000',
+};
+const TOPOLOGIES = (process.env.BENCH_AUTHORIZE_TOPOLOGIES?.split(',') ?? TOPOLOGY_KINDS).filter(
+  (k): k is TopologyKind => (TOPOLOGY_KINDS as readonly string[]).includes(k),
+);
 
 interface Run {
   /** From the call to its answer: the overhead a request pays. */
@@ -91,20 +112,94 @@ function describeRun(label: string, run: Run): string {
   );
 }
 
-export async function authorizeBench(): Promise<string[]> {
-  if (!redisServerPath()) {
-    return ['authorize(): skipped, redis-server is not installed (apt-get install redis-server)'];
+/** Commands run (those inside scripts included), scripts run and CPU seconds used by the primaries. */
+interface RedisWork {
+  commands: number;
+  scripts: number;
+  cpuSeconds: number;
+}
+
+/** The bench's and the topology's own traffic (readiness, replication, cluster bus), not a request's. */
+const NOT_REQUESTS = new Set([
+  'info',
+  'ping',
+  'cluster',
+  'role',
+  'replconf',
+  'psync',
+  'client',
+  'command',
+  'select',
+  'publish',
+  'subscribe',
+  'hello',
+  'auth',
+]);
+
+async function primaries(topology: RedisTopology): Promise<number[]> {
+  return topology.kind === 'cluster' ? clusterPrimaries(topology.nodes) : [await currentPrimary(topology)];
+}
+
+async function redisWork(ports: number[]): Promise<RedisWork> {
+  let commands = 0;
+  let scripts = 0;
+  let cpuSeconds = 0;
+  for (const port of ports) {
+    const stats = String(await ask(port, ['INFO', 'commandstats']));
+    for (const m of stats.matchAll(/^cmdstat_([a-z|]+):calls=(\d+)/gm)) {
+      const name = String(m[1]).split('|')[0] as string;
+      if (NOT_REQUESTS.has(name)) continue;
+      commands += Number(m[2]);
+      if (name === 'evalsha' || name === 'eval') scripts += Number(m[2]);
+    }
+    const cpu = String(await ask(port, ['INFO', 'cpu']));
+    cpuSeconds +=
+      Number(/used_cpu_sys:([\d.]+)/.exec(cpu)?.[1]) + Number(/used_cpu_user:([\d.]+)/.exec(cpu)?.[1]);
   }
-  const version = execFileSync('redis-server', ['--version'], { encoding: 'utf8' }).match(/v=(\S+)/)?.[1];
-  const loadBefore = loadavg()
-    .map((x) => x.toFixed(2))
-    .join(' ');
-  const redis = await RedisServer.start();
-  const lines = [
-    `authorize() on real Redis ${version ?? ''} (key path: resolve key + consume quota), open loop ${RATE} req/s × ${SECONDS} s after ${WARMUP_SECONDS} s warm-up:`,
-  ];
-  const config = loadConfig({ REDIS_URL: redis.url, REDIS_KEY_PREFIX: 'bench:', ...HIGH });
+  return { commands, scripts, cpuSeconds };
+}
+
+interface PathCost {
+  commandsPerRequest: number;
+  scriptsPerRequest: number;
+  cpuMsPerRequest: number;
+}
+
+async function measured(ports: number[], run: () => Promise<Run>): Promise<{ run: Run; cost: PathCost }> {
+  const before = await redisWork(ports);
+  const result = await run();
+  const after = await redisWork(ports);
+  const n = result.service.length;
+  return {
+    run: result,
+    cost: {
+      commandsPerRequest: (after.commands - before.commands) / n,
+      scriptsPerRequest: (after.scripts - before.scripts) / n,
+      cpuMsPerRequest: ((after.cpuSeconds - before.cpuSeconds) * 1000) / n,
+    },
+  };
+}
+
+interface ModeFigures {
+  kind: TopologyKind;
+  inProcess: Run;
+  keyPath: Run;
+  keyCost: PathCost;
+  anonCost: PathCost;
+}
+
+function p(run: Run, q: number): string {
+  return pct(
+    [...run.service].sort((a, b) => a - b),
+    q,
+  ).toFixed(2);
+}
+
+async function benchOn(topology: RedisTopology, lines: string[], withFloor: boolean): Promise<ModeFigures> {
+  const env = { ...topology.env, REDIS_KEY_PREFIX: 'bench:', ...HIGH };
+  const config = loadConfig(env);
   const stores = await openStores(config, { required: true, clientName: 'bench' });
+  lines.push(`${topology.kind}:`);
   try {
     const account = await stores.accountStore.createAccount({ email: 'bench@example.com', tier: 'pro' });
     const key = await stores.accountStore.createKey(account.id);
@@ -115,10 +210,11 @@ export async function authorizeBench(): Promise<string[]> {
     const inProcess = async () =>
       (await authorizer.authorize({ endpoint: 'open', clientIp: '127.0.0.1', authorization })).allowed;
     const inProcessWarmup = await openLoop(RATE, WARMUP_SECONDS, inProcess);
-    lines.push(describeRun('in process', await openLoop(RATE, SECONDS, inProcess)));
+    const inProcessRun = await openLoop(RATE, SECONDS, inProcess);
+    lines.push(describeRun('in process', inProcessRun));
 
     // Over ext_authz HTTP: a real quota server process, keep-alive connections, as Envoy calls it.
-    const server = await startQuotaServer({ REDIS_URL: redis.url, REDIS_KEY_PREFIX: 'bench:', ...HIGH });
+    const server = await startQuotaServer(env);
     const agent = new Agent({ keepAlive: true, maxSockets: 64 });
     const overHttp = (method: string, path: string, headers: Record<string, string>) => () =>
       new Promise<boolean>((resolve, reject) => {
@@ -131,30 +227,85 @@ export async function authorizeBench(): Promise<string[]> {
         req.end();
       });
     const check = overHttp('POST', '/ext_authz/api/open/detect', { authorization, 'content-length': '0' });
+    const anonymous = overHttp('POST', '/ext_authz/api/public/detect', { 'content-length': '0' });
     // The same server's liveness route: the cost of the HTTP round trip alone, without authorize().
     const floor = overHttp('GET', '/internal/live', {});
     try {
+      const ports = await primaries(topology);
       const extAuthzWarmup = await openLoop(RATE, WARMUP_SECONDS, check);
-      lines.push(describeRun('ext_authz HTTP', await openLoop(RATE, SECONDS, check)));
-      lines.push(describeRun('HTTP floor', await openLoop(RATE, SECONDS, floor)));
+      const keyPath = await measured(ports, () => openLoop(RATE, SECONDS, check));
+      lines.push(describeRun('ext_authz HTTP', keyPath.run));
+      const anon = await measured(ports, () => openLoop(RATE, SECONDS, anonymous));
+      lines.push(describeRun('ext_authz anonymous', anon.run));
+      if (withFloor) lines.push(describeRun('HTTP floor', await openLoop(RATE, SECONDS, floor)));
       lines.push(
         describeRun('in proc, warm-up', inProcessWarmup),
         describeRun('ext_authz, warm-up', extAuthzWarmup),
       );
+      return {
+        kind: topology.kind,
+        inProcess: inProcessRun,
+        keyPath: keyPath.run,
+        keyCost: keyPath.cost,
+        anonCost: anon.cost,
+      };
     } finally {
       agent.destroy();
       await server.stop();
     }
-    lines.push(
-      '  target: p99 ≤ 2 ms. Service time = from the call to its answer; "from schedule" adds timer lateness;',
-      '  "HTTP floor" = GET /internal/live on the same quota server: the HTTP round trip without authorize().',
-      `  "warm-up" = the first ${WARMUP_SECONDS} s (fresh process, V8 still compiling): not counted in the target.`,
-      `  machine: ${cpus().length} cores, load average before the run ${loadBefore}`,
-    );
   } finally {
     await stores.close();
-    await redis.stop();
   }
+}
+
+export async function authorizeBench(): Promise<string[]> {
+  if (!redisServerPath()) {
+    return ['authorize(): skipped, redis-server is not installed (apt-get install redis-server)'];
+  }
+  const version = execFileSync('redis-server', ['--version'], { encoding: 'utf8' }).match(/v=(\S+)/)?.[1];
+  const loadBefore = loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
+  const lines = [
+    `authorize() on real Redis ${version ?? ''} (key path: resolve key + consume quota), open loop ${RATE} req/s × ${SECONDS} s after ${WARMUP_SECONDS} s warm-up, per topology:`,
+  ];
+  const figures: ModeFigures[] = [];
+  for (const kind of TOPOLOGIES) {
+    const topology = await startTopology(kind);
+    try {
+      figures.push(await benchOn(topology, lines, kind === TOPOLOGIES[0]));
+    } finally {
+      await topology.stop();
+    }
+  }
+  const f2 = (x: number) => x.toFixed(2);
+  lines.push(
+    '  side by side (service time, ms)   in process p50 / p99   ext_authz p50 / p99   Redis commands (scripts) per request, key / anonymous   Redis CPU per request, µs (key / anonymous)',
+    ...figures.map(
+      (m) =>
+        `  ${m.kind.padEnd(34)}${`${p(m.inProcess, 50)} / ${p(m.inProcess, 99)}`.padEnd(23)}${`${p(m.keyPath, 50)} / ${p(m.keyPath, 99)}`.padEnd(22)}${`${f2(m.keyCost.commandsPerRequest)} (${f2(m.keyCost.scriptsPerRequest)}) / ${f2(m.anonCost.commandsPerRequest)} (${f2(m.anonCost.scriptsPerRequest)})`.padEnd(56)}${(m.keyCost.cpuMsPerRequest * 1000).toFixed(1)} / ${(m.anonCost.cpuMsPerRequest * 1000).toFixed(1)}`,
+    ),
+  );
+  const single = figures.find((m) => m.kind === 'single') ?? figures[0];
+  if (single) {
+    // One Redis primary is single-threaded: 50 % of one core is 500 ms of CPU a second.
+    const perShard = (cost: PathCost) => 500 / cost.cpuMsPerRequest;
+    const key = perShard(single.keyCost);
+    const anon = perShard(single.anonCost);
+    const shards = (rate: number, per: number) => Math.ceil(rate / per);
+    lines.push(
+      `  one shard at 50 % CPU (${single.kind} figures): ${key.toFixed(0)} key requests/s or ${anon.toFixed(0)} anonymous requests/s;` +
+        ` 10k detect req/s → ${shards(10_000, key)} shard(s) (key) / ${shards(10_000, anon)} (anonymous); 100k → ${shards(100_000, key)} / ${shards(100_000, anon)}`,
+    );
+  }
+  lines.push(
+    '  target: p99 ≤ 2 ms. Service time = from the call to its answer; "from schedule" adds timer lateness;',
+    '  "HTTP floor" = GET /internal/live on the same quota server: the HTTP round trip without authorize().',
+    `  "warm-up" = the first ${WARMUP_SECONDS} s (fresh process, V8 still compiling): not counted in the target.`,
+    '  Redis CPU: used_cpu_sys + used_cpu_user of the primaries (INFO cpu) over the measured run, per request; the',
+    '  load generator, the quota server and Redis share this machine, so it is an upper bound of a dedicated core.',
+    `  machine: ${cpus().length} cores, load average before the run ${loadBefore}`,
+  );
   return lines;
 }
 

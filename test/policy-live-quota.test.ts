@@ -46,7 +46,7 @@ describeWithTool(REDIS_SERVER, 'the quota server applies the policy file live (R
     });
     await waitForStatus(quota, '/internal/ready', 200);
     const connection = connectRedis({
-      url: redis.url,
+      target: redis.url,
       commandTimeoutMs: 5_000,
       socketTimeoutMs: 10_000,
       connectTimeoutMs: 5_000,

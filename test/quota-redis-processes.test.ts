@@ -3,11 +3,10 @@
 // Exactness: 500 concurrent requests for one account admit exactly the limit.
 // Fault: Redis killed mid-run → every answer is 503/5001 within 250 ms; Redis back → service back.
 
-import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { AccountTier } from '../services/quota/account-store.ts';
 import { RedisAccountStore } from '../services/quota/stores/redis-account-store.ts';
-import { connectRedis, redisReady } from '../services/quota/stores/redis-connection.ts';
+import { connectRedis, type RedisClient, redisReady } from '../services/quota/stores/redis-connection.ts';
 import { awayFromMinuteEdge } from './support/minute-edge.ts';
 import { startQuotaServer } from './support/quota-process.ts';
 import { RedisServer } from './support/redis-server.ts';
@@ -57,9 +56,9 @@ async function stopAll(): Promise<void> {
   await redis?.stop();
 }
 
-function connection(): Redis {
+function connection(): RedisClient {
   return connectRedis({
-    url: redis.url,
+    target: redis.url,
     commandTimeoutMs: 1000,
     socketTimeoutMs: 2000,
     connectTimeoutMs: 1000,

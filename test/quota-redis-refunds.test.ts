@@ -26,7 +26,7 @@ let processes: ServerProcess[] = [];
 
 function connection() {
   return connectRedis({
-    url: redis?.url as string,
+    target: redis?.url as string,
     commandTimeoutMs: 2000,
     socketTimeoutMs: 4000,
     connectTimeoutMs: 2000,

@@ -9,6 +9,7 @@ import {
 } from '../detect/image/libjpeg/jpeg-tensor.ts';
 import { MODEL_NAMES, type ModelName, OFFERED_MODEL_NAMES } from '../detect/model/classifier.ts';
 import type { AccountTier } from './account-tier.ts';
+import { type RedisTarget, redisTargetVar } from './redis-target.ts';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -154,7 +155,7 @@ export interface Config {
    */
   traceSampleRatio: number;
   /** Set → counters, accounts, keys and sessions live in Redis; unset → memory + accounts file. */
-  redisUrl: string | undefined;
+  redisTarget: RedisTarget | undefined;
   redis: {
     /** Bound on every Redis command; past it the request answers 503/5001. */
     commandTimeoutMs: number;
@@ -180,20 +181,6 @@ export interface Config {
    * `x-edge-secret` carrying this value (Envoy adds it); the NetworkPolicy is the first guard.
    */
   edgeSecret: string | undefined;
-}
-
-function redisUrlVar(env: Env): string | undefined {
-  const raw = optionalVar(env, 'REDIS_URL');
-  if (raw === undefined) return undefined;
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw new ConfigError(`REDIS_URL must be a URL like redis://host:6379, got "${raw}"`);
-  }
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:')
-    throw new ConfigError(`REDIS_URL must use redis:// or rediss://, got "${url.protocol}"`);
-  return raw;
 }
 
 const MiB = 1024 * 1024;
@@ -305,7 +292,7 @@ export function loadConfig(env: Env = process.env): Config {
     trustedProxyHops: intVar(env, 'TRUSTED_PROXY_HOPS', 0, 0, 10),
     shutdownGraceMs: intVar(env, 'SHUTDOWN_GRACE_MS', 25_000, 0),
     traceSampleRatio: numberVar(env, 'TRACE_SAMPLE_RATIO', 1, 0, 1),
-    redisUrl: redisUrlVar(env),
+    redisTarget: redisTargetVar(env),
     redis: {
       commandTimeoutMs: intVar(env, 'REDIS_COMMAND_TIMEOUT_MS', 100, 1, 60_000),
       socketTimeoutMs: intVar(env, 'REDIS_SOCKET_TIMEOUT_MS', 1000, 1, 600_000),

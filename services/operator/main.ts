@@ -39,8 +39,10 @@ let settings: {
 let config: ReturnType<typeof loadConfig>;
 try {
   config = loadConfig(process.env);
-  if (!config.redisUrl)
-    throw new ConfigError('REDIS_URL is required: the operator writes accounts and keys to Redis');
+  if (!config.redisTarget)
+    throw new ConfigError(
+      'REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES is required: the operator writes accounts and keys to Redis',
+    );
   settings = {
     namespace: stringVar(process.env, 'OPERATOR_NAMESPACE', 'default'),
     identity: stringVar(process.env, 'OPERATOR_IDENTITY', `${hostname()}-${process.pid}`),

@@ -63,9 +63,10 @@ export function accountSubject(accountId: string): string {
   return `acct:${accountId}`;
 }
 
-/** The usage-history subject of one key (its account's history is under accountSubject). */
-export function keySubject(keyId: string): string {
-  return `key:${keyId}`;
+/** The usage-history subject of one key (its account's history is under accountSubject); it names
+ * the account too, so that a store can keep a key's history beside its account's. */
+export function keySubject(accountId: string, keyId: string): string {
+  return `${accountSubject(accountId)}/key:${keyId}`;
 }
 
 /** Resolves an API key and counts one request against its account's quota. */
@@ -99,7 +100,7 @@ export class ComposedKeyQuota implements KeyQuota {
     const subject = accountSubject(resolved.account.id);
     const outcome = await this.#quota.consume(subject, tiers[resolved.account.tier], requestId, [
       subject,
-      keySubject(resolved.key.id),
+      keySubject(resolved.account.id, resolved.key.id),
     ]);
     return { resolved, outcome };
   }
@@ -205,7 +206,7 @@ export class QuotaAuthorizer implements Authorizer {
       });
     }
     const decision = decide(outcome, 'anonymous', subject);
-    return decision.allowed ? { ...decision, requestId } : decision;
+    return decision.allowed ? { ...decision, requestId: outcome.chargeId ?? requestId } : decision;
   }
 
   // Missing, malformed, revoked or unknown → 4011, never the anonymous quota (spec 5.3). The key is
@@ -225,7 +226,9 @@ export class QuotaAuthorizer implements Authorizer {
     const subject = accountSubject(account.id);
     if (outcome.allowed) this.#touch(key.id, key.lastUsedAt);
     const decision = decide(outcome, account.tier, subject);
-    return decision.allowed ? { ...decision, accountId: account.id, requestId } : decision;
+    return decision.allowed
+      ? { ...decision, accountId: account.id, requestId: outcome.chargeId ?? requestId }
+      : decision;
   }
 
   // The store failed or timed out. A timed-out script may still have run (Redis got it, the answer

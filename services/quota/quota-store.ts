@@ -12,7 +12,7 @@ export interface WindowState {
   resetAt: number;
 }
 
-export type QuotaOutcome =
+export type QuotaOutcome = (
   | { allowed: true; minute: WindowState; day: WindowState }
   | {
       allowed: false;
@@ -22,7 +22,12 @@ export type QuotaOutcome =
       retryAfterSeconds: number;
       minute: WindowState;
       day: WindowState;
-    };
+    }
+) & {
+  /** The id to refund this charge by, when the store derives one from the request id (Redis: it
+   * names the slot the charge lives in); otherwise the request id itself. */
+  chargeId?: string;
+};
 
 export interface QuotaStore {
   /**
@@ -36,12 +41,13 @@ export interface QuotaStore {
     history?: readonly string[],
   ): Promise<QuotaOutcome>;
   /**
-   * Uncounts the request counted under `requestId` (a request answered 503 must not use quota).
+   * Uncounts the request counted under `id`: the outcome's `chargeId` when it had one, else the
+   * request id (also the request id of a consume that failed) (a request answered 503 must not use quota).
    * Idempotent, and exact whatever the order: it uncounts only the windows that request was counted
    * in (not the next minute's), and a refund that arrives before its consume (a timed-out call still
    * in flight) cancels that consume instead.
    */
-  refund(requestId: string): Promise<void>;
+  refund(id: string): Promise<void>;
   /** Current counts without consuming (console usage, admin CLI). */
   peek(subject: string, limits: WindowLimits): Promise<{ minute: WindowState; day: WindowState }>;
   /**

@@ -30,6 +30,22 @@ const VALUE_SETS: Record<string, Record<string, string | number | boolean>> = {
     'redis.existingSecret': 'shared-redis',
     'redis.existingSecretKey': 'password',
   },
+  'external Sentinel': {
+    'redis.enabled': false,
+    'redis.external.sentinel.addresses':
+      '{sentinel-0.redis.example.internal:26379,sentinel-1.redis.example.internal:26379}',
+    'redis.external.sentinel.masterName': 'quota',
+    'redis.external.sentinel.existingSecret': 'sentinel-auth',
+    'redis.existingSecret': 'shared-redis',
+    'operator.enabled': true,
+  },
+  'external Cluster': {
+    'redis.enabled': false,
+    'redis.external.cluster.nodes': '{redis-0.example.internal:6379,redis-1.example.internal:6379}',
+    'redis.external.waitReplicas': 0,
+    'redis.existingSecret': 'shared-redis',
+    'operator.enabled': true,
+  },
   'operator off': { 'operator.enabled': false },
   'operator on': { 'operator.enabled': true },
   'ingress on': {
@@ -125,6 +141,36 @@ describeWithKube('Helm chart against a real kube-apiserver', ['kube-apiserver', 
           name: 'shared-redis',
           key: 'password',
         });
+      }
+      if (name === 'external Sentinel' || name === 'external Cluster') {
+        expect(kinds).not.toContain('StatefulSet');
+        for (const c of [
+          container(find(items, 'Deployment', 'nsfwdetector-gateway'), 'quota'),
+          container(find(items, 'Deployment', 'nsfwdetector-operator'), 'operator'),
+        ]) {
+          expect(env(c, 'REDIS_URL')).toBeUndefined();
+          expect(
+            c.env.find((e: { name: string }) => e.name === 'REDIS_PASSWORD').valueFrom.secretKeyRef,
+          ).toEqual({
+            name: 'shared-redis',
+            key: 'redis-password',
+          });
+          if (name === 'external Sentinel') {
+            expect(env(c, 'REDIS_SENTINELS')).toBe(
+              'sentinel-0.redis.example.internal:26379,sentinel-1.redis.example.internal:26379',
+            );
+            expect(env(c, 'REDIS_SENTINEL_MASTER')).toBe('quota');
+            expect(
+              c.env.find((e: { name: string }) => e.name === 'REDIS_SENTINEL_PASSWORD').valueFrom
+                .secretKeyRef,
+            ).toEqual({ name: 'sentinel-auth', key: 'sentinel-password' });
+          } else {
+            expect(env(c, 'REDIS_CLUSTER_NODES')).toBe(
+              'redis-0.example.internal:6379,redis-1.example.internal:6379',
+            );
+            expect(env(c, 'REDIS_WAIT_REPLICAS')).toBe('0');
+          }
+        }
       }
       if (name === 'operator on') {
         expect(kinds).toEqual(expect.arrayContaining(['Role', 'RoleBinding']));
@@ -397,6 +443,23 @@ spec:
       },
     );
     expect(noExternalUrl.code).not.toBe(0);
+    const twoTopologies = await helm(
+      [
+        'install',
+        'bad',
+        CHART_DIR,
+        '--namespace',
+        ns,
+        ...sets({
+          'redis.enabled': false,
+          'redis.external.url': 'redis://r:6379/0',
+          'redis.external.cluster.nodes': '{r:6379}',
+        }),
+      ],
+      { kubeconfig },
+    );
+    expect(twoTopologies.code).not.toBe(0);
+    expect(twoTopologies.stderr).toContain("at '/redis/external': 'oneOf' failed");
     // Nothing was installed by the refused attempts.
     expect((await helmOk(['list', '--namespace', ns, '-q'], { kubeconfig })).stdout.trim()).toBe('');
   });

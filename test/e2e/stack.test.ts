@@ -13,7 +13,7 @@ import { admin } from '../../loadtests/run.ts';
 import { ERRORS } from '../../services/common/errors.ts';
 import { MAX_REQUEST_HEADER_BYTES } from '../../services/common/http-limits.ts';
 import { accountSubject } from '../../services/quota/authorize.ts';
-import { windowKeyBase } from '../../services/quota/stores/redis-quota-store.ts';
+import { RedisLayout } from '../../services/quota/stores/redis-layout.ts';
 import { type Stack, startStack } from '../../services/stack/stack.ts';
 import { requireTool } from '../../services/stack/tools.ts';
 import { childEnv } from '../support/children.ts';
@@ -384,7 +384,7 @@ describeWithStackTools(
       const redis = new Redis(stack.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
       await redis.connect();
       try {
-        const dayKey = `${windowKeyBase('nsfwd:', accountSubject(created.account.id))}:d`;
+        const dayKey = new RedisLayout('nsfwd:').day(accountSubject(created.account.id));
         const counted = async () => Number((await redis.hget(dayKey, 'n')) ?? 0);
         // PRO_PER_DAY is 3: charged 503s would leave no room for the 200 below (429/4291 instead).
         for (let i = 0; i < 3; i++)

@@ -12,7 +12,7 @@
 // When redis-server is not installed: with CI=true the suite fails (CI must run it); elsewhere it is
 // skipped with a line naming the install command: see `describeWithTool` and REDIS_SERVER (tools.ts).
 
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,7 +26,16 @@ export function redisServerPath(): string | undefined {
 }
 
 const ADDRESS_IN_USE = /Address already in use/;
-const READY = /Ready to accept connections/;
+const READY = /Ready to accept connections|Sentinel ID is/;
+
+export interface RedisServerOptions {
+  /** For the test of the port retry. */
+  firstPort?: number;
+  /** More redis-server options (`['--replicaof', '127.0.0.1', '6379']`, cluster options …). */
+  args?: string[];
+  /** A sentinel: its configuration file's lines for a port (it rewrites the file as it learns). */
+  sentinelConfig?: (port: number) => string;
+}
 
 /** A random port below the ephemeral range (see the top of this file). */
 function drawPort(): number {
@@ -44,9 +53,11 @@ export class RedisServer {
   #port: number;
   readonly #dir: string;
   #child: Child | undefined;
+  readonly #opts: RedisServerOptions;
 
-  private constructor(port: number) {
+  private constructor(port: number, opts: RedisServerOptions) {
     this.#port = port;
+    this.#opts = opts;
     this.#dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-redis-'));
   }
 
@@ -58,10 +69,13 @@ export class RedisServer {
     return `redis://127.0.0.1:${this.#port}`;
   }
 
-  /** Starts on a port of its own (retrying a port found taken); on failure nothing is left behind.
-   * `firstPort` is for the test of that retry. */
-  static async start(opts: { firstPort?: number } = {}): Promise<RedisServer> {
-    const server = new RedisServer(opts.firstPort ?? drawPort());
+  get address(): { host: string; port: number } {
+    return { host: '127.0.0.1', port: this.#port };
+  }
+
+  /** Starts on a port of its own (retrying a port found taken); on failure nothing is left behind. */
+  static async start(opts: RedisServerOptions = {}): Promise<RedisServer> {
+    const server = new RedisServer(opts.firstPort ?? drawPort(), opts);
     try {
       for (let attempt = 1; ; attempt++) {
         try {
@@ -89,26 +103,37 @@ export class RedisServer {
     const bin = redisServerPath();
     if (!bin) throw new Error(`redis-server is not installed: ${REDIS_INSTALL_HINT}`);
     // Its own session already: no --daemonize; the process group is the server alone.
-    this.#child = spawnChild(`redis-server :${this.#port}`, bin, [
-      '--port',
-      String(this.#port),
-      '--bind',
-      '127.0.0.1',
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--dir',
-      this.#dir,
-      '--daemonize',
-      'no',
-      '--protected-mode',
-      'no',
-      // notice: the "Ready to accept connections" line is how a start is known to be ours (a ping could
-      // reach another server that holds the port while this one is failing to bind it).
-      '--loglevel',
-      'notice',
-    ]);
+    const label = `${this.#opts.sentinelConfig ? 'redis-sentinel' : 'redis-server'} :${this.#port}`;
+    if (this.#opts.sentinelConfig) {
+      const file = join(this.#dir, 'sentinel.conf');
+      writeFileSync(
+        file,
+        `port ${this.#port}\nbind 127.0.0.1\nprotected-mode no\ndir ${this.#dir}\n${this.#opts.sentinelConfig(this.#port)}\n`,
+      );
+      this.#child = spawnChild(label, bin, [file, '--sentinel']);
+    } else {
+      this.#child = spawnChild(label, bin, [
+        '--port',
+        String(this.#port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        this.#dir,
+        '--daemonize',
+        'no',
+        '--protected-mode',
+        'no',
+        // notice: the "Ready to accept connections" line is how a start is known to be ours (a ping
+        // could reach another server that holds the port while this one is failing to bind it).
+        '--loglevel',
+        'notice',
+        ...(this.#opts.args ?? []),
+      ]);
+    }
     try {
       await this.#waitListening(this.#child);
     } catch (err) {

@@ -64,6 +64,8 @@ export const C_COMPILER = tool('cc', `apt-get install gcc libc6-dev libjpeg62-tu
 /** clang with libFuzzer and the sanitizer runtimes: test/fuzz builds the native decoder's fuzz target. */
 export const CLANG = tool('clang', `apt-get install clang libclang-rt-14-dev  ${VIA_SCRIPT}`);
 export const REDIS_SERVER = tool('redis-server', `apt-get install redis-server  ${VIA_SCRIPT}`);
+/** `redis-cli --cluster` creates and reshards the test clusters (redis-tools, a dependency of redis-server). */
+export const REDIS_CLI = tool('redis-cli', `apt-get install redis-tools  ${VIA_SCRIPT}`);
 export const CHROMIUM = tool('chromium', `apt-get install -y chromium  ${VIA_SCRIPT}`, '/usr/bin/chromium');
 /** Keep the version in step with .ci/install-tools.sh (and loadtests/run.ts). */
 export const K6: Tool = {

@@ -88,16 +88,20 @@ topologySpreadConstraints:
 {{- end -}}
 
 {{/*
-REDIS_PASSWORD and REDIS_URL: the password from its Secret, spliced into the URL by Kubernetes' $(VAR)
-expansion (generated passwords are alphanumeric, so URL-safe).
+The Redis the stores use (services/common/redis-target.ts): REDIS_URL for the in-chart Redis or an
+external one (the password from its Secret spliced into the URL by Kubernetes' $(VAR) expansion;
+generated passwords are alphanumeric, so URL-safe), or REDIS_SENTINELS + REDIS_SENTINEL_MASTER, or
+REDIS_CLUSTER_NODES, with REDIS_PASSWORD read by the service itself.
 */}}
 {{- define "nsfwdetector.redisEnv" -}}
 {{- $secret := include "nsfwdetector.redisSecretName" . -}}
+{{- $ext := .Values.redis.external -}}
 {{- $url := "" -}}
 {{- if .Values.redis.enabled -}}
 {{- $url = printf "redis://%s-redis:6379/0" (include "nsfwdetector.prefix" .) -}}
+{{- else if and (not $ext.url) (or $ext.sentinel.addresses $ext.cluster.nodes) -}}
 {{- else -}}
-{{- $url = required "redis.external.url is required when redis.enabled is false" .Values.redis.external.url -}}
+{{- $url = required "redis.external.url, redis.external.sentinel or redis.external.cluster is required when redis.enabled is false" $ext.url -}}
 {{- end -}}
 {{- if $secret }}
 - name: REDIS_PASSWORD
@@ -105,11 +109,29 @@ expansion (generated passwords are alphanumeric, so URL-safe).
     secretKeyRef:
       name: {{ $secret }}
       key: {{ include "nsfwdetector.redisSecretKey" . }}
+{{- end }}
+{{- if $url }}
 - name: REDIS_URL
-  value: {{ regexReplaceAll "^(rediss?://)" $url "${1}:$(REDIS_PASSWORD)@" | quote }}
+  value: {{ ternary (regexReplaceAll "^(rediss?://)" $url "${1}:$(REDIS_PASSWORD)@") $url (ne $secret "") | quote }}
+{{- else if $ext.sentinel.addresses }}
+- name: REDIS_SENTINELS
+  value: {{ join "," $ext.sentinel.addresses | quote }}
+- name: REDIS_SENTINEL_MASTER
+  value: {{ $ext.sentinel.masterName | quote }}
+{{- with $ext.sentinel.existingSecret }}
+- name: REDIS_SENTINEL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $ext.sentinel.existingSecretKey }}
+{{- end }}
 {{- else }}
-- name: REDIS_URL
-  value: {{ $url | quote }}
+- name: REDIS_CLUSTER_NODES
+  value: {{ join "," $ext.cluster.nodes | quote }}
+{{- end }}
+{{- if and (not .Values.redis.enabled) (ne $ext.waitReplicas nil) }}
+- name: REDIS_WAIT_REPLICAS
+  value: {{ $ext.waitReplicas | int | quote }}
 {{- end }}
 {{- end -}}
 

@@ -305,7 +305,7 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
       const keys = await opts.accounts.listKeys(account.id);
       if (!KEY_ID_FORMAT.test(keyId) || !keys.some((k) => k.id === keyId))
         throw new ApiError('NOT_FOUND', `No key ${keyId} in this account`);
-      subject = keySubject(keyId);
+      subject = keySubject(account.id, keyId);
     }
     const days = await opts.quotaStore.history(subject, USAGE_HISTORY_DAYS);
     return ok({ key: keyId || null, dailyLimit: limitsOf(opts)[account.tier].perDay, days });

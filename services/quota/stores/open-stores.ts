@@ -1,6 +1,7 @@
 // Composition-root helper: the one place that picks the store implementations, by configuration.
-// REDIS_URL set → counters, accounts, keys and sessions in Redis (shared by every replica);
-// unset → counters in memory, accounts/keys/sessions in the ACCOUNTS_FILE (embedded `npm start`).
+// A Redis configured (REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES) → counters, accounts, keys and
+// sessions in Redis (shared by every replica); none → counters in memory, accounts/keys/sessions in
+// the ACCOUNTS_FILE (embedded `npm start`).
 // Used by the embedded server, the quota server, the admin CLI and the benchmark.
 
 import type { Config } from '../../common/config.ts';
@@ -12,7 +13,8 @@ import { MemoryQuotaStore } from './memory-quota-store.ts';
 import { RedisAccountStore } from './redis-account-store.ts';
 import { connectRedis, redisReady } from './redis-connection.ts';
 import { RedisKeyQuota } from './redis-key-quota.ts';
-import { RedisQuotaStore } from './redis-quota-store.ts';
+import { migrateLegacyLayout } from './redis-legacy-layout.ts';
+import { PendingCharges, RedisQuotaStore } from './redis-quota-store.ts';
 
 export interface Stores {
   kind: 'redis' | 'embedded';
@@ -25,6 +27,8 @@ export interface Stores {
   ping(): Promise<void>;
   /** Closes every store (and its connection) once. */
   close(): Promise<void>;
+  /** Redis: copies data of the earlier single-Redis layout into today's (redis-legacy-layout.ts). */
+  migrateRedisLayout?: () => Promise<{ accounts: number; keys: number }>;
 }
 
 export interface OpenStoresOptions {
@@ -42,7 +46,8 @@ export interface OpenStoresOptions {
 }
 
 export async function openStores(config: Config, opts: OpenStoresOptions = {}): Promise<Stores> {
-  if (config.redisUrl === undefined) {
+  const target = config.redisTarget;
+  if (target === undefined) {
     const local = await openFileAccountStore(config.accountsFile);
     const quotaStore = new MemoryQuotaStore();
     return {
@@ -60,7 +65,7 @@ export async function openStores(config: Config, opts: OpenStoresOptions = {}): 
   }
   const connection = (role: string) =>
     connectRedis({
-      url: config.redisUrl as string,
+      target,
       commandTimeoutMs: config.redis.commandTimeoutMs,
       socketTimeoutMs: config.redis.socketTimeoutMs,
       connectTimeoutMs: config.redis.connectTimeoutMs,
@@ -69,14 +74,21 @@ export async function openStores(config: Config, opts: OpenStoresOptions = {}): 
     });
   const quotaRedis = connection('quota');
   const accountRedis = connection('accounts');
-  const quotaStore = new RedisQuotaStore(quotaRedis, config.redis.keyPrefix);
-  const accounts = new RedisAccountStore(accountRedis, config.redis.keyPrefix);
+  const pending = new PendingCharges();
+  const quotaStore = new RedisQuotaStore(quotaRedis, config.redis.keyPrefix, pending);
+  // The replica's acknowledgement is bounded a little under the command's own timeout, so that a
+  // missing one is reported as such rather than as a timeout.
+  const accounts = new RedisAccountStore(accountRedis, config.redis.keyPrefix, {
+    replicas: target.waitReplicas,
+    waitMs: Math.max(1, Math.floor(config.redis.commandTimeoutMs * 0.8)),
+  });
   const stores: Stores = {
     kind: 'redis',
     quotaStore,
     accountStore: accounts,
     sessionStore: accounts,
-    keyQuota: new RedisKeyQuota(quotaRedis, config.redis.keyPrefix),
+    keyQuota: new RedisKeyQuota(quotaRedis, config.redis.keyPrefix, pending),
+    migrateRedisLayout: () => migrateLegacyLayout(accountRedis, config.redis.keyPrefix),
     ping: async () => {
       await Promise.all([quotaRedis.ping(), accountRedis.ping()]);
     },

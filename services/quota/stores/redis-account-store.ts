@@ -1,21 +1,21 @@
-// AccountStore + SessionStore on Redis (cluster mode, or embedded with REDIS_URL). No cache anywhere:
-// the authorization path resolves a key with one script call per request, so a revoked key or a
-// changed tier applies to the next request on every replica.
+// AccountStore + SessionStore on Redis (a single Redis, Sentinel or Cluster). No cache anywhere: the
+// authorization path resolves a key on every request, so a revoked key or a changed tier applies to
+// the next request on every replica. Layout: redis-layout.ts.
 //
-// Layout (P = key prefix):
-//   P:acct:<accountId>      hash   id, email, tier, passwordHash, createdAt
-//   P:email:<email>         string accountId (uniqueness of emails; `normaliseEmail` form, or the older
-//                           trim + lowercase form for accounts created before NFKC normalisation)
-//   P:accts                 zset   accountId by creation time (ms)
-//   P:key:<keyId>           hash   ApiKeyRecord fields + hash (SHA-256 of the secret); '' = null
-//   P:keyhash:<sha256>      string keyId (removed on revocation)
-//   P:acctkeys:<accountId>  zset   keyId by creation time (ms)
-//   P:sess:<sha256(token)>  string JSON Session, expiring with the session
-// deleteAccount removes the account's acct, email, accts entry, acctkeys, key and keyhash entries.
-// Scripts build some key names from the prefix, so this layout targets a single Redis (or a primary
-// with replicas), not Redis Cluster.
+// What is atomic: every write within one slot (an account with its keys; the email index with the
+// account list; one key-hash entry). A change across slots is ordered so that, cut half-way, it
+// leaves nothing that acts wrongly, and the next write repairs it:
+//   create account  record (invisible until indexed) → claim the email in the index. An email left
+//                   claimed by an account whose deletion did not finish is reclaimed by the next
+//                   sign-up with it.
+//   create key      record + account's list → key-id entry → key-hash entry. Cut before the last, the
+//                   key is listed but never resolves (its secret was never shown); it can be revoked.
+//   revoke key      revokedAt on the record (refused from then on) → key-hash entry removed.
+//   delete account  record and keys (refused from then on) → key-hash and key-id entries → email
+//                   index and account list.
+// Writes that create or change accounts, keys, tiers and revocations wait for `replication.replicas`
+// replicas (WAIT, in the same round trip); fewer acknowledgements reject (NotReplicatedError → 503).
 
-import type { Redis } from 'ioredis';
 import {
   type Account,
   type AccountStore,
@@ -42,68 +42,85 @@ import {
   newId,
   sha256Hex,
 } from '../api-keys.ts';
-import { closeRedis, LuaScript } from './redis-connection.ts';
+import {
+  closeRedis,
+  LuaScript,
+  NO_REPLICATION,
+  queueScript,
+  type RedisClient,
+  type Replication,
+  writeReplicated,
+} from './redis-connection.ts';
+import { RedisLayout } from './redis-layout.ts';
 
-// KEYS: email, acct, accts, legacy email. ARGV: id, email, tier, passwordHash, createdAt, createdAtMs.
-const CREATE_ACCOUNT = new LuaScript(`
-if redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX') then return 0 end
-redis.call('HSET', KEYS[2], 'id', ARGV[1], 'email', ARGV[2], 'tier', ARGV[3],
-  'passwordHash', ARGV[4], 'createdAt', ARGV[5])
-redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1])
-return 1
+// KEYS: email, legacy email form, account list. ARGV: id, createdAtMs, the owner expected ('' none).
+// Claims the email for the account unless someone other than the expected owner holds it; a claim
+// over an expected owner (an orphan) replaces it. Returns '' when claimed, else the holder.
+const CLAIM_EMAIL = new LuaScript(`
+local cur = redis.call('GET', KEYS[1]) or redis.call('GET', KEYS[2]) or ''
+if cur ~= ARGV[3] then return cur end
+if cur ~= '' then
+  if redis.call('GET', KEYS[2]) == cur then redis.call('DEL', KEYS[2]) end
+  redis.call('ZREM', KEYS[3], cur)
+end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
+return ''
 `);
 
-// KEYS: acct, key, keyhash, acctkeys. ARGV: id, accountId, name, prefix, last4, createdAt, hash, ms.
+// KEYS: account list, then the email index entries that may name the account. ARGV: accountId.
+const UNCLAIM_EMAILS = new LuaScript(`
+for i = 2, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[1] then redis.call('DEL', KEYS[i]) end
+end
+return redis.call('ZREM', KEYS[1], ARGV[1])
+`);
+
+// KEYS: acct, key, account's keys. ARGV: id, accountId, name, prefix, last4, createdAt, hash, ms.
 const CREATE_KEY = new LuaScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[2], 'id', ARGV[1], 'accountId', ARGV[2], 'name', ARGV[3], 'prefix', ARGV[4],
   'last4', ARGV[5], 'createdAt', ARGV[6], 'lastUsedAt', '', 'revokedAt', '', 'hash', ARGV[7])
-redis.call('SET', KEYS[3], ARGV[1])
-redis.call('ZADD', KEYS[4], ARGV[8], ARGV[1])
+redis.call('ZADD', KEYS[3], ARGV[8], ARGV[1])
 return 1
 `);
 
-// KEYS: key. ARGV: prefix, owner accountId or '', now. Returns the record (HGETALL) or {}.
+// KEYS: key. ARGV: owner accountId or '', now. Returns the record (HGETALL) or {}.
 const REVOKE_KEY = new LuaScript(`
-local f = redis.call('HMGET', KEYS[1], 'accountId', 'hash', 'revokedAt')
+local f = redis.call('HMGET', KEYS[1], 'accountId', 'revokedAt')
 if not f[1] then return {} end
-if ARGV[2] ~= '' and f[1] ~= ARGV[2] then return {} end
-if f[3] == '' or not f[3] then redis.call('HSET', KEYS[1], 'revokedAt', ARGV[3]) end
-redis.call('DEL', ARGV[1] .. 'keyhash:' .. f[2])
+if ARGV[1] ~= '' and f[1] ~= ARGV[1] then return {} end
+if f[2] == '' or not f[2] then redis.call('HSET', KEYS[1], 'revokedAt', ARGV[2]) end
 return redis.call('HGETALL', KEYS[1])
 `);
 
-// KEYS: keyhash. ARGV: prefix. Returns {key HGETALL, account HGETALL} or {} (unknown/revoked/orphan).
-const RESOLVE_KEY = new LuaScript(`
-local id = redis.call('GET', KEYS[1])
-if not id then return {} end
-local kk = ARGV[1] .. 'key:' .. id
-local f = redis.call('HMGET', kk, 'accountId', 'revokedAt')
-if not f[1] or (f[2] and f[2] ~= '') then return {} end
-local a = redis.call('HGETALL', ARGV[1] .. 'acct:' .. f[1])
-if #a == 0 then return {} end
-return {redis.call('HGETALL', kk), a}
+// KEYS: an index entry. ARGV: the value it must hold. Deletes it only then (compare and delete).
+const DELETE_IF = new LuaScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
 `);
 
-// KEYS: acct, accts, acctkeys, then the email index keys that may name the account. ARGV: prefix,
-// accountId. Deletes every key of the account (record and hash → never resolves again), the email
-// index entries that still name this account, and the account. Returns 1 if it existed, else 0.
+// KEYS: key, acct. Returns {key HGETALL, account HGETALL} or {} (unknown/revoked/orphan).
+const RESOLVE_IN_ACCOUNT = new LuaScript(`
+local f = redis.call('HMGET', KEYS[1], 'accountId', 'revokedAt')
+if not f[1] or (f[2] and f[2] ~= '') then return {} end
+local a = redis.call('HGETALL', KEYS[2])
+if #a == 0 then return {} end
+return {redis.call('HGETALL', KEYS[1]), a}
+`);
+
+// KEYS: acct, account's keys, then each of its key records. Deletes them all if the keys given are
+// all the account has (else -1: a key was created meanwhile, read again). Returns {existed, hash of
+// each key, in KEYS order}.
 const DELETE_ACCOUNT = new LuaScript(`
-for _, id in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-  local kk = ARGV[1] .. 'key:' .. id
-  local hash = redis.call('HGET', kk, 'hash')
-  if hash and redis.call('GET', ARGV[1] .. 'keyhash:' .. hash) == id then
-    redis.call('DEL', ARGV[1] .. 'keyhash:' .. hash)
-  end
-  redis.call('DEL', kk)
+if redis.call('ZCARD', KEYS[2]) ~= #KEYS - 2 then return -1 end
+local out = {redis.call('EXISTS', KEYS[1])}
+for i = 3, #KEYS do
+  out[#out + 1] = redis.call('HGET', KEYS[i], 'hash') or ''
+  redis.call('DEL', KEYS[i])
 end
-redis.call('DEL', KEYS[3])
-redis.call('ZREM', KEYS[2], ARGV[2])
-for i = 4, #KEYS do
-  if redis.call('GET', KEYS[i]) == ARGV[2] then redis.call('DEL', KEYS[i]) end
-end
-return redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[2])
+return out
 `);
 
 // KEYS: acct. ARGV: field, value. Returns the account (HGETALL) or {}.
@@ -118,6 +135,16 @@ const TOUCH_KEY = new LuaScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'lastUsedAt', ARGV[1]) end
 return 1
 `);
+
+/** The key-hash index's value: where the key lives. */
+export function keyHashEntry(accountId: string, keyId: string): string {
+  return `${accountId} ${keyId}`;
+}
+
+export function parseKeyHashEntry(value: string | null): { accountId: string; keyId: string } | undefined {
+  const [accountId, keyId] = (value ?? '').split(' ');
+  return accountId && keyId ? { accountId, keyId } : undefined;
+}
 
 export function pairs(flat: unknown): Record<string, string> {
   const out: Record<string, string> = {};
@@ -152,13 +179,15 @@ export function toKey(h: Record<string, string>): ApiKeyRecord | undefined {
 }
 
 export class RedisAccountStore implements AccountStore, SessionStore {
-  readonly #redis: Redis;
-  readonly #p: string;
+  readonly #redis: RedisClient;
+  readonly #l: RedisLayout;
+  readonly #replication: Replication;
 
   /** Takes ownership of the connection (closed by `close`). */
-  constructor(redis: Redis, keyPrefix: string) {
+  constructor(redis: RedisClient, keyPrefix: string, replication: Replication = NO_REPLICATION) {
     this.#redis = redis;
-    this.#p = keyPrefix;
+    this.#l = new RedisLayout(keyPrefix);
+    this.#replication = replication;
   }
 
   async createAccount(input: NewAccount): Promise<Account> {
@@ -172,32 +201,40 @@ export class RedisAccountStore implements AccountStore, SessionStore {
       passwordHash: input.passwordHash ?? '',
       createdAt: now.toISOString(),
     };
-    const created = await CREATE_ACCOUNT.run(
-      this.#redis,
-      [
-        `${this.#p}email:${account.email}`,
-        `${this.#p}acct:${account.id}`,
-        `${this.#p}accts`,
-        `${this.#p}email:${legacyNormaliseEmail(input.email)}`,
-      ],
-      [account.id, account.email, account.tier, account.passwordHash, account.createdAt, now.getTime()],
-    );
-    if (Number(created) !== 1) throw new EmailTakenError(account.email);
-    return account;
+    const record = this.#l.account(account.id);
+    await this.#write(record, (p) => p.hset(record, { ...account }));
+    const claim = [
+      this.#l.email(account.email),
+      this.#l.email(legacyNormaliseEmail(input.email)),
+      this.#l.accountList(),
+    ];
+    let expected = '';
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const [holder] = await this.#write(this.#l.accountList(), (p) =>
+        queueScript(p, CLAIM_EMAIL, claim, [account.id, now.getTime(), expected]),
+      );
+      if (holder === '') return account;
+      // Held by an account that exists: taken. Held by one that does not (a deletion cut half-way):
+      // reclaimed, unless someone else claims it first.
+      if (await this.getAccount(String(holder))) break;
+      expected = String(holder);
+    }
+    await this.#redis.del(record);
+    throw new EmailTakenError(account.email);
   }
 
   async getAccount(accountId: string): Promise<Account | undefined> {
-    return toAccount(await this.#redis.hgetall(`${this.#p}acct:${accountId}`));
+    return toAccount(await this.#redis.hgetall(this.#l.account(accountId)));
   }
 
   async findAccountByEmail(email: string): Promise<Account | undefined> {
     if (emailProblem(email)) return undefined;
-    const key = `${this.#p}email:${normaliseEmail(email)}`;
+    const key = this.#l.email(normaliseEmail(email));
     const id = await this.#redis.get(key);
     if (id !== null) return this.getAccount(id);
     // An account created before NFKC normalisation is indexed under its trim + lowercase form. Found
     // that way, it is indexed under the normalised form too, so a look-alike sign-up is refused.
-    const legacy = `${this.#p}email:${legacyNormaliseEmail(email)}`;
+    const legacy = this.#l.email(legacyNormaliseEmail(email));
     if (legacy === key) return undefined;
     const legacyId = await this.#redis.get(legacy);
     if (legacyId === null) return undefined;
@@ -206,8 +243,8 @@ export class RedisAccountStore implements AccountStore, SessionStore {
   }
 
   async listAccounts(): Promise<Account[]> {
-    const ids = await this.#redis.zrange(`${this.#p}accts`, '0', '-1');
-    const hashes = await this.#hgetallMany(ids.map((id) => `${this.#p}acct:${id}`));
+    const ids = await this.#redis.zrange(this.#l.accountList(), '0', '-1');
+    const hashes = await Promise.all(ids.map((id) => this.#redis.hgetall(this.#l.account(id))));
     return hashes.map(toAccount).filter((a): a is Account => a !== undefined);
   }
 
@@ -232,50 +269,72 @@ export class RedisAccountStore implements AccountStore, SessionStore {
       revokedAt: null,
     };
     const hash = hashApiKey(secret);
-    const created = await CREATE_KEY.run(
-      this.#redis,
-      [
-        `${this.#p}acct:${accountId}`,
-        `${this.#p}key:${record.id}`,
-        `${this.#p}keyhash:${hash}`,
-        `${this.#p}acctkeys:${accountId}`,
-      ],
-      [
-        record.id,
-        accountId,
-        record.name,
-        record.prefix,
-        record.last4,
-        record.createdAt,
-        hash,
-        String(now.getTime()),
-      ],
+    const [created] = await this.#write(this.#l.account(accountId), (p) =>
+      queueScript(
+        p,
+        CREATE_KEY,
+        [this.#l.account(accountId), this.#l.key(accountId, record.id), this.#l.accountKeys(accountId)],
+        [
+          record.id,
+          accountId,
+          record.name,
+          record.prefix,
+          record.last4,
+          record.createdAt,
+          hash,
+          String(now.getTime()),
+        ],
+      ),
     );
-    return Number(created) === 1 ? { record, secret } : undefined;
+    if (Number(created) !== 1) return undefined;
+    const keyAccount = this.#l.keyAccount(record.id);
+    await this.#write(keyAccount, (p) => p.set(keyAccount, accountId));
+    const keyHash = this.#l.keyHash(hash);
+    await this.#write(keyHash, (p) => p.set(keyHash, keyHashEntry(accountId, record.id)));
+    return { record, secret };
   }
 
   async listKeys(accountId: string): Promise<ApiKeyRecord[]> {
-    const ids = await this.#redis.zrevrange(`${this.#p}acctkeys:${accountId}`, '0', '-1');
-    const hashes = await this.#hgetallMany(ids.map((id) => `${this.#p}key:${id}`));
+    const ids = await this.#redis.zrevrange(this.#l.accountKeys(accountId), '0', '-1');
+    if (ids.length === 0) return [];
+    const pipeline = this.#redis.pipeline();
+    for (const id of ids) pipeline.hgetall(this.#l.key(accountId, id));
+    const hashes = ((await pipeline.exec()) ?? []).map(([err, value]) => {
+      if (err) throw err;
+      return value as Record<string, string>;
+    });
     return hashes.map(toKey).filter((k): k is ApiKeyRecord => k !== undefined);
   }
 
   async getKey(keyId: string): Promise<ApiKeyRecord | undefined> {
-    return toKey(await this.#redis.hgetall(`${this.#p}key:${keyId}`));
+    const accountId = await this.#redis.get(this.#l.keyAccount(keyId));
+    if (accountId === null) return undefined;
+    return toKey(await this.#redis.hgetall(this.#l.key(accountId, keyId)));
   }
 
   async revokeKey(keyId: string, accountId?: string): Promise<ApiKeyRecord | undefined> {
-    const reply = await REVOKE_KEY.run(
-      this.#redis,
-      [`${this.#p}key:${keyId}`],
-      [this.#p, accountId ?? '', new Date().toISOString()],
+    const owner = accountId ?? (await this.#redis.get(this.#l.keyAccount(keyId)));
+    if (owner === null) return undefined;
+    const keyRecord = this.#l.key(owner, keyId);
+    const [reply] = await this.#write(keyRecord, (p) =>
+      queueScript(p, REVOKE_KEY, [keyRecord], [accountId ?? '', new Date().toISOString()]),
     );
-    return toKey(pairs(reply));
+    const fields = pairs(reply);
+    const key = toKey(fields);
+    if (key && fields.hash)
+      await DELETE_IF.run(this.#redis, [this.#l.keyHash(fields.hash)], [keyHashEntry(owner, keyId)]);
+    return key;
   }
 
   async resolveKey(secret: string): Promise<ResolvedKey | undefined> {
     if (!isValidApiKeyFormat(secret)) return undefined;
-    const reply = await RESOLVE_KEY.run(this.#redis, [`${this.#p}keyhash:${hashApiKey(secret)}`], [this.#p]);
+    const where = parseKeyHashEntry(await this.#redis.get(this.#l.keyHash(hashApiKey(secret))));
+    if (!where) return undefined;
+    const reply = await RESOLVE_IN_ACCOUNT.run(
+      this.#redis,
+      [this.#l.key(where.accountId, where.keyId), this.#l.account(where.accountId)],
+      [],
+    );
     if (!Array.isArray(reply) || reply.length !== 2) return undefined;
     const key = toKey(pairs(reply[0]));
     const account = toAccount(pairs(reply[1]));
@@ -283,65 +342,78 @@ export class RedisAccountStore implements AccountStore, SessionStore {
   }
 
   async touchKey(keyId: string, at: Date = new Date()): Promise<void> {
-    await TOUCH_KEY.run(this.#redis, [`${this.#p}key:${keyId}`], [at.toISOString()]);
+    const accountId = await this.#redis.get(this.#l.keyAccount(keyId));
+    if (accountId === null) return;
+    await TOUCH_KEY.run(this.#redis, [this.#l.key(accountId, keyId)], [at.toISOString()]);
   }
 
   async deleteAccount(accountId: string): Promise<boolean> {
     const account = await this.getAccount(accountId);
+    let reply: unknown;
+    let ids: string[] = [];
+    do {
+      ids = await this.#redis.zrange(this.#l.accountKeys(accountId), '0', '-1');
+      const keys = [
+        this.#l.account(accountId),
+        this.#l.accountKeys(accountId),
+        ...ids.map((id) => this.#l.key(accountId, id)),
+      ];
+      [reply] = await this.#write(this.#l.account(accountId), (p) =>
+        queueScript(p, DELETE_ACCOUNT, keys, []),
+      );
+    } while (reply === -1);
+    const [existed, ...hashes] = reply as Array<number | string>;
+    await Promise.all(
+      ids.flatMap((id, i) => [
+        DELETE_IF.run(this.#redis, [this.#l.keyHash(String(hashes[i]))], [keyHashEntry(accountId, id)]),
+        DELETE_IF.run(this.#redis, [this.#l.keyAccount(id)], [accountId]),
+      ]),
+    );
     // The index may hold the stored form and, for an account from before NFKC normalisation, the
     // normalised form too (added by findAccountByEmail); only entries naming this account go.
     const emails = account
       ? [...new Set([account.email, normaliseEmail(account.email), legacyNormaliseEmail(account.email)])]
       : [];
-    const deleted = await DELETE_ACCOUNT.run(
+    await UNCLAIM_EMAILS.run(
       this.#redis,
-      [
-        `${this.#p}acct:${accountId}`,
-        `${this.#p}accts`,
-        `${this.#p}acctkeys:${accountId}`,
-        ...emails.map((e) => `${this.#p}email:${e}`),
-      ],
-      [this.#p, accountId],
+      [this.#l.accountList(), ...emails.map((e) => this.#l.email(e))],
+      [accountId],
     );
-    return Number(deleted) === 1;
+    return Number(existed) === 1;
   }
 
   async createSession(accountId: string, ttlMs: number): Promise<{ token: string; expiresAt: string }> {
     const token = generateSessionToken();
     const expiresAt = new Date(Date.now() + ttlMs).toISOString();
     const session: Session = { accountId, expiresAt };
-    await this.#redis.set(`${this.#p}sess:${sha256Hex(token)}`, JSON.stringify(session), 'PX', ttlMs);
+    await this.#redis.set(this.#l.session(sha256Hex(token)), JSON.stringify(session), 'PX', ttlMs);
     return { token, expiresAt };
   }
 
   async resolveSession(token: string): Promise<Session | undefined> {
-    const raw = await this.#redis.get(`${this.#p}sess:${sha256Hex(token)}`);
+    const raw = await this.#redis.get(this.#l.session(sha256Hex(token)));
     if (raw === null) return undefined;
     const session = JSON.parse(raw) as Session;
     return Date.parse(session.expiresAt) > Date.now() ? session : undefined;
   }
 
   async deleteSession(token: string): Promise<void> {
-    await this.#redis.del(`${this.#p}sess:${sha256Hex(token)}`);
+    await this.#redis.del(this.#l.session(sha256Hex(token)));
   }
 
   close(): Promise<void> {
     return closeRedis(this.#redis);
   }
 
-  async #setAccountField(accountId: string, field: string, value: string): Promise<Account | undefined> {
-    const reply = await SET_ACCOUNT_FIELD.run(this.#redis, [`${this.#p}acct:${accountId}`], [field, value]);
-    return toAccount(pairs(reply));
+  #write(slotKey: string, write: Parameters<typeof writeReplicated>[3]): Promise<unknown[]> {
+    return writeReplicated(this.#redis, this.#replication, slotKey, write);
   }
 
-  async #hgetallMany(keys: string[]): Promise<Record<string, string>[]> {
-    if (keys.length === 0) return [];
-    const pipeline = this.#redis.pipeline();
-    for (const key of keys) pipeline.hgetall(key);
-    const results = (await pipeline.exec()) ?? [];
-    return results.map(([err, value]) => {
-      if (err) throw err;
-      return value as Record<string, string>;
-    });
+  async #setAccountField(accountId: string, field: string, value: string): Promise<Account | undefined> {
+    const record = this.#l.account(accountId);
+    const [reply] = await this.#write(record, (p) =>
+      queueScript(p, SET_ACCOUNT_FIELD, [record], [field, value]),
+    );
+    return toAccount(pairs(reply));
   }
 }

@@ -1,57 +1,69 @@
-// The key path in one Redis round trip: one script resolves the key (hash → key → not revoked →
-// account → tier) and counts the request in the account's windows with that tier's limits, all
-// atomically. Same data as RedisAccountStore and RedisQuotaStore (their layouts; no copy, no cache),
-// so revocation and tier changes still apply to the very next request.
+// The key path: resolve the key (hash → key → not revoked → account → tier) and count the request in
+// the account's windows with that tier's limits, the second part atomically in the account's slot
+// (redis-layout.ts: an account, its keys and its counters share one). Same data as RedisAccountStore
+// and RedisQuotaStore (no copy, no cache), so revocation and tier changes apply to the very next request.
+//
+// Round trips: a Redis Cluster needs two (GET the key-hash entry, whose slot is the hash's; then the
+// script in the account's slot). A single Redis or a Sentinel-managed primary holds every slot, so one
+// script does both, naming the account's keys from the entry it reads: the one script here whose keys
+// are not all in KEYS, which only one keyspace allows.
 
-import type { Redis } from 'ioredis';
 import type { WindowLimits } from '../../common/config.ts';
 import { ACCOUNT_TIERS, type AccountTier, type ResolvedKey } from '../account-store.ts';
 import { hashApiKey, isValidApiKeyFormat } from '../api-keys.ts';
-import { accountSubject, type KeyQuota } from '../authorize.ts';
+import { accountSubject, type KeyQuota, keySubject } from '../authorize.ts';
 import { outcomeOf, type QuotaOutcome } from '../quota-store.ts';
-import { pairs, toAccount, toKey } from './redis-account-store.ts';
-import { LuaScript } from './redis-connection.ts';
-import {
-  chargeKey,
-  historyKeyBase,
-  outcomeFromReply,
-  WINDOWS_LUA,
-  windowKeyBase,
-} from './redis-quota-store.ts';
+import { pairs, parseKeyHashEntry, toAccount, toKey } from './redis-account-store.ts';
+import { isCluster, LuaScript, type RedisClient } from './redis-connection.ts';
+import { chargeIdFor, chargeKeyOf, RedisLayout } from './redis-layout.ts';
+import { outcomeFromReply, PendingCharges, WINDOWS_LUA } from './redis-quota-store.ts';
 
-// KEYS[1] keyhash. ARGV[1] account-store prefix, ARGV[2] window key base without the account id,
-// ARGV[3] '1' to count, '0' to only look (a check that costs nothing), ARGV[4] the charge key or '',
-// ARGV[5] the history base without the subject (the account's and the key's days are counted), then
-// (tier, per-minute, per-day) triples. Returns {} for an unknown/revoked/orphaned key, else
-// {key HGETALL, account HGETALL, windows_consume reply}.
-const CONSUME_FOR_KEY = new LuaScript(`${WINDOWS_LUA}
-local id = redis.call('GET', KEYS[1])
-if not id then return {} end
-local kk = ARGV[1] .. 'key:' .. id
-local f = redis.call('HMGET', kk, 'accountId', 'revokedAt')
-if not f[1] or (f[2] and f[2] ~= '') then return {} end
-local ak = ARGV[1] .. 'acct:' .. f[1]
-local tier = redis.call('HGET', ak, 'tier')
-if not tier then return {} end
-for i = 6, #ARGV, 3 do
-  if ARGV[i] == tier then
-    local base = ARGV[2] .. f[1]
-    local hbs = {ARGV[5] .. 'acct:' .. f[1], ARGV[5] .. 'key:' .. id}
-    local r = windows_consume(base .. ':m', base .. ':d', tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), ARGV[3] == '1', ARGV[4], hbs)
-    return {redis.call('HGETALL', kk), redis.call('HGETALL', ak), r}
+// key_consume(key, acct, minute, day, account history, key history, charge key or '', consume, first
+// tier argument): {} for a revoked/orphaned key, else {key HGETALL, account HGETALL, windows_consume reply}.
+const KEY_CONSUME_LUA = `${WINDOWS_LUA}
+local function key_consume(kk, ak, mk, dk, hka, hkk, ck, consume, tiers)
+  local f = redis.call('HMGET', kk, 'accountId', 'revokedAt')
+  if not f[1] or (f[2] and f[2] ~= '') then return {} end
+  local tier = redis.call('HGET', ak, 'tier')
+  if not tier then return {} end
+  for i = tiers, #ARGV, 3 do
+    if ARGV[i] == tier then
+      local r = windows_consume(mk, dk, tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), consume, ck, {hka, hkk})
+      return {redis.call('HGETALL', kk), redis.call('HGETALL', ak), r}
+    end
   end
+  return redis.error_reply('account ' .. f[1] .. ' has unknown tier ' .. tier)
 end
-return redis.error_reply('account ' .. f[1] .. ' has unknown tier ' .. tier)
+`;
+
+// Cluster, second step. KEYS: key, acct, minute, day, account history, key history[, charge].
+// ARGV[1] '1' to count, '0' to look; then (tier, per-minute, per-day) triples.
+const CONSUME_IN_ACCOUNT = new LuaScript(`${KEY_CONSUME_LUA}
+return key_consume(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7] or '', ARGV[1] == '1', 2)
+`);
+
+// One keyspace, one step. KEYS[1] the key-hash entry. ARGV[1] the key prefix, ARGV[2] '1' to count,
+// ARGV[3] the charge key or '', then the tier triples. Names as RedisLayout makes them.
+const CONSUME_FOR_KEY = new LuaScript(`${KEY_CONSUME_LUA}
+local entry = redis.call('GET', KEYS[1])
+if not entry then return {} end
+local acc, kid = string.match(entry, '^(%S+) (%S+)$')
+if not acc then return {} end
+local s = ARGV[1] .. '{acct:' .. acc .. '}'
+return key_consume(s .. 'key:' .. kid, s .. 'acct', s .. 'm', s .. 'd', s .. 'h', s .. 'h:key:' .. kid, ARGV[3], ARGV[2] == '1', 4)
 `);
 
 export class RedisKeyQuota implements KeyQuota {
-  readonly #redis: Redis;
-  readonly #prefix: string;
+  readonly #redis: RedisClient;
+  readonly #l: RedisLayout;
+  readonly #pending: PendingCharges;
 
-  /** Uses, but does not own, a connection (the quota store's; closed with it). */
-  constructor(redis: Redis, keyPrefix: string) {
+  /** Uses, but does not own, a connection (the quota store's; closed with it), and the quota store's
+   * pending charges (a failed count is refunded there). */
+  constructor(redis: RedisClient, keyPrefix: string, pending = new PendingCharges()) {
     this.#redis = redis;
-    this.#prefix = keyPrefix;
+    this.#l = new RedisLayout(keyPrefix);
+    this.#pending = pending;
   }
 
   consumeForKey(
@@ -76,25 +88,56 @@ export class RedisKeyQuota implements KeyQuota {
     requestId?: string,
   ): Promise<{ resolved: ResolvedKey; outcome: QuotaOutcome } | undefined> {
     if (!isValidApiKeyFormat(secret)) return undefined;
-    const args: Array<string | number> = [
-      this.#prefix,
-      windowKeyBase(this.#prefix, accountSubject('')),
-      consume ? '1' : '0',
-      requestId === undefined ? '' : chargeKey(this.#prefix, requestId),
-      historyKeyBase(this.#prefix, ''),
-    ];
-    for (const tier of ACCOUNT_TIERS) args.push(tier, tiers[tier].perMinute, tiers[tier].perDay);
-    const reply = await CONSUME_FOR_KEY.run(
-      this.#redis,
-      [`${this.#prefix}keyhash:${hashApiKey(secret)}`],
-      args,
-    );
+    const tierArgs: Array<string | number> = [];
+    for (const tier of ACCOUNT_TIERS) tierArgs.push(tier, tiers[tier].perMinute, tiers[tier].perDay);
+    const hashKey = this.#l.keyHash(hashApiKey(secret));
+    const counting = consume && requestId !== undefined;
+    let chargeId: string | undefined;
+    let reply: unknown;
+    if (isCluster(this.#redis)) {
+      const where = parseKeyHashEntry(await this.#redis.get(hashKey));
+      if (!where) return undefined;
+      const { accountId, keyId } = where;
+      const subject = accountSubject(accountId);
+      chargeId = counting ? chargeIdFor(requestId, subject) : undefined;
+      const keys = [
+        this.#l.key(accountId, keyId),
+        this.#l.account(accountId),
+        this.#l.minute(subject),
+        this.#l.day(subject),
+        this.#l.history(subject),
+        this.#l.history(keySubject(accountId, keyId)),
+        ...(chargeId === undefined ? [] : [chargeKeyOf(this.#l, chargeId)]),
+      ];
+      reply = await this.#pending.track(
+        requestId,
+        () => ({ chargeId: chargeId as string, counted: keys.slice(2, 6) }),
+        () => CONSUME_IN_ACCOUNT.run(this.#redis, keys, [consume ? '1' : '0', ...tierArgs]),
+      );
+    } else {
+      // The account is not known before the script runs: the charge takes the bare request id.
+      chargeId = counting ? requestId : undefined;
+      reply = await CONSUME_FOR_KEY.run(
+        this.#redis,
+        [hashKey],
+        [
+          this.#l.prefix,
+          consume ? '1' : '0',
+          chargeId === undefined ? '' : chargeKeyOf(this.#l, chargeId),
+          ...tierArgs,
+        ],
+      );
+    }
     if (!Array.isArray(reply) || reply.length !== 3) return undefined;
     const key = toKey(pairs(reply[0]));
     const account = toAccount(pairs(reply[1]));
     if (!key || !account) throw new Error(`Malformed key or account record for key ${key?.id ?? '?'}`);
     const outcome = outcomeFromReply(reply[2], tiers[account.tier]);
     // A look only reads the counts: turn them into the outcome counting would have had.
-    return { resolved: { key, account }, outcome: consume ? outcome : outcomeOf(outcome, Date.now()) };
+    if (!consume) return { resolved: { key, account }, outcome: outcomeOf(outcome, Date.now()) };
+    return {
+      resolved: { key, account },
+      outcome: chargeId === undefined ? outcome : { ...outcome, chargeId },
+    };
   }
 }
