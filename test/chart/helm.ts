@@ -15,15 +15,23 @@ export interface HelmResult {
   stderr: string;
 }
 
-const home = mkdtempSync(join(tmpdir(), 'nsfwdetector-helm-'));
+// Made on first use, not on import: a suite skipped for a missing tool imports this file too.
+let home: string | undefined;
+
+function helmHome(): string {
+  home ??= mkdtempSync(join(tmpdir(), 'nsfwdetector-helm-'));
+  return home;
+}
 
 /** Removes helm's caches (the suite's afterAll): a test leaves no temp dir behind. */
 export function removeHelmHome(): void {
-  rmSync(home, { recursive: true, force: true });
+  if (home) rmSync(home, { recursive: true, force: true });
+  home = undefined;
 }
 
 /** Runs helm; resolves with the exit code and both outputs (never rejects on a non-zero exit). */
 export function helm(args: string[], opts: { kubeconfig?: string } = {}): Promise<HelmResult> {
+  const home = helmHome();
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     HELM_CACHE_HOME: join(home, 'cache'),
