@@ -201,8 +201,15 @@ async function benchOn(topology: RedisTopology, lines: string[], withFloor: bool
   const stores = await openStores(config, { required: true, clientName: 'bench' });
   lines.push(`${topology.kind}:`);
   try {
-    const account = await stores.accountStore.createAccount({ email: 'bench@example.com', tier: 'pro' });
-    const key = await stores.accountStore.createKey(account.id);
+    // The account and key wait for a replica's acknowledgement; on a busy machine that can take longer
+    // than the request path's bound, so they are written through stores with a looser one.
+    const setup = await openStores(loadConfig({ ...env, REDIS_COMMAND_TIMEOUT_MS: '2000' }), {
+      required: true,
+      clientName: 'bench-setup',
+    });
+    const account = await setup.accountStore.createAccount({ email: 'bench@example.com', tier: 'pro' });
+    const key = await setup.accountStore.createKey(account.id);
+    await setup.close();
     const authorization = `Bearer ${key?.secret}`;
 
     // In process: the embedded transport (the detect plugin's onRequest calls exactly this).
