@@ -56,7 +56,7 @@ export KUBECONFIG=$PKI_DIR/admin.kubeconfig
 CONTAINERD_SOCK=$KUBE_NODE_RUN/containerd.sock
 CTR=("$CONTAINERD_DIR/ctr" -a "$CONTAINERD_SOCK" -n k8s.io)
 DOCKER_SOCK=$KUBE_NODE_RUN/docker.sock
-NICE=(nice -n "${NSFWDETECTOR_KUBE_NICE:-10}")
+NICE=(nice -n "${NSFWDETECTOR_KUBE_NICE:-0}")
 
 # running NAME: the process recorded in $STATE_DIR/NAME.pid is alive.
 running() { [[ -f "$STATE_DIR/$1.pid" ]] && kill -0 "$(<"$STATE_DIR/$1.pid")" 2>/dev/null; }
