@@ -16,14 +16,7 @@ CONF_DIR=$KUBE_NODE_DIR/conf
 # Images built by kube:image: the private dockerd's data (its build cache) survives kube:down.
 DOCKER_DATA=$TOOLS_DIR/kube-node-docker
 
-# Versions: keep in step with .ci/install-k8s-tools.sh, which builds them.
-KUBE_VERSION=v1.37.2
-ETCD_VERSION=v3.6.16
-CONTAINERD_VERSION=v2.4.2
-COREDNS_VERSION=v1.15.0
-KUBE_ROUTER_VERSION=v2.6.3-k3s1
-METRICS_SERVER_VERSION=v0.9.0
-REGISTRY_VERSION=v3.1.2
+. "$REPO_DIR/.ci/kube-versions.sh"
 
 BIN=$TOOLS_DIR/bin
 CONTAINERD_DIR=$TOOLS_DIR/containerd-$CONTAINERD_VERSION
