@@ -151,7 +151,7 @@ describeWithKubeNode('the local Kubernetes node', () => {
         for (const w of list.items)
           expect(w.status.readyReplicas ?? 0, `${kind}/${w.metadata.name}`).toBe(w.spec.replicas);
       }
-      console.log((await helm('test', release, '--namespace', ns, '--logs', '--timeout', '5m')).trim());
+      console.log((await helm('test', release, '--namespace', ns, '--timeout', '5m')).trim());
       const pods = JSON.parse(await kubectl('-n', ns, 'get', 'pods', '-o', 'json'));
       for (const pod of pods.items)
         for (const c of pod.status.containerStatuses ?? [])
