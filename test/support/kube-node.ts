@@ -102,11 +102,12 @@ export function nodeLeftovers(facts: KubeNodeFacts): string[] {
     .split('\n')
     .filter((l) => l.startsWith('cni-')))
     left.push(`network namespace ${ns}`);
+  // Chains named KUBE-*, and rules in the built-in chains that jump to them or name them in a comment.
   for (const save of ['iptables-save', 'ip6tables-save'])
-    for (const chain of sh(save, [])
+    for (const line of sh(save, [])
       .split('\n')
-      .filter((l) => /^:KUBE-/.test(l)))
-      left.push(`${save}: chain ${chain.slice(1).split(' ')[0]}`);
+      .filter((l) => /KUBE-|kube-router/.test(l)))
+      left.push(`${save}: ${line}`);
   for (const set of sh('ipset', ['list', '-n'])
     .split('\n')
     .filter((s) => /^(KUBE-|kube-router)/.test(s)))

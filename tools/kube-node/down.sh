@@ -41,11 +41,12 @@ for dir in "$KUBE_NODE_DIR" "$KUBE_NODE_RUN" "$DOCKER_DATA"; do
 done
 
 # iptables: every KUBE-* chain (kube-proxy's, the kubelet's, kube-router's KUBE-ROUTER-*, KUBE-NWPLCY-*,
-# KUBE-POD-FW-*, …); kube:up refuses to start on a machine that already had any. First the rules that
-# jump to them from the built-in chains, then the chains themselves.
+# KUBE-POD-FW-*, …); kube:up refuses to start on a machine that already had any. First the rules in the
+# built-in chains that jump to them or name them (kube-router's ACCEPT rules carry a KUBE-ROUTER comment),
+# then the chains themselves.
 for ipt in iptables ip6tables; do
   for t in filter nat mangle raw; do
-    $ipt -t "$t" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j KUBE-' | grep -vE '^-A KUBE-' | sed 's/^-A/-D/' |
+    $ipt -t "$t" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*(KUBE-|kube-router)' | grep -vE '^-A KUBE-' | sed 's/^-A/-D/' |
       while read -r r; do eval "$ipt -t $t $r" 2>/dev/null; done
     chains=$($ipt -t "$t" -S 2>/dev/null | awk '/^-N KUBE-/{print $2}')
     for ch in $chains; do $ipt -t "$t" -F "$ch" 2>/dev/null; done

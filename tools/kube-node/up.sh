@@ -39,8 +39,8 @@ if [[ -f "$STATE_DIR/started" ]]; then
   log "cleaning up a previous start"
   bash "$NODE_KIT/down.sh" >/dev/null
   mkdir -p "$STATE_DIR" "$LOG_DIR" "$KUBE_NODE_RUN"
-elif iptables-save 2>/dev/null | grep -q '^:KUBE-'; then
-  echo "kube-node: this machine already has KUBE-* iptables chains (another Kubernetes?); not starting" >&2
+elif iptables-save 2>/dev/null | grep -qE "KUBE-|kube-router"; then
+  echo "kube-node: this machine already has KUBE-* iptables rules (another Kubernetes?); not starting" >&2
   exit 1
 fi
 touch "$STATE_DIR/started"
