@@ -9,12 +9,21 @@ case ${1:-} in
 start)
   command -v dockerd >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io >&2
   mkdir -p "$DOCKER_DATA" "$KUBE_NODE_RUN" "$STATE_DIR" "$LOG_DIR"
+  claim_run_containerd
   start_bg dockerd dockerd -H "unix://$DOCKER_SOCK" --data-root "$DOCKER_DATA" \
     --exec-root "$KUBE_NODE_RUN/docker-exec" --pidfile "$KUBE_NODE_RUN/dockerd.pid" --bridge none \
     --iptables=false --ip6tables=false --ip-masq=false --ip-forward=false --storage-driver overlay2
   DOCKER_HOST=unix://$DOCKER_SOCK wait_for 60 "dockerd" docker version
   echo "unix://$DOCKER_SOCK"
   ;;
-stop) stop dockerd ;;
+stop)
+  stop dockerd
+  # dockerd leaves its exec root's network namespace mounted
+  awk -v p="$KUBE_NODE_RUN/docker-exec/" 'index($5, p) == 1 {print $5}' /proc/self/mountinfo | sort -r |
+    while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
+  release_run_containerd
+  # Without the node (image-smoke), nothing of ours stays but the data root.
+  [[ -f "$STATE_DIR/started" ]] || rm -rf "$STATE_DIR" "$KUBE_NODE_RUN"
+  ;;
 *) echo "usage: $0 start|stop" >&2; exit 2 ;;
 esac

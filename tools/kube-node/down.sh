@@ -64,8 +64,7 @@ if [[ -d /var/log/containers ]]; then
   find /var/log/containers -maxdepth 1 -type l -lname "$S/pod-logs/*" -delete 2>/dev/null
   [[ -f "$S/made-var-log-containers" ]] && rmdir /var/log/containers 2>/dev/null
 fi
-rmdir /run/containerd/s 2>/dev/null
-[[ -f "$S/made-run-containerd" ]] && rmdir /run/containerd 2>/dev/null
+release_run_containerd
 if [[ -f "$S/host-sysctl" ]]; then
   while IFS= read -r kv; do sysctl -qw "$kv"; done <"$S/host-sysctl"
 fi

@@ -79,6 +79,16 @@ stop() {
   done
 }
 
+# containerd shims (the node's, and those of dockerd's own containerd) put their sockets in
+# /run/containerd/s, a fixed path. claim_run_containerd notes that we are about to make /run/containerd;
+# release_run_containerd removes it again once nothing uses it, if it was ours.
+claim_run_containerd() { [[ -d /run/containerd ]] || touch "$STATE_DIR/made-run-containerd"; }
+release_run_containerd() {
+  [[ -f "$STATE_DIR/made-run-containerd" ]] || return 0
+  rmdir /run/containerd/s /run/containerd 2>/dev/null && rm -f "$STATE_DIR/made-run-containerd"
+  return 0
+}
+
 # since: seconds since $T0 (set by the caller).
 since() { awk -v a="$T0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
 

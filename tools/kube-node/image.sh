@@ -16,7 +16,7 @@ ENVOY_VERSION=1.40.0
 # The private dockerd (dockerd.sh), stopped at the end; kube:down stops it after a crash.
 DOCKER_HOST=$(bash "$NODE_KIT/dockerd.sh" start)
 export DOCKER_HOST
-trap 'stop dockerd' EXIT
+trap 'bash "$NODE_KIT/dockerd.sh" stop' EXIT
 
 cd "$REPO_DIR"
 base=$(bash .ci/docker-base.sh)
@@ -28,7 +28,7 @@ echo "kube-image: built $image in $(since) s: $((size / 1000000)) MB"
 
 # Envoy and Redis on the same base: their entry points take the chart's arguments as they are.
 ctx=$(mktemp -d)
-trap 'rm -rf "$ctx"; stop dockerd' EXIT
+trap 'rm -rf "$ctx"; bash "$NODE_KIT/dockerd.sh" stop' EXIT
 cp "$(readlink -f "$BIN/envoy")" "$ctx/envoy"
 printf 'FROM %s\nCOPY envoy /usr/local/bin/envoy\nUSER 1000:1000\nENTRYPOINT ["/usr/local/bin/envoy"]\n' "$base" >"$ctx/Dockerfile"
 envoy=$REGISTRY/envoy:v$ENVOY_VERSION

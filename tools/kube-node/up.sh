@@ -49,8 +49,7 @@ touch "$STATE_DIR/started"
 if [[ ! -f "$STATE_DIR/host-sysctl" ]]; then
   for k in net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables; do echo "$k=$(sysctl -n "$k")"; done >"$STATE_DIR/host-sysctl"
   [[ -d /var/log/containers ]] || touch "$STATE_DIR/made-var-log-containers"
-  # containerd's shims put their sockets in /run/containerd/s, a fixed path
-  [[ -d /run/containerd ]] || touch "$STATE_DIR/made-run-containerd"
+  claim_run_containerd
 fi
 
 for f in containerd.toml kubelet.yaml kube-proxy.yaml net.d/10-bridge.conflist resolv.conf registry.yml; do render "$f"; done
