@@ -3,48 +3,51 @@
 # the image as CI would deploy it: non-root, read-only root filesystem, /tmp a tmpfs, no capabilities.
 # Each must answer its readiness probe; the all-in-one server scores a PNG and a JPEG (the libjpeg fast
 # path); tsx is absent.
-# Starts dockerd when none runs (and stops it at the end). Fails when docker cannot run.
+# Containers use the host's network, each entry point on a free loopback port. Starts a private dockerd
+# when none runs (and stops it at the end). Fails when docker cannot run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-started_dockerd=""
 # Container ids go to a file: start() runs in a command substitution (a subshell) for the last one.
 containers=$(mktemp)
+private_dockerd=""
 cleanup() {
   while read -r c; do docker rm -f "$c" >/dev/null 2>&1 || true; done <"$containers"
   rm -f "$containers"
-  if [[ -n "$started_dockerd" ]]; then kill "$started_dockerd" 2>/dev/null || true; wait "$started_dockerd" 2>/dev/null || true; fi
+  if [[ -n "$private_dockerd" ]]; then bash tools/kube-node/dockerd.sh stop; fi
 }
 trap cleanup EXIT
 
+# No docker here: the private one that npm run kube:image uses too (its build cache is shared).
 if ! docker info >/dev/null 2>&1; then
-  command -v dockerd >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io
-  dockerd >/tmp/nsfwdetector-dockerd.log 2>&1 &
-  started_dockerd=$!
-  for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
-  docker info >/dev/null
+  DOCKER_HOST=$(bash tools/kube-node/dockerd.sh start)
+  export DOCKER_HOST
+  private_dockerd=1
 fi
 
 base=$(bash .ci/docker-base.sh)
 image=nsfwdetector:ci
 t=$SECONDS
 docker build --quiet -f services/Dockerfile --build-arg "NODE_BASE=$base" -t "$image" . >/dev/null
-echo "image-smoke: built $image on $base in $((SECONDS - t)) s"
+echo "image-smoke: built $image on $base in $((SECONDS - t)) s: $(($(docker image inspect -f '{{.Size}}' "$image") / 1000000)) MB"
 
 run_args=(--detach --read-only --tmpfs /tmp:rw,size=64m --cap-drop ALL --security-opt no-new-privileges
-  --publish 127.0.0.1::8080 -e HOST=0.0.0.0)
+  --network host -e HOST=127.0.0.1)
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-# start NAME ENTRY ENV... -> waits for /internal/ready on the published port, prints the base URL.
+# start NAME ENTRY PORT_VARIABLE ENV... -> listens on a free port, waits for /internal/ready, prints the base URL.
 start() {
-  local name=$1 entry=$2; shift 2
-  local env_args=() c url
+  local name=$1 entry=$2 port
+  port=$(free_port)
+  local env_args=(-e "$3=$port") c url="http://127.0.0.1:$port" t0
+  shift 3
   for e in "$@"; do env_args+=(-e "$e"); done
+  t0=$EPOCHREALTIME
   c=$(docker run "${run_args[@]}" "${env_args[@]}" "$image" "$entry")
   echo "$c" >>"$containers"
-  url="http://$(docker port "$c" 8080/tcp | head -n1)"
   for _ in $(seq 1 240); do
     if curl -fsS "$url/internal/ready" >/dev/null 2>&1; then
-      echo "image-smoke: $name ($entry) ready as uid $(docker exec "$c" id -u)" >&2
+      echo "image-smoke: $name ($entry) ready $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s after docker run, as uid $(docker exec "$c" node -p "process.getuid()")" >&2
       echo "$url"
       return 0
     fi
@@ -56,10 +59,10 @@ start() {
   return 1
 }
 
-start health dist/services/health/server.js HEALTH_PORT=8080 >/dev/null
-start detect dist/services/detect/server.js DETECT_PORT=8080 EDGE_SECRET=image-smoke-edge-secret-0123 SCORING_WORKERS=1 >/dev/null
-start quota dist/services/quota/server.js QUOTA_PORT=8080 ACCOUNTS_FILE=/tmp/accounts.json >/dev/null
-url=$(start all-in-one dist/services/all-in-one/server.js PORT=8080 ACCOUNTS_FILE=/tmp/accounts.json SCORING_WORKERS=1)
+start health dist/services/health/server.js HEALTH_PORT >/dev/null
+start detect dist/services/detect/server.js DETECT_PORT EDGE_SECRET=image-smoke-edge-secret-0123 SCORING_WORKERS=1 >/dev/null
+start quota dist/services/quota/server.js QUOTA_PORT ACCOUNTS_FILE=/tmp/accounts.json >/dev/null
+url=$(start all-in-one dist/services/all-in-one/server.js PORT ACCOUNTS_FILE=/tmp/accounts.json SCORING_WORKERS=1)
 
 # A PNG (sharp) and a JPEG (the libjpeg fast path, which the image requires: JPEG_DECODER=libjpeg).
 for format in png jpeg; do

