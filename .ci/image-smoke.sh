@@ -28,7 +28,8 @@ fi
 base=$(bash .ci/docker-base.sh)
 image=nsfwdetector:ci
 t=$SECONDS
-docker build --quiet -f services/Dockerfile --build-arg "NODE_BASE=$base" -t "$image" . >/dev/null
+# Host network: the private dockerd has no bridge, and the build stage runs npm ci.
+docker build --quiet --network host -f services/Dockerfile --build-arg "NODE_BASE=$base" -t "$image" . >/dev/null
 echo "image-smoke: built $image on $base in $((SECONDS - t)) s: $(($(docker image inspect -f '{{.Size}}' "$image") / 1000000)) MB"
 
 run_args=(--detach --read-only --tmpfs /tmp:rw,size=64m --cap-drop ALL --security-opt no-new-privileges
