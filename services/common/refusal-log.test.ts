@@ -149,19 +149,30 @@ describe('refusals are counted, not logged one by one (issue 10.7)', () => {
   });
 });
 
+/** A RefusalLog writing to memory; `lines()` parses what it wrote. */
+function capturedRefusalLog(intervalMs: number) {
+  const chunks: string[] = [];
+  const stream = new Writable({
+    write(chunk, _enc, done) {
+      chunks.push(chunk.toString());
+      done();
+    },
+  });
+  const { log } = Fastify({ logger: { level: 'info', stream } });
+  const lines = () =>
+    chunks
+      .join('')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as LogLine);
+  return { refusals: new RefusalLog(log, intervalMs), lines };
+}
+
 describe('RefusalLog', () => {
   it('a sustained flood writes one line per interval, whatever its rate', () => {
     vi.useFakeTimers();
     try {
-      const chunks: string[] = [];
-      const stream = new Writable({
-        write(chunk, _enc, done) {
-          chunks.push(chunk.toString());
-          done();
-        },
-      });
-      const { log } = Fastify({ logger: { level: 'info', stream } });
-      const refusals = new RefusalLog(log, 100);
+      const { refusals, lines: logged } = capturedRefusalLog(100);
       // 550 ms of a flood (500 refusals every 5 ms), on the fake clock.
       let recorded = 0;
       for (let t = 0; t < 550; t += 5) {
@@ -170,11 +181,7 @@ describe('RefusalLog', () => {
         vi.advanceTimersByTime(5);
       }
       refusals.flush();
-      const lines = chunks
-        .join('')
-        .trim()
-        .split('\n')
-        .map((l) => JSON.parse(l) as LogLine);
+      const lines = logged();
       // One line at 100, 200, 300, 400 and 500 ms, and one for the rest when flushed.
       expect(lines).toHaveLength(6);
       expect(recorded).toBe(55_000);
@@ -188,23 +195,11 @@ describe('RefusalLog', () => {
   });
 
   it('a fault behind 5xx refusals (e.g. the quota store down) is logged with its stack once per interval', () => {
-    const chunks: string[] = [];
-    const stream = new Writable({
-      write(chunk, _enc, done) {
-        chunks.push(chunk.toString());
-        done();
-      },
-    });
-    const { log } = Fastify({ logger: { level: 'info', stream } });
-    const refusals = new RefusalLog(log, 60_000);
+    const { refusals, lines: logged } = capturedRefusalLog(60_000);
     for (let i = 0; i < 1000; i++)
       refusals.record(5001, 'Connection is closed.', new Error('Connection is closed.'));
     refusals.flush();
-    const lines = chunks
-      .join('')
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as LogLine);
+    const lines = logged();
     expect(lines).toHaveLength(2);
     expect(lines[0]?.level).toBe(50);
     expect(lines[0]?.err?.stack).toMatch(/Connection is closed/);
