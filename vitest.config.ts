@@ -1,9 +1,11 @@
 import { defineConfig } from 'vitest/config';
 import SkipReporter from './test/support/skip-reporter.ts';
 
+// One local Kubernetes node per machine: its suites run one file at a time, after everything else.
+const KUBE_SUITES = 'test/kube/**/*.test.ts';
+
 export default defineConfig({
   test: {
-    include: ['services/**/*.test.ts', 'models/**/*.test.ts', 'test/**/*.test.ts'],
     // Model sessions and real servers are heavy on 2 cores: keep file-level parallelism modest.
     maxWorkers: 2,
     testTimeout: 60_000,
@@ -15,5 +17,20 @@ export default defineConfig({
     setupFiles: ['test/support/file-guard.ts'],
     // Skipped suites (missing tools) listed, and counted, before the summary.
     reporters: [new SkipReporter()],
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'main',
+          include: ['services/**/*.test.ts', 'models/**/*.test.ts', 'test/**/*.test.ts'],
+          exclude: [KUBE_SUITES],
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        extends: true,
+        test: { name: 'kube', include: [KUBE_SUITES], fileParallelism: false, sequence: { groupOrder: 1 } },
+      },
+    ],
   },
 });
