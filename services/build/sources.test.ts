@@ -41,6 +41,12 @@ describe('the hash dist/ is built from', () => {
     expect(seen.size).toBe(changes.length + 1);
   });
 
+  it('leaves the tests out: they are not built', () => {
+    const before = sourceHash(root);
+    writeFileSync(join(root, 'services/detect/server.test.ts'), 'it();\n');
+    expect(sourceHash(root)).toBe(before);
+  });
+
   it('tells a reconverted model by its size and mtime', () => {
     const before = sourceHash(root);
     utimesSync(join(root, 'models/model.onnx'), 1, 1);

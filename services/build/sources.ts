@@ -1,8 +1,8 @@
 // What dist/ is built from, as one hash: `npm start` rebuilds dist/ when it differs from the hash the
-// build recorded, so an edited checkout never runs stale JavaScript. Every file under services/ counts
-// (TypeScript is compiled, the rest copied: console pages, the JPEG addon), with the compiler settings,
-// package.json and the model converter; the converted models by name, size and mtime (hashing ~100 MB
-// at every start would cost more than the check saves).
+// build recorded, so an edited checkout never runs stale JavaScript. Every file under services/ and
+// models/ counts but the tests (TypeScript is compiled, the rest copied: console pages, the JPEG addon),
+// with the compiler settings and package.json; the converted models by name, size and mtime (hashing
+// ~100 MB at every start would cost more than the check saves).
 
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -22,6 +22,7 @@ export function sourceHash(root: string): string {
   const hash = createHash('sha256');
   for (const input of INPUTS)
     for (const path of files(join(root, input))) {
+      if (path.endsWith('.test.ts')) continue;
       hash.update(`${relative(root, path)}\0`);
       if (path.endsWith('.onnx')) {
         const { size, mtimeMs } = statSync(path);
