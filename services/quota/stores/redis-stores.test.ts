@@ -12,6 +12,7 @@ import { type RedisTopology, startTopology, TOPOLOGY_KINDS } from '../../../test
 import { describeWithTool, REDIS_CLI, REDIS_SERVER } from '../../../test/support/tools.ts';
 import { EmailTakenError } from '../account-store.ts';
 import { hashApiKey } from '../api-keys.ts';
+import type { QuotaOutcome } from '../quota-store.ts';
 import { accountStoreContract } from './account-store.contract.ts';
 import { RedisAccountStore } from './redis-account-store.ts';
 import { connectRedis, NO_REPLICATION, type RedisClient, redisReady } from './redis-connection.ts';
@@ -104,7 +105,8 @@ for (const kind of TOPOLOGY_KINDS) {
           expect(out.minute.used).toBe(i);
           expect(out.day.used).toBe(i);
         }
-        const refused = await store.consume('s', limits);
+        // The type of what the next line asserts.
+        const refused = (await store.consume('s', limits)) as Extract<QuotaOutcome, { allowed: false }>;
         expect(refused).toMatchObject({ allowed: false, refusedBy: 'minute' });
         expect(refused.minute.resetAt % 60).toBe(0);
         expect(refused.minute.resetAt * 1000).toBeGreaterThan(now);
