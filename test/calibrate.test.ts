@@ -16,11 +16,10 @@ import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { suggestThresholds, type ThresholdRow, thresholdTable } from '../services/calibrate/metrics.ts';
-import { missingTools, requireTool } from '../services/stack/tools.ts';
 import { CORPUS, fixture } from './fixtures/corpus.ts';
 import { childEnv } from './support/children.ts';
 import { ROOT, type ServerProcess, startServer } from './support/server-process.ts';
-import { CHROMIUM, describeWithTool } from './support/tools.ts';
+import { CHROMIUM, describeWithTool, HELM, requireTool } from './support/tools.ts';
 
 const run = promisify(execFile);
 const NSFW = ['320x240.jpg', '4.webp', 'Crash_test.gif', 'Landscape_1.jpg', 'corrupt-header.jpg'];
@@ -200,17 +199,14 @@ describeWithTool(CHROMIUM, 'the calibration report in Chromium', () => {
 });
 
 // The chart takes the report's values file as it is: its pods get the suggested thresholds.
-const helmMissing = missingTools(['helm']);
-if (helmMissing && process.env.CI === 'true') throw new Error(`${helmMissing}; CI=true requires this suite`);
-if (helmMissing) console.warn(`[skipped] calibration values in the chart: ${helmMissing}`);
-describe.skipIf(Boolean(helmMissing))('the calibration values in the Helm chart', () => {
+describeWithTool(HELM, 'the calibration values in the Helm chart', () => {
   it('renders the suggested thresholds into every service', async () => {
     const { suggestion } = JSON.parse(readFileSync(join(out, 'thresholds.json'), 'utf8')) as {
       suggestion: { allow: number; block: number };
     };
     // Helm's own homes inside this suite's folder (removed with it); no cluster is needed to render.
     const { stdout } = await run(
-      requireTool('helm'),
+      requireTool(HELM),
       ['template', 'calibrated', join(ROOT, 'charts', 'nsfwdetector'), '-f', join(out, 'values.yaml')],
       {
         env: {
