@@ -20,7 +20,7 @@ if [[ ! -x /usr/bin/chromium ]]; then
 fi
 
 # k6 for the load tests (loadtests/, test/k6), built from source at a pinned version (keep in step with
-# K6_VERSION in loadtests/run.ts). Takes several minutes on 2 cores the first time.
+# K6_VERSION in test/support/tools.ts). Takes several minutes on 2 cores the first time.
 K6_VERSION=v1.8.1
 if ! k6 version 2>/dev/null | grep -q "k6 ${K6_VERSION} "; then
   GOBIN=/usr/local/bin go install -trimpath -ldflags "-s -w" "go.k6.io/k6@${K6_VERSION}"

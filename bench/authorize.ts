@@ -16,7 +16,6 @@ import { loadConfig } from '../services/common/config.ts';
 import { createAuthorizer } from '../services/quota/app.ts';
 import { openStores } from '../services/quota/stores/open-stores.ts';
 import { startQuotaServer } from '../test/support/quota-process.ts';
-import { redisServerPath } from '../test/support/redis-server.ts';
 import {
   ask,
   clusterPrimaries,
@@ -26,6 +25,7 @@ import {
   TOPOLOGY_KINDS,
   type TopologyKind,
 } from '../test/support/redis-topology.ts';
+import { REDIS_SERVER } from '../test/support/tools.ts';
 
 const RATE = Number(process.env.BENCH_AUTHORIZE_RATE ?? 2000);
 const SECONDS = Number(process.env.BENCH_AUTHORIZE_SECONDS ?? 5);
@@ -266,10 +266,10 @@ async function benchOn(topology: RedisTopology, lines: string[], withFloor: bool
 }
 
 export async function authorizeBench(): Promise<string[]> {
-  if (!redisServerPath()) {
-    return ['authorize(): skipped, redis-server is not installed (apt-get install redis-server)'];
-  }
-  const version = execFileSync('redis-server', ['--version'], { encoding: 'utf8' }).match(/v=(\S+)/)?.[1];
+  const redisServer = REDIS_SERVER.find();
+  if (redisServer === undefined)
+    return [`authorize(): skipped, redis-server is not installed (install: ${REDIS_SERVER.install})`];
+  const version = execFileSync(redisServer, ['--version'], { encoding: 'utf8' }).match(/v=(\S+)/)?.[1];
   const loadBefore = loadavg()
     .map((x) => x.toFixed(2))
     .join(' ');

@@ -3,8 +3,8 @@
 // thread included, from /proc/<pid>/stat before and after the load), req/s, p50, peak RSS while the load
 // runs (VmRSS sampled every 10 ms) and RSS at idle after it.
 //
-// The server runs as production runs it: `node dist/services/all-in-one/server.js` (the image's CMD;
-// build first with `npm run build`). `@tsx` runs the source through tsx instead, as `npm start` does.
+// The server runs as production runs it: `node dist/services/all-in-one/server.js` (the image's CMD and
+// `npm start`; build first with `npm run build`). `@tsx` runs the source through tsx instead, as the tests do.
 // Variants are interleaved round by round (the machine is shared: conditions drift over a minute), and a
 // fresh server is started for every variant in every round.
 //

@@ -12,11 +12,12 @@
 // the same tree, sampled every 20 ms during that load.
 
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PRODUCTION_ENV, PRODUCTION_NODE_FLAGS } from '../services/common/node-runtime.ts';
 import { type Child, spawnChild } from '../test/support/children.ts';
+import { processTree } from '../test/support/process-tree.ts';
 import { listeningPort, ROOT } from '../test/support/server-process.ts';
 import { type LoadResult, runLoad } from './http-load.ts';
 import { benchImages, ONE_MP, THREE_MP } from './images.ts';
@@ -44,30 +45,12 @@ interface RoundFigures {
 
 // --- our server, as production runs it ----------------------------------------------------------------
 
-const DIST_ENTRY = join(ROOT, 'dist/services/all-in-one/server.js');
-
-function newestSource(dir: string): number {
-  let newest = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) newest = Math.max(newest, newestSource(path));
-    else if (entry.name.endsWith('.ts')) newest = Math.max(newest, statSync(path).mtimeMs);
-  }
-  return newest;
-}
-
-/** `node dist/…/server.js` (the image's command) when a build is there and newer than every source
- * file; otherwise `npm start`'s `node --import tsx services/all-in-one/server.ts`. */
-export function ourEntry(): { args: string[]; how: string } {
-  if (existsSync(DIST_ENTRY) && statSync(DIST_ENTRY).mtimeMs >= newestSource(join(ROOT, 'services')))
-    return {
-      args: [DIST_ENTRY],
-      how: 'node dist/services/all-in-one/server.js (the built dist, as the image runs it)',
-    };
-  const why = existsSync(DIST_ENTRY) ? 'dist/ is older than services/' : 'no dist/';
+/** What `npm start` runs: the prestart's build when dist/ is stale, then `node dist/…/server.js`. */
+function ourEntry(): { args: string[]; how: string } {
+  execFileSync(process.execPath, ['services/build/dist.ts', '--if-stale'], { cwd: ROOT, stdio: 'inherit' });
   return {
-    args: ['--import', 'tsx', 'services/all-in-one/server.ts'],
-    how: `node --import tsx services/all-in-one/server.ts (npm start; ${why}: \`npm run build\` to measure the build)`,
+    args: ['dist/services/all-in-one/server.js'],
+    how: `node ${PRODUCTION_NODE_FLAGS.join(' ')} dist/services/all-in-one/server.js (npm start and the image)`,
   };
 }
 
@@ -79,7 +62,6 @@ async function startOurs(args: string[], env: Record<string, string> = {}): Prom
     env: {
       ...process.env,
       ...PRODUCTION_ENV,
-      TSX_DISABLE_CACHE: '1',
       ACCOUNTS_FILE: join(accounts, 'accounts.json'),
       HOST: '127.0.0.1',
       PORT: '0',
@@ -117,30 +99,6 @@ async function waitFor(child: Child, url: string, timeoutMs = 120_000): Promise<
 }
 
 // --- /proc: a process tree's CPU time and resident memory -------------------------------------------
-
-/** pid → ppid for every process (the field after the parenthesised command name). */
-function parents(): Map<number, number> {
-  const map = new Map<number, number>();
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      map.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return map;
-}
-
-/** `root` and all its descendants. */
-export function processTree(root: number): number[] {
-  const ppid = parents();
-  const tree = [root];
-  for (let i = 0; i < tree.length; i++)
-    for (const [pid, parent] of ppid) if (parent === tree[i]) tree.push(pid);
-  return tree;
-}
 
 /** CPU time of the tree in ms: utime + stime of each process (all its threads), plus cutime + cstime
  * (children already reaped, so a worker that exits mid-load keeps counting). */

@@ -8,21 +8,18 @@
 // `k6 run` and exits with k6's exit code (k6 exits non-zero when a check or threshold fails).
 // test/k6/quota.test.ts runs the same functions under vitest.
 
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { fixture } from '../test/fixtures/corpus.ts';
 import { spawnChild } from '../test/support/children.ts';
-import { REDIS_INSTALL_HINT, RedisServer, redisServerPath } from '../test/support/redis-server.ts';
+import { RedisServer } from '../test/support/redis-server.ts';
 import { ROOT, type ServerProcess, startServer } from '../test/support/server-process.ts';
+import { K6, REDIS_SERVER, requireTool } from '../test/support/tools.ts';
 
 const execFileAsync = promisify(execFile);
-
-/** Keep in step with .ci/install-tools.sh. */
-export const K6_VERSION = 'v1.8.1';
-export const K6_INSTALL_HINT = `GOBIN=/usr/local/bin go install go.k6.io/k6@${K6_VERSION}  (or: bash .ci/install-tools.sh)`;
 
 /** Test-sized limits of the quota scenario: perMinute < perDay < 2 × perMinute (see quota.js). */
 export const QUOTA_LIMITS = {
@@ -34,20 +31,12 @@ export const QUOTA_LIMITS = {
   PRO_PER_DAY: '35',
 } as const;
 
-export function k6Path(): string | undefined {
-  if (process.env.K6_BIN) return process.env.K6_BIN;
-  try {
-    return execFileSync('sh', ['-c', 'command -v k6'], { encoding: 'utf8' }).trim() || undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 /** What is missing to run a scenario, or undefined when everything is there. */
 export function missingTools(): string | undefined {
-  if (!k6Path()) return `k6 is not installed: ${K6_INSTALL_HINT}`;
-  if (!redisServerPath()) return `redis-server is not installed: ${REDIS_INSTALL_HINT}`;
-  return undefined;
+  const missing = [K6, REDIS_SERVER].filter((t) => t.find() === undefined);
+  return missing.length
+    ? missing.map((t) => `${t.name} is not installed: ${t.install}`).join('\n')
+    : undefined;
 }
 
 export interface RunResult {
@@ -125,8 +114,7 @@ async function createKey(env: Record<string, string>, email: string, name: strin
 }
 
 function runK6(script: string, env: Record<string, string>, onOutput?: (chunk: string) => void) {
-  const bin = k6Path();
-  if (!bin) throw new Error(`k6 is not installed: ${K6_INSTALL_HINT}`);
+  const bin = requireTool(K6);
   return new Promise<RunResult>((resolve, reject) => {
     // Its own process group, stopped with the run if a test gives up on it (test/support/children.ts).
     const child = spawnChild('k6', bin, ['run', '--quiet', '--no-color', join(ROOT, 'loadtests', script)], {

@@ -21,7 +21,9 @@ import {
   quantiseModel,
 } from './quantise.ts';
 
-const QUANTISE_VENV = tool('onnxruntime quantisation venv', 'bash .ci/install-tools.sh', QUANTISE_PYTHON);
+const QUANTISE_VENV = tool('onnxruntime quantisation venv', 'bash .ci/install-tools.sh', {
+  path: QUANTISE_PYTHON,
+});
 
 /**
  * The measured fidelity of INT8_RECIPE the README states (max |Δ| 0.137, one flip at the allow

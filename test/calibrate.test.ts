@@ -1,9 +1,11 @@
 // `npm run calibrate` end to end: two labelled folders built from the shared corpus, the real CLI
-// (real model, in process), then the report checked against numbers computed here, independently:
-// each score is asked again of the real server over HTTP (the same pipeline must give the same
-// score), the expected failures come from the corpus map, and the threshold table and the suggestion
-// are recomputed from those scores with the definitions of the report. Finally the HTML report is
-// opened in headless Chromium (charts must load) and photographed into test-artifacts/.
+// (real model, in process), then the report checked: each score is asked again of the real server over
+// HTTP (the same pipeline must give the same score), the expected failures come from the corpus map,
+// and every output file carries the table and suggestion of the recorded scores. The rules that make
+// the table and the suggestion are checked against hand-computed figures in
+// services/calibrate/metrics.test.ts; here, that the report applies them to what it scored, and facts
+// about the real scores that need no rule to see. Finally the HTML report is opened in headless
+// Chromium (charts must load) and photographed into test-artifacts/.
 
 import { execFile } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -13,11 +15,11 @@ import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { missingTools, requireTool } from '../services/stack/tools.ts';
+import { suggestThresholds, type ThresholdRow, thresholdTable } from '../services/calibrate/metrics.ts';
 import { CORPUS, fixture } from './fixtures/corpus.ts';
 import { childEnv } from './support/children.ts';
 import { ROOT, type ServerProcess, startServer } from './support/server-process.ts';
-import { CHROMIUM, describeWithTool } from './support/tools.ts';
+import { CHROMIUM, describeWithTool, HELM, requireTool } from './support/tools.ts';
 
 const run = promisify(execFile);
 const NSFW = ['320x240.jpg', '4.webp', 'Crash_test.gif', 'Landscape_1.jpg', 'corrupt-header.jpg'];
@@ -30,16 +32,6 @@ const SFW = [
 ];
 const TARGET_FALSE_BLOCK = 0.34;
 const TARGET_MISS = 0.25;
-
-interface Row {
-  threshold: number;
-  sfwBlocked: number;
-  nsfwMissed: number;
-  falseBlockRate: number;
-  missRate: number;
-  precision: number;
-  recall: number;
-}
 
 let work: string;
 let out: string;
@@ -115,7 +107,7 @@ describe('npm run calibrate', () => {
     expect(stderr).toMatch(/\] 10\/10 .*ETA/);
   });
 
-  it('writes the threshold table and suggestion recomputed here from the scores', () => {
+  it('writes the threshold table and suggestion of the recorded scores into every output', () => {
     const scores = (label: string) =>
       [...csv]
         .filter(([k, v]) => k.startsWith(`${label}/`) && v.nsfw !== undefined)
@@ -123,32 +115,20 @@ describe('npm run calibrate', () => {
     const nsfw = scores('nsfw');
     const sfw = scores('sfw');
     expect([nsfw.length, sfw.length]).toEqual([4, 3]);
-    const expected: Row[] = [];
-    for (let k = 0; k <= 100; k++) {
-      const t = k / 100;
-      const sfwBlocked = sfw.filter((s) => s >= t).length;
-      const nsfwMissed = nsfw.filter((s) => s < t).length;
-      const blockedNsfw = nsfw.length - nsfwMissed;
-      expected.push({
-        threshold: t,
-        sfwBlocked,
-        nsfwMissed,
-        falseBlockRate: sfwBlocked / sfw.length,
-        missRate: nsfwMissed / nsfw.length,
-        precision: blockedNsfw + sfwBlocked === 0 ? 1 : blockedNsfw / (blockedNsfw + sfwBlocked),
-        recall: blockedNsfw / nsfw.length,
-      });
-    }
-    let block = 1;
-    for (let k = 100; k >= 0; k--)
-      if ((expected[k] as Row).falseBlockRate <= TARGET_FALSE_BLOCK) block = k / 100;
-    let allow = 0;
-    for (let k = 0; k <= 100; k++)
-      if (k / 100 < block && (expected[k] as Row).missRate <= TARGET_MISS) allow = k / 100;
+    const expected = thresholdTable(nsfw, sfw);
+    const { allow, block } = suggestThresholds(expected, TARGET_FALSE_BLOCK, TARGET_MISS);
+    // Seen by counting: at 0 every image is blocked; a false-block target of 0.34 on three SFW images
+    // lets one of them be blocked, so the lowest block is the first candidate above the second-highest
+    // SFW score; allow stays below it.
+    expect(expected[0]).toMatchObject({ threshold: 0, sfwBlocked: 3, nsfwMissed: 0, recall: 1 });
+    const secondSfw = [...sfw].sort((x, y) => x - y)[1] as number;
+    expect(block).toBeGreaterThan(secondSfw);
+    expect(block - 0.01).toBeLessThanOrEqual(secondSfw);
+    expect(allow).toBeLessThan(block);
 
     const report = JSON.parse(readFileSync(join(out, 'thresholds.json'), 'utf8')) as {
       suggestion: { allow: number; block: number };
-      table: Row[];
+      table: ThresholdRow[];
     };
     expect(report.table).toEqual(expected);
     expect(report.suggestion).toEqual({ allow, block });
@@ -165,7 +145,7 @@ describe('npm run calibrate', () => {
     expect(html).toContain(`<span id="allow">${allow}</span>`);
     expect(html).toContain(`<span id="block">${block}</span>`);
     // The suggested block row, as the report shows it.
-    const row = expected[Math.round(block * 100)] as Row;
+    const row = expected[Math.round(block * 100)] as ThresholdRow;
     expect(html).toContain(
       `<td>${block.toFixed(2)}</td><td>${row.sfwBlocked}</td><td>${(row.falseBlockRate * 100).toFixed(2)} %</td><td>${row.nsfwMissed}</td>`,
     );
@@ -219,17 +199,14 @@ describeWithTool(CHROMIUM, 'the calibration report in Chromium', () => {
 });
 
 // The chart takes the report's values file as it is: its pods get the suggested thresholds.
-const helmMissing = missingTools(['helm']);
-if (helmMissing && process.env.CI === 'true') throw new Error(`${helmMissing}; CI=true requires this suite`);
-if (helmMissing) console.warn(`[skipped] calibration values in the chart: ${helmMissing}`);
-describe.skipIf(Boolean(helmMissing))('the calibration values in the Helm chart', () => {
+describeWithTool(HELM, 'the calibration values in the Helm chart', () => {
   it('renders the suggested thresholds into every service', async () => {
     const { suggestion } = JSON.parse(readFileSync(join(out, 'thresholds.json'), 'utf8')) as {
       suggestion: { allow: number; block: number };
     };
     // Helm's own homes inside this suite's folder (removed with it); no cluster is needed to render.
     const { stdout } = await run(
-      requireTool('helm'),
+      requireTool(HELM),
       ['template', 'calibrated', join(ROOT, 'charts', 'nsfwdetector'), '-f', join(out, 'values.yaml')],
       {
         env: {

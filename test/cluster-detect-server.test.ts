@@ -10,8 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture } from './fixtures/corpus.ts';
 import { OtlpReceiver } from './support/otlp-receiver.ts';
 import { parseSamples, sampleValue } from './support/prometheus-text.ts';
-import { requirePromtool, scrapeValidated } from './support/promtool.ts';
+import { scrapeValidated } from './support/promtool.ts';
 import { type ServerProcess, startClusterService, waitForStatus } from './support/server-process.ts';
+import { PROMTOOL, skipWithoutTool } from './support/tools.ts';
 
 const SECRET = 'edge-secret-for-the-test-0123456789';
 const EDGE = { 'x-edge-secret': SECRET, 'x-account-id': '-', 'x-quota-tier': 'anonymous' };
@@ -96,7 +97,7 @@ describe('the detect server', () => {
   });
 
   it('exposes promtool-valid metrics: requests by route, status and code, decode and inference times, work', async (ctx) => {
-    requirePromtool(ctx);
+    skipWithoutTool(ctx, PROMTOOL);
     const samples = parseSamples(await scrapeValidated(detect.url));
     const requests = (status: string, code: string) =>
       sampleValue(samples, 'nsfwdetector_http_requests_total', {
@@ -117,7 +118,7 @@ describe('the detect server', () => {
   });
 
   it('counts overload refusals, and finishes an in-flight upload on SIGTERM, exiting 0', async (ctx) => {
-    requirePromtool(ctx);
+    skipWithoutTool(ctx, PROMTOOL);
     // An upload holding the only admission: half its body sent.
     let status = 0;
     let body = '';

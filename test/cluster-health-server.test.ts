@@ -4,8 +4,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OtlpReceiver } from './support/otlp-receiver.ts';
 import { parseSamples, sampleValue } from './support/prometheus-text.ts';
-import { requirePromtool, scrapeValidated } from './support/promtool.ts';
+import { scrapeValidated } from './support/promtool.ts';
 import { type ServerProcess, startClusterService } from './support/server-process.ts';
+import { PROMTOOL, skipWithoutTool } from './support/tools.ts';
 
 let receiver: OtlpReceiver;
 let health: ServerProcess;
@@ -54,7 +55,7 @@ describe('the health server', () => {
   });
 
   it('exposes Prometheus metrics that promtool accepts, with the request series', async (ctx) => {
-    requirePromtool(ctx);
+    skipWithoutTool(ctx, PROMTOOL);
     await fetch(`${health.url}/api/public/health`);
     await fetch(`${health.url}/nope`);
     const samples = parseSamples(await scrapeValidated(health.url));

@@ -9,9 +9,10 @@ import { describeRedis } from './support/describe-redis.ts';
 import { awayFromMinuteEdge } from './support/minute-edge.ts';
 import { OtlpReceiver } from './support/otlp-receiver.ts';
 import { parseSamples, sampleValue } from './support/prometheus-text.ts';
-import { requirePromtool, scrapeValidated } from './support/promtool.ts';
+import { scrapeValidated } from './support/promtool.ts';
 import { RedisServer } from './support/redis-server.ts';
 import { type ServerProcess, startClusterService, waitForStatus } from './support/server-process.ts';
+import { PROMTOOL, skipWithoutTool } from './support/tools.ts';
 
 let redis: RedisServer | undefined;
 let receiver: OtlpReceiver | undefined;
@@ -71,7 +72,7 @@ describeRedis('the quota server on Redis', () => {
   });
 
   it('counts decisions by tier and outcome, in metrics promtool accepts', async (ctx) => {
-    requirePromtool(ctx);
+    skipWithoutTool(ctx, PROMTOOL);
     // ANON_PER_MINUTE=2: the check above was the first; one more is allowed, the next refused.
     expect((await check()).status).toBe(200);
     const refused = await check();
@@ -94,7 +95,7 @@ describeRedis('the quota server on Redis', () => {
   });
 
   it('is unready while Redis is down (503/5001, Redis errors counted) and ready again when it is back', async (ctx) => {
-    requirePromtool(ctx);
+    skipWithoutTool(ctx, PROMTOOL);
     await redis?.kill();
     await waitForStatus(quota, '/internal/ready', 503);
     const ready = await fetch(`${quota.url}/internal/ready`);

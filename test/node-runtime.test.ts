@@ -25,9 +25,12 @@ describe('node runtime settings', () => {
     expect(JSON.parse(entrypoint ?? '[]')).toEqual(['node', ...PRODUCTION_NODE_FLAGS]);
   });
 
-  it('npm start sets them too', () => {
+  it('npm start sets them too, running the compiled entry point the image runs', () => {
     for (const [name, value] of Object.entries(PRODUCTION_ENV)) expect(start).toContain(`${name}=${value} `);
-    expect(start).toContain(`node ${PRODUCTION_NODE_FLAGS.join(' ')} --import tsx`);
+    const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(finalStage)?.[1] ?? '[]') as string[];
+    expect(cmd).toEqual(['dist/services/all-in-one/server.js']);
+    expect(start).toMatch(new RegExp(`\\bnode ${PRODUCTION_NODE_FLAGS.join(' ')} ${cmd[0]}$`));
+    expect(start).not.toContain('tsx');
   });
 });
 

@@ -20,7 +20,7 @@ import { describeWithTool, tool } from './support/tools.ts';
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const SCHEMATHESIS_VERSION = '4.32.5';
 const ST = join(TOOLS_DIR, `schemathesis-${SCHEMATHESIS_VERSION}`, 'bin', 'st');
-const SCHEMATHESIS = tool(`schemathesis ${SCHEMATHESIS_VERSION}`, 'bash .ci/install-tools.sh', ST);
+const SCHEMATHESIS = tool(`schemathesis ${SCHEMATHESIS_VERSION}`, 'bash .ci/install-tools.sh', { path: ST });
 const run = promisify(execFile);
 const HOOKS = join(ROOT, 'test', 'schemathesis', 'real_images.py');
 

@@ -28,7 +28,7 @@ import {
   until,
 } from './support/redis-topology.ts';
 import type { ServerProcess } from './support/server-process.ts';
-import { describeWithTool, onPath, REDIS_CLI, REDIS_SERVER } from './support/tools.ts';
+import { describeWithTool, REDIS_CLI, REDIS_SERVER, requireTool } from './support/tools.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -306,7 +306,7 @@ describeWithTool(
       const to = owners.find((o) => o.port !== from)?.port as number;
       const nodeId = async (port: number) => String(await ask(port, ['CLUSTER', 'MYID']));
       const [fromId, toId] = await Promise.all([nodeId(from), nodeId(to)]);
-      const cli = onPath('redis-cli') as string;
+      const cli = requireTool(REDIS_CLI);
       const answers = await load(
         h,
         keys.map((k) => k.secret),

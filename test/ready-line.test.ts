@@ -1,15 +1,17 @@
 // `npm start` — the README's first command, run as a newcomer runs it: npm from the machine's PATH
 // without this project's node_modules/.bin, so whatever Node the machine has (Node 20 on these) —
 // prints its "ready" line only once detect can score: a detect call sent the moment the line appears
-// is scored (200), never refused with "model still loading" (503).
+// is scored (200), never refused with "model still loading" (503). What runs is what the image runs: the
+// compiled dist/ (built by the prestart when the sources changed), with no tsx or esbuild process.
 
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { basename, delimiter, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { fixture } from './fixtures/corpus.ts';
 import { spawnChild } from './support/children.ts';
+import { commandLine, executable, processTree } from './support/process-tree.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-ready-'));
@@ -32,7 +34,6 @@ const server = spawnChild('npm start', 'npm', ['start', '--silent'], {
     PORT: '0',
     HOST: '127.0.0.1',
     LOG_LEVEL: 'warn',
-    TSX_DISABLE_CACHE: '1',
     ACCOUNTS_FILE: join(dir, 'accounts.json'),
   },
   onOutput: (chunk) => {
@@ -66,4 +67,22 @@ describe('the ready line of npm start', () => {
     );
     expect((await fetch(`${url}/internal/ready`)).status).toBe(200);
   }, 180_000);
+
+  it('is the compiled server, with no tsx or esbuild process beside it', async () => {
+    await ready;
+    const tree = processTree(server.pid);
+    const commands = tree.map(commandLine).filter((command) => command !== undefined);
+    // Node processes other than npm itself (npm renames its process title to `npm start`).
+    const nodes = tree
+      .filter((pid) => basename(executable(pid) ?? '') === 'node')
+      .map(commandLine)
+      .filter((command) => command !== undefined && !command.startsWith('npm'));
+    expect(nodes, commands.join('\n')).toEqual([
+      'node --max-semi-space-size=1 dist/services/all-in-one/server.js',
+    ]);
+    expect(
+      commands.filter((command) => /tsx|esbuild/.test(command)),
+      commands.join('\n'),
+    ).toEqual([]);
+  });
 });

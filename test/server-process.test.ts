@@ -13,6 +13,36 @@ import { CORPUS, fixture } from './fixtures/corpus.ts';
 import { type ServerProcess, startServer } from './support/server-process.ts';
 
 const servers: ServerProcess[] = [];
+
+interface Upload {
+  name: string;
+  bytes: Buffer;
+}
+
+/** What of the sent images a text shows: their SHA-256 (hex either case, base64 with or without padding,
+ * base64url), file names and byte counts (as whole numbers). */
+function imageTraces(text: string, uploads: Upload[]): string[] {
+  const numbers = new Set(text.match(/\d+/g));
+  const found: string[] = [];
+  for (const { name, bytes } of uploads) {
+    const digest = createHash('sha256').update(bytes).digest();
+    const hex = digest.toString('hex');
+    const forms = [
+      hex,
+      hex.toUpperCase(),
+      digest.toString('base64').replace(/=+$/, ''),
+      digest.toString('base64url'),
+    ];
+    for (const form of forms) if (text.includes(form)) found.push(`${name}: SHA-256 ${form}`);
+    if (text.includes(name)) found.push(`${name}: file name`);
+    if (numbers.has(String(bytes.length))) found.push(`${name}: byte count ${bytes.length}`);
+  }
+  return found;
+}
+
+/** The log less the numbers every process logs whatever it serves: times, pid, port, durations. */
+const withoutProcessNumbers = (output: string, port: number) =>
+  output.replace(/"(time|pid|port|ms)":\d+/g, '').replaceAll(`:${port}`, ':PORT');
 afterAll(async () => {
   await Promise.all(servers.map((s) => s.stop()));
 });
@@ -40,15 +70,17 @@ describe('the server process', () => {
       // Every corpus file that should score, plus a BMP (the corpus has none) made from a corpus photo.
       const uploads = Object.entries(CORPUS)
         .filter(([, expected]) => 'ok' in expected)
-        .map(([name]): { name: string; bytes: Buffer } => ({ name, bytes: readFileSync(fixture(name)) }));
+        .map(([name]): Upload => ({ name, bytes: readFileSync(fixture(name)) }));
       const { data, info } = await sharp(fixture('320x240.jpg')).raw().toBuffer({ resolveWithObject: true });
       uploads.push({ name: 'photo.bmp', bytes: bmpFromRgb(data, info.width, info.height) });
       const formats = new Set<string>();
+      const answers: string[] = [];
       for (const { name, bytes } of uploads) {
         const body = new FormData();
         body.append('file', new Blob([new Uint8Array(bytes)]), name);
         const res = await fetch(`${server.url}/api/public/detect`, { method: 'POST', body });
         expect(res.status, name).toBe(200);
+        answers.push(await res.clone().text());
         const { image } = (
           (await res.json()) as { data: { image: { format: string; bytes: number; sha256: string } } }
         ).data;
@@ -59,8 +91,27 @@ describe('the server process', () => {
       }
       expect([...formats].sort()).toEqual(['bmp', 'gif', 'jpeg', 'png', 'tiff', 'webp']);
       expect(readdirSync(tmp)).toEqual([]);
-      // Nothing about the images reaches the log either: only startup lines, no request lines.
-      expect(server.output()).not.toMatch(/detect/);
+      // Nothing about the images reaches the log either: only startup lines, no request lines, and none of
+      // the images' digests, names or sizes.
+      const log = server.output();
+      expect(log).not.toMatch(/detect/);
+      expect(imageTraces(withoutProcessNumbers(log, server.port), uploads)).toEqual([]);
+      // The same search finds them where they are: each answer names its image's digest and size, and a
+      // line that logged a name and a base64 digest would be caught.
+      const [first] = uploads as [Upload];
+      const base64 = createHash('sha256').update(first.bytes).digest('base64');
+      expect(imageTraces(`{"file":"${first.name}","digest":"${base64}"}`, [first])).toEqual([
+        `${first.name}: SHA-256 ${base64.replace(/=+$/, '')}`,
+        `${first.name}: file name`,
+      ]);
+      for (const [i, upload] of uploads.entries())
+        expect(imageTraces(answers[i] as string, [upload])).toEqual(
+          // arrayContaining: an answer's other numbers (timing_ms) may equal a small image's size.
+          expect.arrayContaining([
+            `${upload.name}: SHA-256 ${createHash('sha256').update(upload.bytes).digest('hex')}`,
+            `${upload.name}: byte count ${upload.bytes.length}`,
+          ]),
+        );
     } finally {
       rmSync(tmp, { recursive: true, force: true });
     }

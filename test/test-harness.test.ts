@@ -129,34 +129,36 @@ describe('the run guard', FIXTURE_RUN, () => {
   });
 });
 
-describe('describeWithTool', FIXTURE_RUN, () => {
-  it('outside CI, skips a suite whose tool is missing, with its install command and a count before the summary', async () => {
+describe('describeWithTool and skipWithoutTool', FIXTURE_RUN, () => {
+  const file = '(test/fixtures/runner/needs-tool.fixture.ts)';
+  const needs = 'needs nsfwdetector-fake-tool; install: echo install-the-fake-tool';
+
+  it('outside CI, skip a suite or a test whose tool is missing, with its install command and a count before the summary', async () => {
     const run = await runFixtures('needs-tool', { CI: undefined });
     expect(run.code).toBe(0);
-    const skipLine =
-      ' ↓ skipped: suite that needs the fake tool (test/fixtures/runner/needs-tool.fixture.ts): needs nsfwdetector-fake-tool; install: echo install-the-fake-tool';
-    const countLine =
-      ' 1 suite skipped: suite that needs the fake tool (test/fixtures/runner/needs-tool.fixture.ts)';
-    expect(run.output).toContain(skipLine);
-    expect(run.output).toContain(countLine);
+    expect(run.output).toContain(` ↓ skipped: suite that needs the fake tool ${file}: ${needs}`);
+    expect(run.output).toContain(` ↓ skipped: test that needs the fake tool ${file}: ${needs}`);
+    const countLine = / 2 suites skipped: .*the fake tool .*the fake tool/;
+    expect(run.output).toMatch(countLine);
     // Just before vitest's own summary.
-    expect(run.output.indexOf(countLine)).toBeLessThan(run.output.indexOf(' Test Files '));
-    expect(run.output).toMatch(/Tests +1 skipped/);
+    expect(run.output.search(countLine)).toBeLessThan(run.output.indexOf(' Test Files '));
+    expect(run.output).toMatch(/Tests +2 skipped/);
   });
 
-  it('with CI=true, fails that suite instead', async () => {
+  it('with CI=true, fail that suite and that test instead', async () => {
     const run = await runFixtures('needs-tool', { CI: 'true' });
     expect(run.code).toBe(1);
-    expect(run.output).toContain(
-      'nsfwdetector-fake-tool is not installed (install: echo install-the-fake-tool). CI=true requires this suite.',
-    );
-    expect(run.output).not.toContain('suite skipped');
+    const missing = 'nsfwdetector-fake-tool is not installed (install: echo install-the-fake-tool).';
+    expect(run.output).toContain(`${missing} CI=true requires this suite.`);
+    expect(run.output).toContain(`${missing} CI=true requires this test.`);
+    expect(run.output).toMatch(/Tests +2 failed/);
+    expect(run.output).not.toContain('skipped:');
   });
 
-  it('runs the suite when the tool is on PATH', async () => {
+  it('run the suite and the test when the tool is on PATH', async () => {
     const bin = join(ROOT, RUNNER_FIXTURES, 'bin');
     const run = await runFixtures('needs-tool', { CI: 'true', PATH: `${bin}:${process.env.PATH}` });
     expect(run.code, run.output).toBe(0);
-    expect(run.output).toMatch(/Tests +1 passed/);
+    expect(run.output).toMatch(/Tests +2 passed/);
   });
 });

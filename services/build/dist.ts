@@ -1,52 +1,96 @@
 // `npm run build`: compiles the services to dist/ (tsconfig.build.json; `.ts` import specifiers become
 // `.js`), then copies what they read at run time beside the compiled files, at the same relative paths:
-// the non-TypeScript files under services/ (console pages, skill files), package.json (versions.ts),
-// and the converted models with their checksums when present (models/*.onnx, models/checksums.json).
+// the non-TypeScript files under services/ (console pages, skill files, the JPEG addon), package.json
+// (versions.ts), and the converted models with their checksums when present (models/*.onnx,
+// models/checksums.json). `--if-stale` (npm ci and npm start) builds only when the sources differ from
+// the ones dist/ was built from (sources.ts).
+//
+// Runs on node's own type stripping, not tsx: the check precedes every `npm start`, and nothing of tsx
+// or esbuild is left running after it. The build goes to a directory of its own and replaces dist/
+// whole, so two starts racing never run a half-written dist/.
 
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sourceHash } from './sources.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DIST = join(ROOT, 'dist');
+const STAMP = 'source-hash';
 
-rmSync(DIST, { recursive: true, force: true });
-execFileSync(
-  process.execPath,
-  [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json')],
-  {
-    stdio: 'inherit',
-  },
-);
-
-function* files(dir: string): Generator<string> {
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) yield* files(path);
-    else yield path;
+const hash = sourceHash(ROOT);
+const builtFrom = (): string | undefined => {
+  try {
+    return readFileSync(join(DIST, STAMP), 'utf8');
+  } catch {
+    return undefined;
   }
-}
-
-const copy = (path: string) => {
-  const target = join(DIST, relative(ROOT, path));
-  mkdirSync(dirname(target), { recursive: true });
-  cpSync(path, target);
 };
+if (process.argv.includes('--if-stale') && builtFrom() === hash) process.exit(0);
 
-let copied = 0;
-for (const path of files(join(ROOT, 'services'))) {
-  if (path.endsWith('.ts') || path.endsWith('/Dockerfile')) continue;
-  copy(path);
-  copied++;
-}
-copy(join(ROOT, 'package.json'));
-for (const name of readdirSync(join(ROOT, 'models'))) {
-  if (name.endsWith('.onnx') || name === 'checksums.json') {
-    copy(join(ROOT, 'models', name));
+const next = join(ROOT, `.dist-${process.pid}`);
+rmSync(next, { recursive: true, force: true });
+try {
+  execFileSync(
+    process.execPath,
+    [
+      join(ROOT, 'node_modules/typescript/bin/tsc'),
+      '-p',
+      join(ROOT, 'tsconfig.build.json'),
+      '--outDir',
+      next,
+    ],
+    { stdio: 'inherit' },
+  );
+
+  function* files(dir: string): Generator<string> {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) yield* files(path);
+      else yield path;
+    }
+  }
+
+  const copy = (path: string) => {
+    const target = join(next, relative(ROOT, path));
+    mkdirSync(dirname(target), { recursive: true });
+    cpSync(path, target);
+  };
+
+  let copied = 0;
+  for (const path of files(join(ROOT, 'services'))) {
+    if (path.endsWith('.ts') || path.endsWith('/Dockerfile')) continue;
+    copy(path);
     copied++;
   }
+  copy(join(ROOT, 'package.json'));
+  for (const name of readdirSync(join(ROOT, 'models'))) {
+    if (name.endsWith('.onnx') || name === 'checksums.json') {
+      copy(join(ROOT, 'models', name));
+      copied++;
+    }
+  }
+  if (!existsSync(join(next, 'services/detect/server.js')))
+    throw new Error('the build has no services/detect/server.js');
+  writeFileSync(join(next, STAMP), hash);
+  rmSync(DIST, { recursive: true, force: true });
+  try {
+    renameSync(next, DIST);
+  } catch (err) {
+    // Another build of the same sources got there first: its dist/ is as good as this one.
+    if (builtFrom() !== hash) throw err;
+  }
+  console.log(`build: dist/ compiled, ${copied} assets copied`);
+} finally {
+  rmSync(next, { recursive: true, force: true });
 }
-if (!existsSync(join(DIST, 'services/detect/server.js')))
-  throw new Error('dist has no services/detect/server.js');
-console.log(`build: dist/ compiled, ${copied} assets copied`);

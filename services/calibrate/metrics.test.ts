@@ -33,6 +33,17 @@ describe('calibration metrics', () => {
     expect(suggestThresholds(table, 0, 0)).toEqual({ block: 0.71, allow: 0.3 });
     // Allow stays below block (a DetectionPolicy refuses allow >= block).
     expect(suggestThresholds(table, 0.5, 1)).toEqual({ block: 0.06, allow: 0.05 });
+    // Three SFW at 0.01, 0.05, 0.2: a false-block target of 0.34 lets one (1/3) be blocked, so block
+    // must pass 0.05 → 0.06; a miss target of 0.25 lets one of four NSFW through, which no allow under
+    // 0.06 reaches: allow is the highest candidate below block.
+    expect(suggestThresholds(thresholdTable(nsfw, [0.01, 0.05, 0.2]), 0.34, 0.25)).toEqual({
+      block: 0.06,
+      allow: 0.05,
+    });
+    // Every candidate from 0 to 1, the last one blocking nothing.
+    expect(table.map((row) => row.threshold)).toEqual(Array.from({ length: 101 }, (_, k) => k / 100));
+    expect(table[0]).toMatchObject({ sfwBlocked: 4, nsfwMissed: 0, falseBlockRate: 1, missRate: 0 });
+    expect(table[100]).toMatchObject({ sfwBlocked: 0, nsfwMissed: 4, falseBlockRate: 0, missRate: 1 });
   });
 
   it('computes the ROC AUC with ties as halves, and histograms with 1.0 in the last bin', () => {

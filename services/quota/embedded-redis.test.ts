@@ -78,8 +78,10 @@ describeWithTool(REDIS_SERVER, 'embedded composition on Redis', () => {
     expect((await post(two.app, '/api/open/detect', auth)).statusCode).toBe(401);
   });
 
-  it('answers 503/5001 within 250 ms while Redis is down, and recovers by itself', async () => {
-    const { app, stores } = await replica({});
+  it('answers 503/5001 at once while Redis is down, and recovers by itself', async () => {
+    // A command timeout as long as the test's own: an answer proves the refusal came from the closed
+    // connection, not from waiting (a store that waited would fail this test by its timeout).
+    const { app, stores } = await replica({ REDIS_COMMAND_TIMEOUT_MS: '60000' });
     const account = await stores.accountStore.createAccount({ email: 'down@example.com', tier: 'pro' });
     const key = await stores.accountStore.createKey(account.id);
     await redis.kill();
@@ -87,9 +89,7 @@ describeWithTool(REDIS_SERVER, 'embedded composition on Redis', () => {
       ['/api/open/detect', { authorization: `Bearer ${key?.secret}` }],
       ['/api/public/detect', {}],
     ] as const) {
-      const started = performance.now();
       const res = await post(app, url, headers);
-      expect(performance.now() - started).toBeLessThan(250);
       expect(res.statusCode).toBe(503);
       expect(res.json().code).toBe(5001);
       expect(res.headers['retry-after']).toBe('1');

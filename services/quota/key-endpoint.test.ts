@@ -2,7 +2,7 @@
 // and the in-memory stores.
 
 import { readFileSync } from 'node:fs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { fixture } from '../../test/fixtures/corpus.ts';
 import { embeddedApp } from '../../test/support/embedded-app.ts';
 import { FakeClassifier } from '../../test/support/fake-classifier.ts';
@@ -207,13 +207,20 @@ describe('account quotas', () => {
   });
 
   it('records when a key was last used', async () => {
-    const app = await start();
-    const { key, secret } = await accountWithKey(app);
-    expect(key.record.lastUsedAt).toBeNull();
-    await detect(app, `Bearer ${secret}`);
-    await new Promise((r) => setTimeout(r, 10));
-    const used = await app.accountStore.getKey(key.record.id);
-    expect(Date.now() - Date.parse(used?.lastUsedAt as string)).toBeLessThan(5_000);
+    // The clock the app reads from its start: frozen, so the time recorded is known exactly.
+    const now = new Date('2026-03-04T05:06:07.000Z');
+    vi.useFakeTimers({ toFake: ['Date'], now });
+    try {
+      const app = await start();
+      const { key, secret } = await accountWithKey(app);
+      expect(key.record.lastUsedAt).toBeNull();
+      await detect(app, `Bearer ${secret}`);
+      await new Promise((r) => setTimeout(r, 10));
+      const used = await app.accountStore.getKey(key.record.id);
+      expect(used?.lastUsedAt).toBe(now.toISOString());
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
 

@@ -1,5 +1,7 @@
-// Where the stack's external tools live: the cache .ci/install-tools.sh fills (pinned versions), or an
-// override per tool (ENVOY_BIN, HELM_BIN, JAEGER_BIN, PROMTOOL_BIN, K6_BIN), or the PATH.
+// Where external tools live — the stack's, and every other one a test, benchmark or load test runs
+// (test/support/tools.ts names them): the tool's override variable (ENVOY_BIN, HELM_BIN, JAEGER_BIN,
+// PROMTOOL_BIN, K6_BIN, …: the name in capitals, `-` as `_`, then `_BIN`), else the cache
+// .ci/install-tools.sh fills (pinned versions), else the PATH.
 
 import { execFileSync } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
@@ -12,13 +14,8 @@ export const INSTALL_HINT = 'bash .ci/install-tools.sh';
 
 export type Tool = 'envoy' | 'helm' | 'jaeger' | 'promtool' | 'k6';
 
-const OVERRIDES: Record<Tool, string> = {
-  envoy: 'ENVOY_BIN',
-  helm: 'HELM_BIN',
-  jaeger: 'JAEGER_BIN',
-  promtool: 'PROMTOOL_BIN',
-  k6: 'K6_BIN',
-};
+/** The variable that names a tool's binary instead of the lookup: `redis-server` → REDIS_SERVER_BIN. */
+const overrideVariable = (tool: string): string => `${tool.toUpperCase().replaceAll('-', '_')}_BIN`;
 
 function executable(path: string): boolean {
   try {
@@ -29,14 +26,18 @@ function executable(path: string): boolean {
   }
 }
 
-/** The tool's path, or undefined when it is not installed. */
-export function toolPath(tool: Tool): string | undefined {
-  const override = process.env[OVERRIDES[tool]];
+/**
+ * The tool's path, or undefined when it is not installed. `pinned`: the override or the cache only,
+ * never the PATH (a kubectl that happens to be on a machine is some other version).
+ */
+export function toolPath(tool: string, opts: { pinned?: boolean } = {}): string | undefined {
+  const override = process.env[overrideVariable(tool)];
   if (override) return executable(override) ? override : undefined;
   const cached = join(TOOLS_DIR, 'bin', tool);
   if (executable(cached)) return cached;
+  if (opts.pinned) return undefined;
   try {
-    return execFileSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).trim() || undefined;
+    return execFileSync('sh', ['-c', `command -v '${tool}'`], { encoding: 'utf8' }).trim() || undefined;
   } catch {
     return undefined;
   }

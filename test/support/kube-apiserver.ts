@@ -4,50 +4,19 @@
 // admitted, but no pod ever runs (Deployments get no ReplicaSets, namespaces never finish deleting).
 
 import { execFile } from 'node:child_process';
-import { accessSync, constants, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { Child, listeningPorts, waitFor } from '../../services/stack/child.ts';
-import { TOOLS_DIR } from '../../services/stack/tools.ts';
+import { KUBE_TOOLS, requireTool } from './tools.ts';
 
 const execFileAsync = promisify(execFile);
 
-export const KUBE_INSTALL_HINT = 'bash .ci/install-tools.sh (kube-apiserver, etcd, kubectl, skaffold)';
+export type KubeTool = keyof typeof KUBE_TOOLS;
 
-export type KubeTool = 'kube-apiserver' | 'etcd' | 'kubectl' | 'skaffold';
-const OVERRIDES: Record<KubeTool, string> = {
-  'kube-apiserver': 'KUBE_APISERVER_BIN',
-  etcd: 'ETCD_BIN',
-  kubectl: 'KUBECTL_BIN',
-  skaffold: 'SKAFFOLD_BIN',
-};
-
-/**
- * The pinned tool from the cache .ci/install-k8s-tools.sh fills, or its override variable. Never
- * the PATH: a kubectl that happens to be on a machine is some other version.
- */
-export function kubeToolPath(tool: KubeTool): string | undefined {
-  const path = process.env[OVERRIDES[tool]] ?? join(TOOLS_DIR, 'bin', tool);
-  try {
-    accessSync(path, constants.X_OK);
-    return path;
-  } catch {
-    return undefined;
-  }
-}
-
-export function requireKubeTool(tool: KubeTool): string {
-  const path = kubeToolPath(tool);
-  if (!path) throw new Error(`${tool} is not installed: ${KUBE_INSTALL_HINT}`);
-  return path;
-}
-
-/** The missing ones of `tools`, as one line naming the install command; undefined when none is. */
-export function missingKubeTools(tools: readonly KubeTool[]): string | undefined {
-  const missing = tools.filter((t) => !kubeToolPath(t));
-  return missing.length ? `${missing.join(', ')} not installed: ${KUBE_INSTALL_HINT}` : undefined;
-}
+/** The pinned tool's path (tools.ts); throws with the install command when it is missing. */
+export const requireKubeTool = (name: KubeTool): string => requireTool(KUBE_TOOLS[name]);
 
 export interface KubeApiServer {
   /** https://127.0.0.1:<port> */

@@ -17,13 +17,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Child, spawnChild } from './children.ts';
-import { REDIS_SERVER } from './tools.ts';
-
-export const REDIS_INSTALL_HINT = REDIS_SERVER.install;
-
-export function redisServerPath(): string | undefined {
-  return REDIS_SERVER.find();
-}
+import { REDIS_SERVER, requireTool } from './tools.ts';
 
 const ADDRESS_IN_USE = /Address already in use/;
 const READY = /Ready to accept connections|Sentinel ID is/;
@@ -100,8 +94,7 @@ export class RedisServer {
    * else (only possible before the first start) rejects with PortTaken. */
   async restart(): Promise<void> {
     if (this.#child?.running()) return;
-    const bin = redisServerPath();
-    if (!bin) throw new Error(`redis-server is not installed: ${REDIS_INSTALL_HINT}`);
+    const bin = requireTool(REDIS_SERVER);
     // Its own session already: no --daemonize; the process group is the server alone.
     const label = `${this.#opts.sentinelConfig ? 'redis-sentinel' : 'redis-server'} :${this.#port}`;
     if (this.#opts.sentinelConfig) {

@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import type { RedisEndpoint } from '../../services/common/redis-target.ts';
 import { RedisServer } from './redis-server.ts';
-import { onPath } from './tools.ts';
+import { REDIS_CLI, requireTool } from './tools.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -130,8 +130,7 @@ async function cluster(
   start: (opts?: Parameters<typeof RedisServer.start>[0]) => Promise<RedisServer>,
   started: RedisServer[],
 ): Promise<RedisTopology> {
-  const cli = onPath('redis-cli');
-  if (!cli) throw new Error('redis-cli is not installed: apt-get install redis-tools');
+  const cli = requireTool(REDIS_CLI);
   const nodes = await Promise.all(
     Array.from({ length: 6 }, () =>
       start({

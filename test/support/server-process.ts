@@ -88,12 +88,14 @@ export async function spawnService(opts: ServiceOptions): Promise<ServerProcess>
   // A fresh accounts file per process unless the test names one: tests never touch .data/.
   const ownDir =
     opts.env?.ACCOUNTS_FILE === undefined ? mkdtempSync(join(tmpdir(), 'nsfwdetector-accounts-')) : undefined;
-  // The same command as `npm start`, without npm in between, so signals and /proc reach the server.
+  // The source through tsx, so that a test sees the tree as it is without a build (`npm start` runs the
+  // compiled dist/ of the same source: test/ready-line.test.ts); no npm in between, so signals and /proc
+  // reach the server.
   const child = spawnChild(opts.entry, process.execPath, ['--import', 'tsx', opts.entry], {
     cwd: ROOT,
     env: {
       ...process.env,
-      // As in `npm start`: no compile cache in TMPDIR.
+      // No compile cache in TMPDIR.
       TSX_DISABLE_CACHE: '1',
       ...(ownDir ? { ACCOUNTS_FILE: join(ownDir, 'accounts.json') } : {}),
       HOST: '127.0.0.1',

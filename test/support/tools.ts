@@ -1,4 +1,6 @@
-// External tools the suites need, and `describeWithTool`, the one way a suite declares them.
+// Every external tool the suites, benchmarks and load tests run, found one way (services/stack/tools.ts:
+// its override variable, the tools cache, the PATH), and `describeWithTool`, the one way a suite declares
+// them (`skipWithoutTool` for a single test).
 //
 //   describeWithTool(REDIS_SERVER, 'Redis stores', () => { … });
 //   describeWithTool([K6, REDIS_SERVER], 'k6 quota scenario', () => { … });
@@ -8,11 +10,11 @@
 // it is skipped, and the run's summary (skip-reporter.ts) prints one line per skipped suite with the
 // install command, and their count, just before vitest's own summary.
 
-import { execFileSync } from 'node:child_process';
 import { accessSync, constants, mkdirSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { libjpegUnavailable } from '../../services/detect/image/libjpeg/jpeg-tensor.ts';
+import { INSTALL_HINT as STACK_INSTALL, toolPath } from '../../services/stack/tools.ts';
 
 export interface Tool {
   /** The command, as the skip line names it. */
@@ -23,22 +25,24 @@ export interface Tool {
   find(): string | undefined;
 }
 
-/** A tool found on PATH (or at `path`, when given). */
-export function tool(name: string, install: string, path?: string): Tool {
+/**
+ * A command found by services/stack/tools.ts (`pinned`: never on the PATH), or the executable at `path`
+ * when given (a tool in a venv of its own).
+ */
+export function tool(name: string, install: string, opts: { path?: string; pinned?: boolean } = {}): Tool {
+  const { path, pinned } = opts;
   return {
     name,
     install,
-    find: () => (path === undefined ? onPath(name) : executable(path) ? path : undefined),
+    find: () => (path === undefined ? toolPath(name, { pinned }) : executable(path) ? path : undefined),
   };
 }
 
-/** The command's path on PATH, or undefined. */
-export function onPath(command: string): string | undefined {
-  try {
-    return execFileSync('sh', ['-c', `command -v '${command}'`], { encoding: 'utf8' }).trim() || undefined;
-  } catch {
-    return undefined;
-  }
+/** The tool's path; throws with its install command when it is missing. */
+export function requireTool(t: Tool): string {
+  const path = t.find();
+  if (path === undefined) throw new Error(`${t.name} is not installed: ${t.install}`);
+  return path;
 }
 
 function executable(path: string): boolean {
@@ -66,12 +70,24 @@ export const CLANG = tool('clang', `apt-get install clang libclang-rt-14-dev  ${
 export const REDIS_SERVER = tool('redis-server', `apt-get install redis-server  ${VIA_SCRIPT}`);
 /** `redis-cli --cluster` creates and reshards the test clusters (redis-tools, a dependency of redis-server). */
 export const REDIS_CLI = tool('redis-cli', `apt-get install redis-tools  ${VIA_SCRIPT}`);
-export const CHROMIUM = tool('chromium', `apt-get install -y chromium  ${VIA_SCRIPT}`, '/usr/bin/chromium');
-/** Keep the version in step with .ci/install-tools.sh (and loadtests/run.ts). */
-export const K6: Tool = {
-  ...tool('k6', `GOBIN=/usr/local/bin go install go.k6.io/k6@v1.8.1  ${VIA_SCRIPT}`),
-  find: () => process.env.K6_BIN || onPath('k6'),
-};
+export const CHROMIUM = tool('chromium', `apt-get install -y chromium  ${VIA_SCRIPT}`);
+/** Keep the version in step with .ci/install-tools.sh. */
+export const K6_VERSION = 'v1.8.1';
+export const K6 = tool('k6', `GOBIN=/usr/local/bin go install go.k6.io/k6@${K6_VERSION}  ${VIA_SCRIPT}`);
+/** `promtool check metrics` (Debian's prometheus package), the real validator of the exposition format. */
+export const PROMTOOL = tool('promtool', `apt-get install prometheus  ${VIA_SCRIPT}`);
+// The stack's (services/stack): pinned versions in the tools cache.
+export const ENVOY = tool('envoy', STACK_INSTALL);
+export const HELM = tool('helm', STACK_INSTALL);
+export const JAEGER = tool('jaeger', STACK_INSTALL);
+// The chart suites' Kubernetes: pinned, never whatever version is on the PATH.
+const KUBE_INSTALL = 'bash .ci/install-tools.sh (kube-apiserver, etcd, kubectl, skaffold)';
+export const KUBE_TOOLS = {
+  'kube-apiserver': tool('kube-apiserver', KUBE_INSTALL, { pinned: true }),
+  etcd: tool('etcd', KUBE_INSTALL, { pinned: true }),
+  kubectl: tool('kubectl', KUBE_INSTALL, { pinned: true }),
+  skaffold: tool('skaffold', KUBE_INSTALL, { pinned: true }),
+} as const;
 
 /** Set by run-guard.ts: where skipped suites are recorded for the summary. */
 export const SKIPS_DIR_VAR = 'NSFWDETECTOR_TEST_SKIPS';
@@ -83,14 +99,20 @@ export interface SkipRecord {
   install: string;
 }
 
+const missingOf = (tools: Tool | Tool[]): Tool[] =>
+  (Array.isArray(tools) ? tools : [tools]).filter((t) => t.find() === undefined);
+
+const notInstalled = (missing: Tool[]): string =>
+  missing.map((t) => `${t.name} is not installed (install: ${t.install})`).join('; ');
+
 /** `describe`, when every tool in `tools` is installed; see the top of this file otherwise. */
 export function describeWithTool(tools: Tool | Tool[], name: string, body: () => void): void {
-  const missing = (Array.isArray(tools) ? tools : [tools]).filter((t) => t.find() === undefined);
+  const missing = missingOf(tools);
   if (missing.length === 0) {
     describe(name, body);
     return;
   }
-  const what = missing.map((t) => `${t.name} is not installed (install: ${t.install})`).join('; ');
+  const what = notInstalled(missing);
   if (process.env.CI === 'true') {
     describe(name, () => {
       it(`needs ${missing.map((t) => t.name).join(', ')}`, () => {
@@ -101,6 +123,22 @@ export function describeWithTool(tools: Tool | Tool[], name: string, body: () =>
   }
   recordSkip(name, missing);
   describe.skip(name, body);
+}
+
+/**
+ * Inside a test, for a tool only it needs: all there → nothing; one missing → with CI=true the test
+ * fails, otherwise it is skipped and listed in the run's summary like a skipped suite.
+ */
+export function skipWithoutTool(
+  ctx: { skip: (note?: string) => void; task: { name: string } },
+  tools: Tool | Tool[],
+) {
+  const missing = missingOf(tools);
+  if (missing.length === 0) return;
+  const what = notInstalled(missing);
+  if (process.env.CI === 'true') throw new Error(`${what}. CI=true requires this test.`);
+  recordSkip(ctx.task.name, missing);
+  ctx.skip(what);
 }
 
 function recordSkip(suite: string, missing: Tool[]): void {

@@ -12,6 +12,7 @@ import { type RedisTopology, startTopology, TOPOLOGY_KINDS } from '../../../test
 import { describeWithTool, REDIS_CLI, REDIS_SERVER } from '../../../test/support/tools.ts';
 import { EmailTakenError } from '../account-store.ts';
 import { hashApiKey } from '../api-keys.ts';
+import type { QuotaOutcome } from '../quota-store.ts';
 import { accountStoreContract } from './account-store.contract.ts';
 import { RedisAccountStore } from './redis-account-store.ts';
 import { connectRedis, NO_REPLICATION, type RedisClient, redisReady } from './redis-connection.ts';
@@ -96,6 +97,7 @@ for (const kind of TOPOLOGY_KINDS) {
 
       it('admits up to the minute limit and reports the windows by Redis time', async () => {
         const { store } = await quotaStore();
+        await awayFromMinuteEdge();
         const now = Date.now();
         for (let i = 1; i <= 3; i++) {
           const out = await store.consume('s', limits);
@@ -103,10 +105,9 @@ for (const kind of TOPOLOGY_KINDS) {
           expect(out.minute.used).toBe(i);
           expect(out.day.used).toBe(i);
         }
-        const refused = await store.consume('s', limits);
-        // A refusal near a minute's end could straddle it; accept either a minute refusal or a fresh admit.
-        if (refused.allowed) return;
-        expect(refused.refusedBy).toBe('minute');
+        // The type of what the next line asserts.
+        const refused = (await store.consume('s', limits)) as Extract<QuotaOutcome, { allowed: false }>;
+        expect(refused).toMatchObject({ allowed: false, refusedBy: 'minute' });
         expect(refused.minute.resetAt % 60).toBe(0);
         expect(refused.minute.resetAt * 1000).toBeGreaterThan(now);
         expect(refused.minute.resetAt * 1000).toBeLessThanOrEqual(now + 120_000);
@@ -117,6 +118,7 @@ for (const kind of TOPOLOGY_KINDS) {
 
       it('counts neither window when one refuses, and the day wins when both are full', async () => {
         const { store } = await quotaStore();
+        await awayFromMinuteEdge();
         const wide = { perMinute: 100, perDay: 2 };
         await store.consume('d', wide);
         await store.consume('d', wide);
@@ -234,6 +236,7 @@ for (const kind of TOPOLOGY_KINDS) {
         const secret = (await accounts.createKey(account.id))?.secret as string;
         const keys = new RedisKeyQuota(redis, prefix, pending);
         const subject = `acct:${account.id}`;
+        await awayFromMinuteEdge();
 
         expect((await keys.peekForKey(secret, tiers))?.outcome.allowed).toBe(true);
         expect((await store.peek(subject, tiers.free)).day.used).toBe(0);
@@ -419,27 +422,27 @@ for (const kind of TOPOLOGY_KINDS) {
             const big = { perMinute: 100_000, perDay: 100_000 };
             expect((await store.consume('f', big)).allowed).toBe(true);
 
-            const timed = async () => {
-              const started = performance.now();
+            // Each call ends by a refusal of the closed connection or by the command timeout (100 ms
+            // here), never by waiting on Redis: the reasons say which.
+            const attempt = async () => {
               const result = await store.consume('f', big).then(
                 () => 'ok',
                 (err: Error) => err.message,
               );
-              return { result, ms: performance.now() - started };
+              return { result };
             };
 
             await server.kill();
-            const down = await Promise.all(Array.from({ length: 50 }, timed));
+            const down = await Promise.all(Array.from({ length: 50 }, attempt));
             for (const r of down) {
-              expect(r.result).not.toBe('ok');
-              expect(r.ms).toBeLessThan(250);
+              expect(r.result).toMatch(/isn't writeable|connection is closed|timed out/i);
             }
 
             await server.restart();
             const deadline = Date.now() + 5000;
             let recovered = false;
             while (!recovered && Date.now() < deadline) {
-              recovered = (await timed()).result === 'ok';
+              recovered = (await attempt()).result === 'ok';
               if (!recovered) await new Promise((r) => setTimeout(r, 50));
             }
             expect(recovered).toBe(true);
@@ -447,18 +450,15 @@ for (const kind of TOPOLOGY_KINDS) {
             // Hung (SIGSTOP): the connection stays open but nothing answers.
             server.pause();
             try {
-              const hung = await Promise.all(Array.from({ length: 50 }, timed));
-              for (const r of hung) {
-                expect(r.result).toMatch(/timed out|writeable|timeout/i);
-                expect(r.ms).toBeLessThan(250);
-              }
+              const hung = await Promise.all(Array.from({ length: 50 }, attempt));
+              for (const r of hung) expect(r.result).toMatch(/timed out|writeable|timeout/i);
             } finally {
               server.resume();
             }
             const deadline2 = Date.now() + 5000;
             recovered = false;
             while (!recovered && Date.now() < deadline2) {
-              recovered = (await timed()).result === 'ok';
+              recovered = (await attempt()).result === 'ok';
               if (!recovered) await new Promise((r) => setTimeout(r, 50));
             }
             expect(recovered).toBe(true);
