@@ -5,7 +5,6 @@
 
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { request } from 'node:http';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -25,6 +24,7 @@ import {
   JPEG,
   jaegerTrace,
   multipartJpeg,
+  partialUpload,
   post,
   rawRequest,
 } from '../support/stack-client.ts';
@@ -332,7 +332,7 @@ describeWithStackTools(
 
     it('finishes every in-flight upload when detect gets SIGTERM under load, and exits 0', async () => {
       const detect = stack.child('detect');
-      const inFlight = Array.from({ length: 6 }, () => halfSentUpload(edge));
+      const inFlight = Array.from({ length: 6 }, () => partialUpload(edge));
       await Promise.all(inFlight.map((u) => u.started));
       // Every request is admitted and streaming into detect: stop it under them, then finish the bodies.
       await new Promise((r) => setTimeout(r, 300));
@@ -350,14 +350,13 @@ describeWithStackTools(
     it('answers 503/5001 when the detect process is killed mid-upload and while it is gone', async () => {
       await stack.restart('detect');
       expect((await post(edge, '/api/public/detect')).status).toBe(200);
-      const upload = halfSentUpload(edge);
+      const upload = partialUpload(edge);
       await upload.started;
       await new Promise((r) => setTimeout(r, 300));
       await stack.child('detect').kill();
       upload.finish();
       const cut = await upload.done;
-      expect(cut.status).toBe(503);
-      expect(JSON.parse(cut.body).code).toBe(UNAVAILABLE.code);
+      expect({ status: cut.status, code: cut.code }).toEqual({ status: 503, code: UNAVAILABLE.code });
       expectUnavailable(await post(edge, '/api/public/detect'), 'detect killed');
     });
 
@@ -391,26 +390,3 @@ describeWithStackTools(
     });
   },
 );
-
-/** An upload through the edge whose first half is sent now and the rest on finish(). */
-function halfSentUpload(edge: string) {
-  const half = Math.floor(JPEG.length / 2);
-  let finish: () => void = () => {};
-  let started: () => void = () => {};
-  const startedP = new Promise<void>((r) => (started = r));
-  const done = new Promise<{ status: number; body: string }>((resolve, reject) => {
-    const req = request(
-      `${edge}/api/public/detect`,
-      { method: 'POST', headers: { 'content-type': 'image/jpeg', 'content-length': String(JPEG.length) } },
-      (res) => {
-        let body = '';
-        res.on('data', (c) => (body += c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      },
-    );
-    req.on('error', reject);
-    req.write(JPEG.subarray(0, half), () => started());
-    finish = () => req.end(JPEG.subarray(half));
-  });
-  return { started: startedP, finish: () => finish(), done };
-}

@@ -1,6 +1,7 @@
 // Requests to the stack's edge for the e2e suite: the answer's status, envelope code, headers, time.
 
 import { readFileSync } from 'node:fs';
+import { type IncomingHttpHeaders, request } from 'node:http';
 import { connect } from 'node:net';
 import { expect } from 'vitest';
 import { fixture } from '../fixtures/corpus.ts';
@@ -142,4 +143,92 @@ export function rawRequest(baseUrl: string, text: string): Promise<string> {
     socket.setTimeout(10_000, () => socket.destroy(new Error(`no answer to a raw request: ${read}`)));
     socket.write(text);
   });
+}
+
+export interface UploadAnswer {
+  status: number;
+  code: number | undefined;
+  message: string | undefined;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+export interface PartialUpload {
+  /** Resolves once the first part is written. */
+  started: Promise<void>;
+  /** The answer; rejects if the connection is cut first. */
+  done: Promise<UploadAnswer>;
+  /** Whether the answer has arrived. */
+  readonly answered: boolean;
+  /** Sends the rest of the body. */
+  finish(): void;
+  /** Cuts the connection (the upload never completes). */
+  abort(): void;
+}
+
+/**
+ * A raw JPEG upload on a connection of its own (from `localAddress`, so loopback clients can be told
+ * apart: 127.0.0.2, 127.0.0.3 …) whose first `sentBytes` (default: half) go now and the rest on
+ * finish(); meanwhile the upload stalls, holding whatever the server gave it.
+ */
+export function partialUpload(
+  baseUrl: string,
+  opts: { path?: string; headers?: Record<string, string>; localAddress?: string; sentBytes?: number } = {},
+): PartialUpload {
+  const sent = opts.sentBytes ?? Math.floor(JPEG.length / 2);
+  let answered = false;
+  let started: () => void = () => {};
+  const startedP = new Promise<void>((r) => (started = r));
+  const req = request(`${baseUrl}${opts.path ?? '/api/public/detect'}`, {
+    method: 'POST',
+    agent: false,
+    localAddress: opts.localAddress,
+    headers: { ...opts.headers, 'content-type': 'image/jpeg', 'content-length': String(JPEG.length) },
+  });
+  const done = new Promise<UploadAnswer>((resolve, reject) => {
+    req.on('response', (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => {
+        answered = true;
+        let envelope: { code?: number; message?: string } = {};
+        try {
+          envelope = JSON.parse(body);
+        } catch {}
+        resolve({
+          status: res.statusCode ?? 0,
+          code: envelope.code,
+          message: envelope.message,
+          headers: res.headers,
+          body,
+        });
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+  });
+  // Cut uploads are expected: whoever awaits `done` still sees the rejection.
+  done.catch(() => {});
+  req.write(JPEG.subarray(0, sent), () => started());
+  return {
+    started: startedP,
+    done,
+    get answered() {
+      return answered;
+    },
+    finish: () => req.end(JPEG.subarray(sent)),
+    abort: () => req.destroy(),
+  };
+}
+
+/** A whole raw JPEG upload from `localAddress`, answered. */
+export function uploadFrom(
+  baseUrl: string,
+  localAddress: string,
+  opts: { path?: string; headers?: Record<string, string> } = {},
+): Promise<UploadAnswer> {
+  const upload = partialUpload(baseUrl, { ...opts, localAddress, sentBytes: JPEG.length });
+  upload.finish();
+  return upload.done;
 }
