@@ -27,6 +27,7 @@ import {
   partialUpload,
   post,
   rawRequest,
+  rawUpload,
 } from '../support/stack-client.ts';
 import { describeWithStackTools } from '../support/stack-tools.ts';
 
@@ -144,6 +145,21 @@ describeWithStackTools(
       const answer = await post(edge, '/api/public/detect', { body: form });
       expect({ status: answer.status, code: answer.code }).toEqual({ status: 400, code: 4003 });
       expect(answer.body.message).toMatch(/^File too large/);
+    });
+
+    it('answers 400/4003 readably to a client that writes all of a raw 50 MiB + 1 upload before reading', async () => {
+      // Envoy streams the body on; detect refuses it from its Content-Length, reads the rest and only
+      // then answers (an answer before the request's end would make Envoy reset the client).
+      const big = Buffer.alloc(52_428_800 + 1);
+      JPEG.copy(big, 0, 0, 1024);
+      const head = `POST /api/public/detect HTTP/1.1\r\nHost: edge\r\nContent-Type: image/jpeg\r\nContent-Length: ${big.length}\r\n\r\n`;
+      const answer = await rawUpload(edge, head, big);
+      expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+      const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4));
+      expect(body).toEqual({
+        code: ERRORS.FILE_TOO_LARGE.code,
+        message: expect.stringMatching(/^File too large/),
+      });
     });
 
     it('answers 400/4003 at the edge, without reading it, for a body declared over the limit', async () => {

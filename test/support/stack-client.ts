@@ -124,6 +124,42 @@ export async function jaegerTrace(jaegerUrl: string, traceId: string): Promise<T
 }
 
 /**
+ * Writes `head` and then all of `body` on a fresh connection before reading anything (as most clients
+ * do), then returns everything read until the server closes the connection or, once a whole answer
+ * with a Content-Length is in, at once. A reset before that rejects, with what was read.
+ */
+export function rawUpload(baseUrl: string, head: string, body: Buffer): Promise<string> {
+  const { hostname, port } = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname);
+    socket.pause();
+    let read = Buffer.alloc(0);
+    const complete = () => {
+      const text = read.toString('latin1');
+      const end = text.indexOf('\r\n\r\n');
+      const length = /\r\ncontent-length: *(\d+)/i.exec(text.slice(0, end))?.[1];
+      return end >= 0 && length !== undefined && read.length >= end + 4 + Number(length);
+    };
+    const done = () => {
+      socket.destroy();
+      resolve(read.toString('latin1'));
+    };
+    socket.on('data', (chunk: Buffer) => {
+      read = Buffer.concat([read, chunk]);
+      if (complete()) done();
+    });
+    socket.on('end', done);
+    socket.on('error', (err) =>
+      reject(new Error(`${err.message} after reading: ${read.toString('latin1')}`)),
+    );
+    socket.setTimeout(60_000, () => socket.destroy(new Error('no answer to a raw upload')));
+    socket.write(head);
+    // Reading starts only once the whole body is handed to the kernel.
+    socket.write(body, () => socket.resume());
+  });
+}
+
+/**
  * Sends `text` as is on a fresh connection to `baseUrl` and returns everything read until the server
  * closes it. The client's side stays open meanwhile: Envoy takes a client's half-close as an abort.
  */
