@@ -147,23 +147,26 @@ describeWithStackTools(
       expect(answer.body.message).toMatch(/^File too large/);
     });
 
-    it('answers 400/4003 readably to a client that writes all of a raw 50 MiB + 1 upload before reading', async () => {
+    it('answers 400/4003 readably to a client that writes all of a raw upload over 50 MiB before reading', async () => {
       // Envoy streams the body on; detect refuses it from its Content-Length, reads the rest and only
       // then answers (an answer before the request's end would make Envoy reset the client).
-      const big = Buffer.alloc(52_428_800 + 1);
-      JPEG.copy(big, 0, 0, 1024);
-      const head = `POST /api/public/detect HTTP/1.1\r\nHost: edge\r\nContent-Type: image/jpeg\r\nContent-Length: ${big.length}\r\n\r\n`;
-      const answer = await rawUpload(edge, head, big);
-      expect(answer).toMatch(/^HTTP\/1\.1 400 /);
-      const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4));
-      expect(body).toEqual({
-        code: ERRORS.FILE_TOO_LARGE.code,
-        message: expect.stringMatching(/^File too large/),
-      });
+      for (const size of [52_428_800 + 1, 60_000_000]) {
+        const big = Buffer.alloc(size);
+        JPEG.copy(big, 0, 0, 1024);
+        const head = `POST /api/public/detect HTTP/1.1\r\nHost: edge\r\nContent-Type: image/jpeg\r\nContent-Length: ${size}\r\n\r\n`;
+        const answer = await rawUpload(edge, head, big);
+        expect(answer, `${size} bytes`).toMatch(/^HTTP\/1\.1 400 /);
+        const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4));
+        expect(body).toEqual({
+          code: ERRORS.FILE_TOO_LARGE.code,
+          message: expect.stringMatching(/^File too large/),
+        });
+      }
     });
 
-    it('answers 400/4003 at the edge, without reading it, for a body declared over the limit', async () => {
-      const big = Buffer.alloc(60_000_000);
+    it('answers 400/4003 at the edge, without reading it, for a body declared longer than detect would read', async () => {
+      // envoy.maxRequestBytes: twice the limit plus 1 MiB, detect's own bound on reading a refused body.
+      const big = Buffer.alloc(2 * 52_428_800 + 1_048_576 + 1);
       JPEG.copy(big, 0, 0, 1024);
       for (const body of [
         big,
