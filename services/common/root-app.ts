@@ -24,6 +24,15 @@ export interface RootAppOptions {
 /** Multipart framing allowed on top of the file limit (as intake allows). */
 const FRAMING_BYTES = 1024 * 1024;
 
+/**
+ * How much of a refused upload is read and dropped (before the answer behind a proxy, after it
+ * otherwise): two upload limits plus framing, or 10 s, so that clients writing their whole body first
+ * still read the answer. The edge refuses longer declared bodies unread (envoy.maxRequestBytes).
+ */
+export function refusedBodyBounds(maxFileBytes: number): LingerOptions {
+  return { maxBytes: 2 * maxFileBytes + FRAMING_BYTES, maxMs: 10_000, idleMs: 2_000 };
+}
+
 export function createRootApp({
   config,
   logger,
@@ -57,14 +66,9 @@ export function createRootApp({
       }),
   });
   const refusals = new RefusalLog(app.log, refusalLogIntervalMs);
-  // A refused upload's connection lingers (reading and dropping) for at most two upload limits
-  // plus framing, or 10 s, so that clients writing their whole body first still read the answer.
-  const linger: LingerOptions = {
-    maxBytes: 2 * config.maxFileBytes + FRAMING_BYTES,
-    maxMs: 10_000,
-    idleMs: 2_000,
-  };
-  installEnvelopeHandlers(app, { linger, refusals });
+  const linger = refusedBodyBounds(config.maxFileBytes);
+  // Behind a proxy (Envoy streams the body on), a refused body is read to its end before the answer.
+  installEnvelopeHandlers(app, { linger, refusals, answerAfterBody: config.trustedProxyHops > 0 });
   installExpectGuard(app.server as Server, {
     maxFileBytes: config.maxFileBytes,
     framingBytes: FRAMING_BYTES,

@@ -15,6 +15,7 @@ import {
   MAX_REQUEST_HEADERS,
   maxHeaderBytes,
 } from '../../services/common/http-limits.ts';
+import { refusedBodyBounds } from '../../services/common/root-app.ts';
 import {
   CHECK_REQUEST_HEADERS,
   CLIENT_HEADERS_ON_DENY,
@@ -114,13 +115,13 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
     expect(removed.sort()).toEqual([...UPSTREAM_HEADERS].sort());
   });
 
-  it('refuses a body declared over MAX_FILE_BYTES + 1 MiB after ext_authz (detect allows that much framing)', () => {
+  it('refuses a body declared longer than detect would read of a refused one, after ext_authz', () => {
     const filters: string[] = hcm(deployed).http_filters.map((f: Json) => f.name);
     expect(filters.indexOf('envoy.filters.http.lua')).toBe(
       filters.indexOf('envoy.filters.http.ext_authz') + 1,
     );
     const lua: string = filter(deployed, 'envoy.filters.http.lua').default_source_code.inline_string;
-    expect(lua).toContain(`length > ${loadConfig({}).maxFileBytes + 1024 * 1024} then`);
+    expect(lua).toContain(`length > ${refusedBodyBounds(loadConfig({}).maxFileBytes).maxBytes} then`);
     expect(lua).toContain('[":status"] = "413"');
   });
 

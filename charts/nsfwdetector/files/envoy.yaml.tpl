@@ -5,7 +5,7 @@
 # - client-sent identity headers are stripped before ext_authz, so x-account-id / x-quota-tier reach
 #   detect only as the quota service set them;
 # - every answer Envoy makes itself is the spec's envelope {code, message} (local_reply_config);
-# - bodies stream (no buffering filter, so no Envoy 413: the 50 MiB rule is detect's, 400/4003);
+# - bodies stream (no buffering filter: the 50 MiB rule is detect's, 400/4003);
 # - nothing is retried; every cluster has circuit breakers and timeouts.
 {{- $e := .Values.envoy }}
 {{- $up := $e.upstreams }}
@@ -222,11 +222,11 @@ static_resources:
                             {{- include "nsfwdetector.headerPatterns" $clientHeadersOnDeny | nindent 28 }}
                           allowed_client_headers_on_success:
                             {{- include "nsfwdetector.headerPatterns" $clientHeadersOnSuccess | nindent 28 }}
-                  # A declared body over the limit is refused here (413, answered as 400/4003 by the
-                  # mapper above) without reading it, after ext_authz so it counts as in the embedded
-                  # server. Smaller bodies, and bodies of unknown length, stream on: detect applies the
-                  # 50 MiB rule itself. (A detect refusal that closes the upstream connection while Envoy
-                  # still sends the body could otherwise reach the client as 503.)
+                  # A body declared longer than detect would ever read is refused here (413, answered
+                  # as 400/4003 by the mapper above) without reading it, after ext_authz so it counts as
+                  # in the embedded server. Smaller bodies, and bodies of unknown length, stream on:
+                  # detect applies the 50 MiB rule itself and reads a refused body to its end before
+                  # answering, so that the answer is not lost to a reset.
                   - name: envoy.filters.http.lua
                     typed_config:
                       "@type": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua
