@@ -23,7 +23,7 @@ let accounts: RedisAccountStore | undefined;
 
 const LIMITS = {
   FREE_PER_DAY: String(FREE_PER_DAY),
-  FREE_PER_MINUTE: '100000',
+  FREE_PER_MINUTE: String(FREE_PER_DAY),
   PRO_PER_MINUTE: String(PRO_PER_MINUTE),
   PRO_PER_DAY: '100000',
   ANON_PER_MINUTE: '100000',

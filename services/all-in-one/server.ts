@@ -2,10 +2,11 @@
 // HTTP stack, which is therefore imported dynamically below.
 
 import { announceListening } from '../common/announce-listening.ts';
-import { loadConfigOrExit } from '../common/config.ts';
+import { loadOrExit } from '../common/config.ts';
 import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
+import { loadAllInOneConfig } from './config.ts';
 
-const config = loadConfigOrExit('nsfwdetector');
+const config = loadOrExit('nsfwdetector', loadAllInOneConfig);
 await startTelemetry({ serviceName: 'nsfwdetector', sampleRatio: config.traceSampleRatio });
 
 const { buildEmbeddedApp } = await import('./app.ts');

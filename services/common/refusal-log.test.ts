@@ -10,11 +10,11 @@ import { fixture } from '../../test/fixtures/corpus.ts';
 import { FakeClassifier } from '../../test/support/fake-classifier.ts';
 import { awayFromMinuteEdge } from '../../test/support/minute-edge.ts';
 import { buildEmbeddedApp } from '../all-in-one/app.ts';
+import { loadAllInOneConfig } from '../all-in-one/config.ts';
 import { ModelSlot } from '../detect/model/model-slot.ts';
 import { InProcessScorer } from '../detect/scoring/image-scorer.ts';
 import { memoryAccountStore } from '../quota/stores/local-account-store.ts';
 import { MemoryQuotaStore } from '../quota/stores/memory-quota-store.ts';
-import { loadConfig } from './config.ts';
 import { RefusalLog } from './refusal-log.ts';
 
 interface LogLine {
@@ -26,7 +26,7 @@ interface LogLine {
 
 /** A real embedded server whose log lines land in `lines` (raw text in `text()`). */
 async function server(env: Record<string, string>, withModel: boolean) {
-  const config = loadConfig({ LOG_LEVEL: 'info', ...env });
+  const config = loadAllInOneConfig({ LOG_LEVEL: 'info', ...env });
   const model = new ModelSlot();
   if (withModel) model.fill(new InProcessScorer(new FakeClassifier(), config.limits));
   const chunks: string[] = [];

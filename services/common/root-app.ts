@@ -4,7 +4,7 @@
 
 import type { Server } from 'node:http';
 import Fastify, { type FastifyInstance, LogController } from 'fastify';
-import type { Config } from './config.ts';
+import type { CoreConfig } from './config.ts';
 import { handleClientError, installExpectGuard, type LingerOptions } from './connection-guards.ts';
 import { allowedMethods, installEnvelopeHandlers } from './envelope.ts';
 import { maxHeaderBytes } from './http-limits.ts';
@@ -12,7 +12,7 @@ import { traceContextMixin } from './logging.ts';
 import { RefusalLog } from './refusal-log.ts';
 
 export interface RootAppOptions {
-  config: Config;
+  config: Pick<CoreConfig, 'logLevel' | 'trustedProxyHops'> & { maxFileBytes: number };
   /** Tests pass `false` to keep output quiet. */
   logger?: boolean | undefined;
   /** Where log lines go (default stdout); tests capture them. */

@@ -3,9 +3,9 @@
 
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../common/config.ts';
 import { ok } from '../common/envelope.ts';
 import { createRootApp } from '../common/root-app.ts';
+import { loadDetectConfig } from './config.ts';
 import { EdgeAuthorizer, requireEdgeIdentity } from './edge-identity.ts';
 
 const SECRET = '0123456789abcdef0123';
@@ -13,7 +13,7 @@ let app: FastifyInstance | undefined;
 afterEach(async () => app?.close());
 
 async function edgeApp(secret: string | undefined) {
-  app = createRootApp({ config: loadConfig({}), logger: false });
+  app = createRootApp({ config: loadDetectConfig({}), logger: false });
   requireEdgeIdentity(app, { secret });
   app.post('/api/open/detect', async (request) => ok(request.edgeIdentity));
   app.get('/internal/ready', async () => ok({}));

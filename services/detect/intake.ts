@@ -7,8 +7,8 @@ import { createHash, type Hash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { Busboy, type BusboyFileStream } from '@fastify/busboy';
-import type { Config } from '../common/config.ts';
 import { ApiError } from '../common/errors.ts';
+import type { UploadConfig } from './config.ts';
 import { formatFromMimeType } from './image/sniff.ts';
 import type { ImageFormat } from './image/types.ts';
 
@@ -52,7 +52,9 @@ export interface IntakeLimits {
 }
 
 /** The intake limits a configuration sets (every composition that serves detect uses these). */
-export function intakeLimitsFrom(config: Config): IntakeLimits {
+export function intakeLimitsFrom(
+  config: Omit<UploadConfig, 'limits' | 'concurrency'> & { maxFileBytes: number },
+): IntakeLimits {
   return {
     maxBytes: config.maxFileBytes,
     idleTimeoutMs: config.uploadIdleTimeoutMs,

@@ -3,14 +3,15 @@
 // quota service: detect trusts the identity headers Envoy adds (edge-identity.ts) and counts nothing.
 // Ready (/internal/ready) once the model is loaded and every scoring worker has scored a warm-up image.
 
-import { loadConfigOrExit } from '../common/config.ts';
+import { loadOrExit } from '../common/config.ts';
 import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
+import { loadDetectConfig } from './config.ts';
 
-const config = loadConfigOrExit('nsfwdetector detect');
+const config = loadOrExit('nsfwdetector detect', loadDetectConfig);
 await startTelemetry({ serviceName: 'nsfwdetector-detect', sampleRatio: config.traceSampleRatio });
 
 const { createRootApp } = await import('../common/root-app.ts');
-const { policyForApp } = await import('../common/policy-in-force.ts');
+const { policyForApp } = await import('../policy/policy-in-force.ts');
 const { createDetectMetrics, createHttpMetrics, instrumentHttp } = await import('../common/metrics.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
 const { closeConnectionsWhenDraining } = await import('../common/drain.ts');
@@ -37,7 +38,7 @@ const policy = policyForApp(app, config);
 // over MODEL, which applies only while no valid file is mounted). A model is loaded once per process;
 // when spec.model changes the operator rolls this Deployment (pod-template annotation
 // nsfwdetector.io/model) and the new pods read the new file here.
-const modelName = policy.model();
+const modelName = policy.model() ?? config.model;
 await app.register(detectApp, {
   model,
   authorizer: new EdgeAuthorizer(),

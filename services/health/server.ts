@@ -2,10 +2,11 @@
 // constants only. Listens on HEALTH_PORT (default 8083; 0 = any free port, printed in the "listening"
 // line). Live and ready as soon as it listens: it depends on nothing.
 
-import { loadConfigOrExit } from '../common/config.ts';
+import { loadOrExit } from '../common/config.ts';
 import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
+import { loadHealthConfig } from './config.ts';
 
-const config = loadConfigOrExit('nsfwdetector health');
+const config = loadOrExit('nsfwdetector health', loadHealthConfig);
 await startTelemetry({ serviceName: 'nsfwdetector-health', sampleRatio: config.traceSampleRatio });
 
 const { createRootApp } = await import('../common/root-app.ts');

@@ -3,8 +3,8 @@
 // `npm start` runs). A key's secret is printed once, at creation; it cannot be shown again.
 
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig } from '../common/config.ts';
-import { policyInForce } from '../common/policy-in-force.ts';
+import { ConfigError } from '../common/config.ts';
+import { policyInForce } from '../policy/policy-in-force.ts';
 import {
   type Account,
   type AccountStore,
@@ -17,6 +17,7 @@ import {
 } from './account-store.ts';
 import { maskedKey } from './api-keys.ts';
 import { accountSubject } from './authorize.ts';
+import { loadQuotaConfig, type QuotaConfig } from './config.ts';
 import { AccountsFileError } from './stores/local-account-store.ts';
 import { openStores, type Stores } from './stores/open-stores.ts';
 
@@ -105,7 +106,7 @@ function keyLine(k: ApiKeyRecord): string {
 /** Runs one command; returns [json, text] for the caller to print. */
 async function runCommand(
   stores: Stores,
-  config: ReturnType<typeof loadConfig>,
+  config: QuotaConfig,
   command: string | undefined,
   args: string[],
   opts: Options,
@@ -254,9 +255,9 @@ async function main(argv: string[]): Promise<number> {
     console.log(HELP);
     return command === undefined ? 2 : 0;
   }
-  let config: ReturnType<typeof loadConfig>;
+  let config: QuotaConfig;
   try {
-    config = loadConfig();
+    config = loadQuotaConfig(process.env);
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(`invalid configuration: ${err.message}`);

@@ -3,9 +3,9 @@
 
 import { randomUUID } from 'node:crypto';
 import type { Authorizer, Decision, RequestFacts, Tier } from '../common/authorizer.ts';
-import type { WindowLimits } from '../common/config.ts';
 import { ApiError } from '../common/errors.ts';
-import type { QuotaLimits } from '../common/policy-in-force.ts';
+import type { QuotaLimits } from '../policy/policy-in-force.ts';
+import type { WindowLimits } from '../policy/rules.ts';
 import type { AccountStore, AccountTier, ResolvedKey } from './account-store.ts';
 import { bearerKey } from './api-keys.ts';
 import { outcomeOf, type QuotaOutcome, type QuotaStore } from './quota-store.ts';

@@ -4,10 +4,11 @@
 // Ready only while the stores answer; metrics at GET /metrics.
 
 import { announceListening } from '../common/announce-listening.ts';
-import { loadConfigOrExit } from '../common/config.ts';
+import { loadOrExit } from '../common/config.ts';
 import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
+import { loadQuotaConfig } from './config.ts';
 
-const config = loadConfigOrExit('nsfwdetector quota');
+const config = loadOrExit('nsfwdetector quota', loadQuotaConfig);
 await startTelemetry({ serviceName: 'nsfwdetector-quota', sampleRatio: config.traceSampleRatio });
 
 const { buildQuotaService } = await import('./app.ts');

@@ -8,13 +8,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { loadConfig } from '../../services/common/config.ts';
 import { ERRORS } from '../../services/common/errors.ts';
 import {
   MAX_REQUEST_HEADER_BYTES,
   MAX_REQUEST_HEADERS,
   maxHeaderBytes,
 } from '../../services/common/http-limits.ts';
+import { loadPolicyConfig } from '../../services/policy/policy-config.ts';
 import {
   CHECK_REQUEST_HEADERS,
   CLIENT_HEADERS_ON_DENY,
@@ -120,7 +120,7 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
       filters.indexOf('envoy.filters.http.ext_authz') + 1,
     );
     const lua: string = filter(deployed, 'envoy.filters.http.lua').default_source_code.inline_string;
-    expect(lua).toContain(`length > ${loadConfig({}).maxFileBytes + 1024 * 1024} then`);
+    expect(lua).toContain(`length > ${loadPolicyConfig({}).maxFileBytes + 1024 * 1024} then`);
     expect(lua).toContain('[":status"] = "413"');
   });
 

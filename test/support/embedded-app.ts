@@ -1,7 +1,7 @@
 // The embedded app for inject-based tests: real plugins, in-memory quota store, a chosen classifier.
 
 import { buildEmbeddedApp } from '../../services/all-in-one/app.ts';
-import { type Config, loadConfig } from '../../services/common/config.ts';
+import { type AllInOneConfig, loadAllInOneConfig } from '../../services/all-in-one/config.ts';
 import type { Classifier } from '../../services/detect/model/classifier.ts';
 import { ModelSlot } from '../../services/detect/model/model-slot.ts';
 import { InProcessScorer } from '../../services/detect/scoring/image-scorer.ts';
@@ -10,7 +10,11 @@ import { MemoryQuotaStore } from '../../services/quota/stores/memory-quota-store
 
 export async function embeddedApp(opts: { env?: Record<string, string>; classifier?: Classifier } = {}) {
   // High anonymous limits unless a test asks otherwise: most tests are not about rate limits.
-  const config: Config = loadConfig({ ANON_PER_MINUTE: '100000', ANON_PER_DAY: '100000', ...opts.env });
+  const config: AllInOneConfig = loadAllInOneConfig({
+    ANON_PER_MINUTE: '100000',
+    ANON_PER_DAY: '100000',
+    ...opts.env,
+  });
   const model = new ModelSlot();
   if (opts.classifier) model.fill(new InProcessScorer(opts.classifier, config.limits));
   const quotaStore = new MemoryQuotaStore();

@@ -1,7 +1,7 @@
 // Loads the configured model into a pool of scoring workers (one ONNX session each), from the
 // checksummed file `npm run models` built; a missing or stale file fails here, before any worker starts.
 
-import type { Config } from '../../common/config.ts';
+import type { ScoringConfig, UploadConfig } from '../config.ts';
 import { libjpegUnavailable, resolveJpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { ImageScorer } from '../scoring/image-scorer.ts';
 import { type WorkerPoolOptions, WorkerPoolScorer } from '../scoring/worker-pool-scorer.ts';
@@ -14,7 +14,9 @@ import { verifiedModelFile } from './model-file.ts';
 export const MAX_JOBS_PER_WORKER = 3;
 
 /** The scoring pool the configuration describes: MAX_ACTIVE_IMAGES spread over SCORING_WORKERS. */
-export function scoringPoolOptions(config: Config): WorkerPoolOptions {
+export function scoringPoolOptions(
+  config: ScoringConfig & Pick<UploadConfig, 'concurrency' | 'limits'>,
+): WorkerPoolOptions {
   const workers = Math.min(config.scoringWorkers, config.concurrency.active);
   return {
     model: config.model,
@@ -31,13 +33,16 @@ export function scoringPoolOptions(config: Config): WorkerPoolOptions {
  * For the boot log: the JPEG decoder in use and, when JPEG_DECODER=auto found no fast path, why (the
  * server logs that as a warning: it runs, at about twice the CPU per JPEG).
  */
-export function jpegDecoderInUse(config: Config): { jpegDecoder: 'libjpeg' | 'sharp'; why?: string } {
+export function jpegDecoderInUse(config: ScoringConfig): { jpegDecoder: 'libjpeg' | 'sharp'; why?: string } {
   const jpegDecoder = resolveJpegDecoder(config.jpegDecoder);
   const missing = config.jpegDecoder === 'auto' ? libjpegUnavailable() : undefined;
   return missing ? { jpegDecoder, why: missing } : { jpegDecoder };
 }
 
-export async function loadScorer(config: Config, onWorkerError: (err: Error) => void): Promise<ImageScorer> {
+export async function loadScorer(
+  config: ScoringConfig & Pick<UploadConfig, 'concurrency' | 'limits'>,
+  onWorkerError: (err: Error) => void,
+): Promise<ImageScorer> {
   await verifiedModelFile(config.model);
   return WorkerPoolScorer.create({ ...scoringPoolOptions(config), onWorkerError });
 }

@@ -23,9 +23,9 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypt
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { WindowLimits } from '../../common/config.ts';
 import { ok } from '../../common/envelope.ts';
 import { ApiError } from '../../common/errors.ts';
+import type { WindowLimits } from '../../policy/rules.ts';
 import {
   type Account,
   type AccountStore,

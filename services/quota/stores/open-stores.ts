@@ -4,9 +4,9 @@
 // the ACCOUNTS_FILE (embedded `npm start`).
 // Used by the embedded server, the quota server, the admin CLI and the benchmark.
 
-import type { Config } from '../../common/config.ts';
 import type { AccountStore, SessionStore } from '../account-store.ts';
 import { ComposedKeyQuota, type KeyQuota } from '../authorize.ts';
+import type { StoresConfig } from '../config.ts';
 import type { QuotaStore } from '../quota-store.ts';
 import { openFileAccountStore } from './local-account-store.ts';
 import { MemoryQuotaStore } from './memory-quota-store.ts';
@@ -45,9 +45,10 @@ export interface OpenStoresOptions {
   onRedisError?: (err: Error, connection: string) => void;
 }
 
-export async function openStores(config: Config, opts: OpenStoresOptions = {}): Promise<Stores> {
+export async function openStores(config: StoresConfig, opts: OpenStoresOptions = {}): Promise<Stores> {
   const target = config.redisTarget;
   if (target === undefined) {
+    if (config.accountsFile === undefined) throw new Error('no Redis configured and no accounts file');
     const local = await openFileAccountStore(config.accountsFile);
     const quotaStore = new MemoryQuotaStore();
     return {

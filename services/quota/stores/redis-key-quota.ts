@@ -8,7 +8,7 @@
 // script does both, naming the account's keys from the entry it reads: the one script here whose keys
 // are not all in KEYS, which only one keyspace allows.
 
-import type { WindowLimits } from '../../common/config.ts';
+import type { WindowLimits } from '../../policy/rules.ts';
 import { ACCOUNT_TIERS, type AccountTier, type ResolvedKey } from '../account-store.ts';
 import { hashApiKey, isValidApiKeyFormat } from '../api-keys.ts';
 import { accountSubject, type KeyQuota, keySubject } from '../authorize.ts';
