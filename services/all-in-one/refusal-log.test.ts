@@ -1,4 +1,4 @@
-// Logs an operator can read under attack (issue 10, point 7): floods of refusals through a real
+// Logs an operator can read under attack: floods of refusals through a real
 // listening server with its real logger, writing to a stream captured here.
 
 import { readFileSync } from 'node:fs';
@@ -9,13 +9,13 @@ import { describe, expect, it, vi } from 'vitest';
 import { fixture } from '../../test/fixtures/corpus.ts';
 import { FakeClassifier } from '../../test/support/fake-classifier.ts';
 import { awayFromMinuteEdge } from '../../test/support/minute-edge.ts';
-import { buildEmbeddedApp } from '../all-in-one/app.ts';
-import { loadAllInOneConfig } from '../all-in-one/config.ts';
+import { RefusalLog } from '../common/refusal-log.ts';
 import { ModelSlot } from '../detect/model/model-slot.ts';
 import { InProcessScorer } from '../detect/scoring/image-scorer.ts';
 import { memoryAccountStore } from '../quota/stores/local-account-store.ts';
 import { MemoryQuotaStore } from '../quota/stores/memory-quota-store.ts';
-import { RefusalLog } from './refusal-log.ts';
+import { buildEmbeddedApp } from './app.ts';
+import { loadAllInOneConfig } from './config.ts';
 
 interface LogLine {
   level: number;
@@ -78,7 +78,7 @@ function summed(lines: LogLine[], code: number): number {
   return lines.reduce((sum, l) => sum + (l.refused?.[String(code)] ?? 0), 0);
 }
 
-describe('refusals are counted, not logged one by one (issue 10.7)', () => {
+describe('refusals are counted, not logged one by one', () => {
   it('401 and 429 floods: a few summary lines, no stack, level ≤ warn; a real fault keeps its stack', async () => {
     await awayFromMinuteEdge();
     const { app, base, text, lines } = await server({ ANON_PER_MINUTE: '5', ANON_PER_DAY: '100000' }, true);
