@@ -7,7 +7,7 @@ import Fastify, { type FastifyInstance, LogController } from 'fastify';
 import type { CoreConfig } from './config.ts';
 import { handleClientError, installExpectGuard, type LingerOptions } from './connection-guards.ts';
 import { allowedMethods, installEnvelopeHandlers } from './envelope.ts';
-import { maxHeaderBytes } from './http-limits.ts';
+import { FRAMING_BYTES, maxHeaderBytes } from './http-limits.ts';
 import { traceContextMixin } from './logging.ts';
 import { RefusalLog } from './refusal-log.ts';
 
@@ -20,9 +20,6 @@ export interface RootAppOptions {
   /** Interval of the refusal summary lines (default 10 s). */
   refusalLogIntervalMs?: number | undefined;
 }
-
-/** Multipart framing allowed on top of the file limit (as intake allows). */
-const FRAMING_BYTES = 1024 * 1024;
 
 export function createRootApp({
   config,

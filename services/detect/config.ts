@@ -12,9 +12,9 @@ import {
   optionalVar,
   portVar,
 } from '../common/config.ts';
-import { FRAMING_BYTES } from '../common/http-limits.ts';
+import { DEFAULT_MAX_FILE_BYTES, FRAMING_BYTES } from '../common/http-limits.ts';
 import { MODEL_NAMES, type ModelName, OFFERED_MODEL_NAMES } from '../policy/model-catalogue.ts';
-import { DEFAULT_MAX_FILE_BYTES, loadPolicyConfig, type PolicyConfig } from '../policy/policy-config.ts';
+import { loadPolicyConfig, type PolicyConfig } from '../policy/policy-config.ts';
 import { JPEG_DECODERS, type JpegDecoderChoice, libjpegUnavailable } from './image/libjpeg/jpeg-tensor.ts';
 
 export interface UploadConfig {

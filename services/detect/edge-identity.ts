@@ -15,10 +15,11 @@ import { trace } from '@opentelemetry/api';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Authorizer, Decision, Tier } from '../common/authorizer.ts';
 import { ApiError } from '../common/errors.ts';
+import { headerValue } from '../common/header-value.ts';
+import { detectEndpointOf } from '../common/routes.ts';
 
 export const EDGE_SECRET_HEADER = 'x-edge-secret';
 const TIERS: readonly Tier[] = ['anonymous', 'free', 'pro'];
-const DETECT_ROUTES = new Set(['/api/public/detect', '/api/open/detect']);
 
 export interface EdgeIdentity {
   /** The account billed ('-' for anonymous requests, as ext-authz.ts sets it). */
@@ -33,8 +34,7 @@ declare module 'fastify' {
 }
 
 function header(request: FastifyRequest, name: string): string | undefined {
-  const value = request.headers[name];
-  return Array.isArray(value) ? undefined : value;
+  return headerValue(request.headers[name]);
 }
 
 function sameSecret(given: string | undefined, expected: Buffer): boolean {
@@ -53,7 +53,7 @@ const notFromEdge = () =>
 export function requireEdgeIdentity(app: FastifyInstance, opts: { secret: string | undefined }): void {
   const secret = opts.secret === undefined ? undefined : Buffer.from(opts.secret);
   app.addHook('onRequest', async (request) => {
-    if (!DETECT_ROUTES.has(request.routeOptions.url ?? '')) return;
+    if (!detectEndpointOf(request.routeOptions.url ?? '')) return;
     if (secret && !sameSecret(header(request, EDGE_SECRET_HEADER), secret)) throw notFromEdge();
     const accountId = header(request, 'x-account-id');
     const tier = header(request, 'x-quota-tier') as Tier | undefined;

@@ -3,10 +3,8 @@
 
 import type { AccountTier } from '../common/account-tier.ts';
 import { ConfigError, type Env, intVar, numberVar, optionalVar } from '../common/config.ts';
+import { DEFAULT_MAX_FILE_BYTES } from '../common/http-limits.ts';
 import { type Thresholds, thresholdsProblem, type WindowLimits, windowLimitsProblem } from './rules.ts';
-
-/** The spec's 50 MiB upload limit. */
-export const DEFAULT_MAX_FILE_BYTES = 52_428_800;
 
 export interface PolicyConfig {
   thresholds: Thresholds;

@@ -20,6 +20,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendError } from '../common/envelope.ts';
 import { ApiError } from '../common/errors.ts';
+import { headerValue } from '../common/header-value.ts';
+import { detectEndpointOf, HTTP_METHODS } from '../common/routes.ts';
 import type { Authorizer, RequestFacts } from './authorize.ts';
 
 /** Request headers this transport reads (Envoy `allowed_headers`). */
@@ -47,14 +49,6 @@ export const REFUND_PATH_PREFIX = '/ext_authz-refund';
 /** What a charge id looks like (authorize() makes UUIDs); anything else is refused unread. */
 const CHARGE_ID = /^[0-9A-Za-z-]{1,64}$/;
 
-/** The original paths that are subject to quota, and which endpoint each is. */
-const DETECT_ENDPOINTS: Record<string, RequestFacts['endpoint']> = {
-  '/api/public/detect': 'public',
-  '/api/open/detect': 'open',
-};
-
-const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
-
 export interface ExtAuthzOptions {
   authorizer: Authorizer;
   /** Envoy's `path_prefix`. */
@@ -75,15 +69,15 @@ export default async function extAuthz(app: FastifyInstance, opts: ExtAuthzOptio
 
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
     const originalPath = (request.url.slice(prefix.length).split('?')[0] ?? '').replace(/\/+$/, '');
-    const endpoint = DETECT_ENDPOINTS[originalPath];
+    const endpoint = detectEndpointOf(originalPath);
     // Only POST to a detect path is counted; anything else (a GET the upstream will answer with 405,
     // a route that should not have been sent here) passes without touching any quota.
     if (endpoint === undefined || request.method !== 'POST') return reply.code(200).send();
     const decision = await opts.authorizer.authorize({
       endpoint,
       clientIp: request.ip,
-      deviceId: first(request.headers['x-device-id']),
-      authorization: first(request.headers.authorization),
+      deviceId: headerValue(request.headers['x-device-id']),
+      authorization: headerValue(request.headers.authorization),
     });
     if (!decision.allowed) return sendError(reply, decision.error);
     return reply
@@ -104,10 +98,6 @@ export default async function extAuthz(app: FastifyInstance, opts: ExtAuthzOptio
     return reply.code(204).send();
   });
 
-  app.route({ method: [...METHODS], url: prefix, handler });
-  app.route({ method: [...METHODS], url: `${prefix}/*`, handler });
-}
-
-function first(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
+  app.route({ method: [...HTTP_METHODS], url: prefix, handler });
+  app.route({ method: [...HTTP_METHODS], url: `${prefix}/*`, handler });
 }

@@ -10,6 +10,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ERRORS } from '../../services/common/errors.ts';
 import {
+  FRAMING_BYTES,
   MAX_REQUEST_HEADER_BYTES,
   MAX_REQUEST_HEADERS,
   maxHeaderBytes,
@@ -120,7 +121,7 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
       filters.indexOf('envoy.filters.http.ext_authz') + 1,
     );
     const lua: string = filter(deployed, 'envoy.filters.http.lua').default_source_code.inline_string;
-    expect(lua).toContain(`length > ${loadPolicyConfig({}).maxFileBytes + 1024 * 1024} then`);
+    expect(lua).toContain(`length > ${loadPolicyConfig({}).maxFileBytes + FRAMING_BYTES} then`);
     expect(lua).toContain('[":status"] = "413"');
   });
 

@@ -37,7 +37,6 @@ import {
   displayParts,
   generateApiKey,
   generateSessionToken,
-  hashApiKey,
   isValidApiKeyFormat,
   newId,
   sha256Hex,
@@ -268,7 +267,7 @@ export class RedisAccountStore implements AccountStore, SessionStore {
       lastUsedAt: null,
       revokedAt: null,
     };
-    const hash = hashApiKey(secret);
+    const hash = sha256Hex(secret);
     const [created] = await this.#write(this.#l.account(accountId), (p) =>
       queueScript(
         p,
@@ -328,7 +327,7 @@ export class RedisAccountStore implements AccountStore, SessionStore {
 
   async resolveKey(secret: string): Promise<ResolvedKey | undefined> {
     if (!isValidApiKeyFormat(secret)) return undefined;
-    const where = parseKeyHashEntry(await this.#redis.get(this.#l.keyHash(hashApiKey(secret))));
+    const where = parseKeyHashEntry(await this.#redis.get(this.#l.keyHash(sha256Hex(secret))));
     if (!where) return undefined;
     const reply = await RESOLVE_IN_ACCOUNT.run(
       this.#redis,

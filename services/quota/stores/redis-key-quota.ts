@@ -10,7 +10,7 @@
 
 import type { WindowLimits } from '../../policy/rules.ts';
 import { ACCOUNT_TIERS, type AccountTier, type ResolvedKey } from '../account-store.ts';
-import { hashApiKey, isValidApiKeyFormat } from '../api-keys.ts';
+import { isValidApiKeyFormat, sha256Hex } from '../api-keys.ts';
 import { accountSubject, type KeyQuota, keySubject } from '../authorize.ts';
 import { outcomeOf, type QuotaOutcome } from '../quota-store.ts';
 import { pairs, parseKeyHashEntry, toAccount, toKey } from './redis-account-store.ts';
@@ -90,7 +90,7 @@ export class RedisKeyQuota implements KeyQuota {
     if (!isValidApiKeyFormat(secret)) return undefined;
     const tierArgs: Array<string | number> = [];
     for (const tier of ACCOUNT_TIERS) tierArgs.push(tier, tiers[tier].perMinute, tiers[tier].perDay);
-    const hashKey = this.#l.keyHash(hashApiKey(secret));
+    const hashKey = this.#l.keyHash(sha256Hex(secret));
     const counting = consume && requestId !== undefined;
     let chargeId: string | undefined;
     let reply: unknown;
