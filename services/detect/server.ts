@@ -3,24 +3,26 @@
 // quota service: detect trusts the identity headers Envoy adds (edge-identity.ts) and counts nothing.
 // Ready (/internal/ready) once the model is loaded and every scoring worker has scored a warm-up image.
 
-import { loadOrExit } from '../common/config.ts';
-import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
+import { listen, startProcess } from '../common/boot.ts';
 import { loadDetectConfig } from './config.ts';
 
-const config = loadOrExit('nsfwdetector detect', loadDetectConfig);
-await startTelemetry({ serviceName: 'nsfwdetector-detect', sampleRatio: config.traceSampleRatio });
+const config = await startProcess(
+  { who: 'nsfwdetector detect', serviceName: 'nsfwdetector-detect' },
+  loadDetectConfig,
+);
 
 const { createRootApp } = await import('../common/root-app.ts');
 const { policyForApp } = await import('../policy/policy-in-force.ts');
 const { createDetectMetrics, createHttpMetrics, instrumentHttp } = await import('../common/metrics.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
+const { stopTelemetry } = await import('../common/telemetry.ts');
 const { closeConnectionsWhenDraining } = await import('../common/drain.ts');
 const { default: detectApp } = await import('./app.ts');
 const { intakeLimitsFrom } = await import('./intake.ts');
 const { EdgeAuthorizer, requireEdgeIdentity } = await import('./edge-identity.ts');
 const { MeteredGate, MeteredScorer } = await import('./metered.ts');
 const { ModelSlot } = await import('./model/model-slot.ts');
-const { jpegDecoderInUse, loadScorer } = await import('./model/load.ts');
+const { fillModelSlot } = await import('./model/load.ts');
 
 const app = createRootApp({ config });
 const http = createHttpMetrics('detect');
@@ -56,25 +58,10 @@ installShutdown({
   steps: [async () => gate.close(), () => app.close(), () => model.close(), () => stopTelemetry()],
 });
 
-await app.listen({ port: config.detectPort, host: config.host });
-app.log.info({ service: 'detect', port: (app.server.address() as { port: number }).port }, 'listening');
-try {
-  const started = performance.now();
-  const scorer = await loadScorer({ ...config, model: modelName }, (err) =>
-    app.log.error({ err }, 'scoring worker replaced'),
-  );
-  model.fill(new MeteredScorer(scorer, metrics));
-  const { jpegDecoder, why } = jpegDecoderInUse(config);
-  if (why) app.log.warn(why);
-  app.log.info(
-    {
-      model: modelName,
-      jpegDecoder,
-      ms: Math.round(performance.now() - started),
-    },
-    'model loaded; ready',
-  );
-} catch (err) {
-  app.log.fatal({ err }, 'model failed to load');
-  process.exit(1);
-}
+await listen(app, { port: config.detectPort, host: config.host }, { service: 'detect' });
+await fillModelSlot(
+  model,
+  { ...config, model: modelName },
+  app.log,
+  (scorer) => new MeteredScorer(scorer, metrics),
+);

@@ -1,11 +1,13 @@
 // Loads the configured model into a pool of scoring workers (one ONNX session each), from the
 // checksummed file `npm run models` built; a missing or stale file fails here, before any worker starts.
 
+import type { FastifyBaseLogger } from 'fastify';
 import type { ScoringConfig, UploadConfig } from '../config.ts';
 import { libjpegUnavailable, resolveJpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { ImageScorer } from '../scoring/image-scorer.ts';
 import { type WorkerPoolOptions, WorkerPoolScorer } from '../scoring/worker-pool-scorer.ts';
 import { verifiedModelFile } from './model-file.ts';
+import type { ModelSlot } from './model-slot.ts';
 
 /**
  * Images one worker decodes and infers at once; more images handed to the pool wait in its queue.
@@ -45,4 +47,31 @@ export async function loadScorer(
 ): Promise<ImageScorer> {
   await verifiedModelFile(config.model);
   return WorkerPoolScorer.create({ ...scoringPoolOptions(config), onWorkerError });
+}
+
+/**
+ * Once the server listens: loads the model into the slot (`wrap` may meter the scorer) and logs it
+ * with the JPEG decoder in use; a model that cannot load ends the process (exit 1) — a detect server
+ * that can never score must not look alive.
+ */
+export async function fillModelSlot(
+  slot: ModelSlot,
+  config: ScoringConfig & Pick<UploadConfig, 'concurrency' | 'limits'>,
+  log: FastifyBaseLogger,
+  wrap: (scorer: ImageScorer) => ImageScorer = (scorer) => scorer,
+): Promise<void> {
+  try {
+    const started = performance.now();
+    const scorer = await loadScorer(config, (err) => log.error({ err }, 'scoring worker replaced'));
+    slot.fill(wrap(scorer));
+    const { jpegDecoder, why } = jpegDecoderInUse(config);
+    if (why) log.warn(why);
+    log.info(
+      { model: config.model, jpegDecoder, ms: Math.round(performance.now() - started) },
+      'model loaded',
+    );
+  } catch (err) {
+    log.fatal({ err }, 'model failed to load');
+    process.exit(1);
+  }
 }
