@@ -16,6 +16,7 @@ import { DEFAULT_MAX_FILE_BYTES, FRAMING_BYTES } from '../common/http-limits.ts'
 import { MODEL_NAMES, type ModelName, OFFERED_MODEL_NAMES } from '../policy/model-catalogue.ts';
 import { loadPolicyConfig, type PolicyConfig } from '../policy/policy-config.ts';
 import { JPEG_DECODERS, type JpegDecoderChoice, libjpegUnavailable } from './image/libjpeg/jpeg-tensor.ts';
+import type { WorkGateOptions } from './work-gate.ts';
 
 export interface UploadConfig {
   /** An upload idle this long is refused with 4001 (a stalled client must not hold a slot). */
@@ -33,15 +34,7 @@ export interface UploadConfig {
    * scored — in total and per client (anonymous: IP; key endpoint: account); `uploadBytes`: the image
    * bytes they may hold together. Past any of them: 503/5001 with Retry-After, never charged.
    */
-  concurrency: {
-    active: number;
-    uploads: number;
-    uploadsPerClient: number;
-    uploadBytes: number;
-    /** Decoding memory of the images being scored at once (see decodeBytesVar). */
-    decodeBytes: number;
-    retryAfterSeconds: number;
-  };
+  concurrency: WorkGateOptions;
 }
 
 export interface ScoringConfig {
