@@ -1,4 +1,4 @@
-// Availability under hostile clients (issue 10, points 1 and 2), through a real listening socket and
+// Availability under hostile clients (slow uploads, many connections), through a real listening socket and
 // the real model: the embedded app as `npm start` builds it, in this process so that the test can see
 // its work gate. Codes and counts are asserted, never timings.
 //

@@ -1,5 +1,6 @@
 // authorize(facts) → decision: the one place that decides whether a detect request may run and how it
-// is counted. Transports (in-process hook now, Envoy ext_authz later) only translate to and from it.
+// is counted. Transports (the embedded server's in-process hook, Envoy's ext_authz call: ext-authz.ts)
+// only translate to and from it.
 
 import { randomUUID } from 'node:crypto';
 import type { Authorizer, Decision, RequestFacts, Tier } from '../common/authorizer.ts';

@@ -7,9 +7,10 @@
 //   `allowed_client_headers_on_success` onto the response to the client (CLIENT_HEADERS_ON_SUCCESS);
 // - on any other status: answers the client with that status, this body, and the headers matched by
 //   `allowed_client_headers` (CLIENT_HEADERS_ON_DENY).
-// The Envoy configuration (a later issue) must use exactly these lists, set `status_on_error` to 503
-// and `failure_mode_allow: false` (an unreachable quota service must never mean "allowed"), and strip
-// client-sent copies of UPSTREAM_HEADERS before the filter.
+// The Envoy configuration (charts/nsfwdetector/files/envoy.yaml.tpl) uses exactly these lists, sets
+// `status_on_error` to 503 and `failure_mode_allow: false` (an unreachable quota service must never mean
+// "allowed"), and strips client-sent copies of UPSTREAM_HEADERS before the filter
+// (test/e2e/envoy-config.test.ts checks it).
 //
 // Refunds: an allowed detect request carries its charge id upstream (x-charge-id). When the upstream
 // then answers 503 (detect busy, draining, or gone), the edge posts that id to REFUND_PATH_PREFIX/<id>
