@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadScorer } from '../services/detect/model/load.ts';
+import { loadScorer } from '../services/detect/scoring/scoring-pool.ts';
 import { fixture } from './fixtures/corpus.ts';
 import { embeddedApp } from './support/embedded-app.ts';
 

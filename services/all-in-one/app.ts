@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { createRootApp, type RootAppOptions } from '../common/root-app.ts';
 import detectApp from '../detect/app.ts';
 import { intakeLimitsFrom } from '../detect/intake.ts';
-import type { ModelSlot } from '../detect/model/model-slot.ts';
+import type { ScorerSlot } from '../detect/scoring/scorer-slot.ts';
 import { WorkGate } from '../detect/work-gate.ts';
 import healthApp from '../health/app.ts';
 import { registerOpenApi } from '../openapi/app.ts';
@@ -15,7 +15,7 @@ import type { AllInOneConfig } from './config.ts';
 
 export interface EmbeddedDeps extends QuotaDeps {
   config: AllInOneConfig;
-  model: ModelSlot;
+  model: ScorerSlot;
   /** Tests pass `false` to keep output quiet. */
   logger?: boolean;
   /** Where log lines go (default stdout); tests capture them. */

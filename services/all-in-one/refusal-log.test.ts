@@ -10,8 +10,8 @@ import { fixture } from '../../test/fixtures/corpus.ts';
 import { FakeClassifier } from '../../test/support/fake-classifier.ts';
 import { awayFromMinuteEdge } from '../../test/support/minute-edge.ts';
 import { RefusalLog } from '../common/refusal-log.ts';
-import { ModelSlot } from '../detect/model/model-slot.ts';
 import { InProcessScorer } from '../detect/scoring/image-scorer.ts';
+import { ScorerSlot } from '../detect/scoring/scorer-slot.ts';
 import { memoryAccountStore } from '../quota/stores/local-account-store.ts';
 import { MemoryQuotaStore } from '../quota/stores/memory-quota-store.ts';
 import { buildEmbeddedApp } from './app.ts';
@@ -27,7 +27,7 @@ interface LogLine {
 /** A real embedded server whose log lines land in `lines` (raw text in `text()`). */
 async function server(env: Record<string, string>, withModel: boolean) {
   const config = loadAllInOneConfig({ LOG_LEVEL: 'info', ...env });
-  const model = new ModelSlot();
+  const model = new ScorerSlot();
   if (withModel) model.fill(new InProcessScorer(new FakeClassifier(), config.limits));
   const chunks: string[] = [];
   const logStream = new Writable({

@@ -8,13 +8,13 @@ const who = 'nsfwdetector';
 const config = await startProcess({ who, serviceName: 'nsfwdetector' }, loadAllInOneConfig);
 
 const { buildEmbeddedApp } = await import('./app.ts');
-const { ModelSlot } = await import('../detect/model/model-slot.ts');
-const { fillModelSlot } = await import('../detect/model/load.ts');
+const { ScorerSlot } = await import('../detect/scoring/scorer-slot.ts');
+const { fillScorerSlot } = await import('../detect/scoring/scoring-pool.ts');
 const { openStoresOrExit } = await import('../quota/stores/open-stores.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
 const { stopTelemetry } = await import('../common/telemetry.ts');
 
-const model = new ModelSlot();
+const model = new ScorerSlot();
 // Stores by configuration: REDIS_URL → Redis; otherwise counters in memory, accounts in ACCOUNTS_FILE.
 const stores = await openStoresOrExit(who, config);
 const { quotaStore, accountStore, sessionStore, keyQuota } = stores;
@@ -40,7 +40,7 @@ installShutdown({
 });
 
 await listen(app, { port: config.port, host: config.host });
-await fillModelSlot(model, config, app.log);
+await fillScorerSlot(model, config, app.log);
 // The one line to wait for: printed only now that detect can score (model loaded, every worker warmed
 // by one image). Health answers from the first moment; /internal/ready is the readiness probe.
 // (Worded without the service's name or routes: test/server-process.test.ts checks that nothing about

@@ -16,13 +16,13 @@ import { probeHeader } from './image/probe.ts';
 import { sniffFormat } from './image/sniff.ts';
 import type { DimensionLimits } from './image/types.ts';
 import { type IntakeLimits, readImage } from './intake.ts';
-import type { ModelSlot } from './model/model-slot.ts';
 import { buildResult, type Thresholds } from './result.ts';
 import { describeOnly, openDetectSchema, publicDetectSchema } from './schemas.ts';
+import type { ScorerSlot } from './scoring/scorer-slot.ts';
 import type { Admission, WorkGate } from './work-gate.ts';
 
 export interface DetectOptions {
-  model: ModelSlot;
+  model: ScorerSlot;
   authorizer: Authorizer;
   gate: WorkGate;
   /** Read once per request: a policy change applies to the next request, never to one in flight. */

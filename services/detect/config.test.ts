@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadQuotaConfig } from '../quota/config.ts';
 import { loadDetectConfig, loadScoringConfig, loadUploadConfig } from './config.ts';
-import { scoringPoolOptions } from './model/load.ts';
+import { scoringPoolOptions } from './scoring/scoring-pool.ts';
 
 describe('loadDetectConfig', () => {
   it('defaults to eight images in the pool over two scoring workers', () => {

@@ -21,15 +21,15 @@ const { default: detectApp } = await import('./app.ts');
 const { intakeLimitsFrom } = await import('./intake.ts');
 const { EdgeAuthorizer, requireEdgeIdentity } = await import('./edge-identity.ts');
 const { MeteredGate, MeteredScorer } = await import('./metered.ts');
-const { ModelSlot } = await import('./model/model-slot.ts');
-const { fillModelSlot } = await import('./model/load.ts');
+const { ScorerSlot } = await import('./scoring/scorer-slot.ts');
+const { fillScorerSlot } = await import('./scoring/scoring-pool.ts');
 
 const app = createRootApp({ config });
 const http = createHttpMetrics('detect');
 // The gauges read the gate when scraped, long after it exists.
 const metrics = createDetectMetrics(http.registry, () => gate);
 const gate = new MeteredGate(config.concurrency, metrics);
-const model = new ModelSlot();
+const model = new ScorerSlot();
 instrumentHttp(app, http);
 closeConnectionsWhenDraining(app);
 requireEdgeIdentity(app, { secret: config.edgeSecret });
@@ -59,7 +59,7 @@ installShutdown({
 });
 
 await listen(app, { port: config.detectPort, host: config.host }, { service: 'detect' });
-await fillModelSlot(
+await fillScorerSlot(
   model,
   { ...config, model: modelName },
   app.log,

@@ -9,7 +9,7 @@ import detectApp from '../detect/app.ts';
 import type { UploadConfig } from '../detect/config.ts';
 import { EdgeAuthorizer } from '../detect/edge-identity.ts';
 import { intakeLimitsFrom } from '../detect/intake.ts';
-import { ModelSlot } from '../detect/model/model-slot.ts';
+import { ScorerSlot } from '../detect/scoring/scorer-slot.ts';
 import { WorkGate } from '../detect/work-gate.ts';
 import healthApp from '../health/app.ts';
 import type { PolicyConfig } from '../policy/policy-config.ts';
@@ -21,7 +21,7 @@ export async function buildPublicDocument(config: CoreConfig & PolicyConfig & Up
     await registerOpenApi(app);
     await app.register(healthApp);
     await app.register(detectApp, {
-      model: new ModelSlot(),
+      model: new ScorerSlot(),
       authorizer: new EdgeAuthorizer(),
       gate: new WorkGate(config.concurrency),
       thresholds: config.thresholds,

@@ -10,8 +10,8 @@ import { RedisServer } from '../../test/support/redis-server.ts';
 import { describeWithTool, REDIS_SERVER } from '../../test/support/tools.ts';
 import { buildEmbeddedApp, type EmbeddedApp } from '../all-in-one/app.ts';
 import { loadAllInOneConfig } from '../all-in-one/config.ts';
-import { ModelSlot } from '../detect/model/model-slot.ts';
 import { InProcessScorer } from '../detect/scoring/image-scorer.ts';
+import { ScorerSlot } from '../detect/scoring/scorer-slot.ts';
 import { openStores, type Stores } from './stores/open-stores.ts';
 
 const JPEG = readFileSync(fixture('320x240.jpg'));
@@ -22,7 +22,7 @@ const replicas: Array<{ built: EmbeddedApp; stores: Stores }> = [];
 async function replica(env: Record<string, string>) {
   const config = loadAllInOneConfig({ REDIS_URL: redis.url, REDIS_KEY_PREFIX: 'emb:', ...env });
   const stores = await openStores(config, { required: true });
-  const model = new ModelSlot();
+  const model = new ScorerSlot();
   model.fill(new InProcessScorer(new FakeClassifier(), config.limits));
   const built = await buildEmbeddedApp({
     config,

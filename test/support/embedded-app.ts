@@ -3,8 +3,8 @@
 import { buildEmbeddedApp } from '../../services/all-in-one/app.ts';
 import { type AllInOneConfig, loadAllInOneConfig } from '../../services/all-in-one/config.ts';
 import type { Classifier } from '../../services/detect/model/classifier.ts';
-import { ModelSlot } from '../../services/detect/model/model-slot.ts';
 import { InProcessScorer } from '../../services/detect/scoring/image-scorer.ts';
+import { ScorerSlot } from '../../services/detect/scoring/scorer-slot.ts';
 import { memoryAccountStore } from '../../services/quota/stores/local-account-store.ts';
 import { MemoryQuotaStore } from '../../services/quota/stores/memory-quota-store.ts';
 
@@ -15,7 +15,7 @@ export async function embeddedApp(opts: { env?: Record<string, string>; classifi
     ANON_PER_DAY: '100000',
     ...opts.env,
   });
-  const model = new ModelSlot();
+  const model = new ScorerSlot();
   if (opts.classifier) model.fill(new InProcessScorer(opts.classifier, config.limits));
   const quotaStore = new MemoryQuotaStore();
   const accountStore = memoryAccountStore();

@@ -1,13 +1,14 @@
-// Loads the configured model into a pool of scoring workers (one ONNX session each), from the
-// checksummed file `npm run models` built; a missing or stale file fails here, before any worker starts.
+// Builds the scoring pool the configuration describes: worker threads with one ONNX session each, from
+// the checksummed model file `npm run models` built; a missing or stale file fails here, before any
+// worker starts.
 
 import type { FastifyBaseLogger } from 'fastify';
 import type { ScoringConfig, UploadConfig } from '../config.ts';
 import { libjpegUnavailable, resolveJpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
-import type { ImageScorer } from '../scoring/image-scorer.ts';
-import { type WorkerPoolOptions, WorkerPoolScorer } from '../scoring/worker-pool-scorer.ts';
-import { verifiedModelFile } from './model-file.ts';
-import type { ModelSlot } from './model-slot.ts';
+import { verifiedModelFile } from '../model/model-file.ts';
+import type { ImageScorer } from './image-scorer.ts';
+import type { ScorerSlot } from './scorer-slot.ts';
+import { type WorkerPoolOptions, WorkerPoolScorer } from './worker-pool-scorer.ts';
 
 /**
  * Images one worker decodes and infers at once; more images handed to the pool wait in its queue.
@@ -54,8 +55,8 @@ export async function loadScorer(
  * with the JPEG decoder in use; a model that cannot load ends the process (exit 1) — a detect server
  * that can never score must not look alive.
  */
-export async function fillModelSlot(
-  slot: ModelSlot,
+export async function fillScorerSlot(
+  slot: ScorerSlot,
   config: ScoringConfig & Pick<UploadConfig, 'concurrency' | 'limits'>,
   log: FastifyBaseLogger,
   wrap: (scorer: ImageScorer) => ImageScorer = (scorer) => scorer,
