@@ -28,7 +28,7 @@ function admin(env: Record<string, string>, ...args: string[]): Promise<CliResul
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', 'services/quota/admin-cli.ts', ...args],
+      ['--import', 'tsx', 'services/admin/cli.ts', ...args],
       { cwd: ROOT, env: childEnv({ ...process.env, TSX_DISABLE_CACHE: '1', ...env }) },
       (err, stdout, stderr) => {
         const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;

@@ -19,6 +19,7 @@ const LEAVES: Record<string, readonly string[]> = {
 
 /** Every other arrow between folders of services/ (test files aside), and why it exists. */
 const ARROWS: Record<string, Record<string, string>> = {
+  admin: { quota: "the admin CLI works on the quota service's accounts and keys, through its stores" },
   'all-in-one': {
     detect: '`npm start` composes every service in one process',
     health: '`npm start` composes every service in one process',

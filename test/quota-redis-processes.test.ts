@@ -4,7 +4,7 @@
 // Fault: Redis killed mid-run → every answer is 503/5001 within 250 ms; Redis back → service back.
 
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { AccountTier } from '../services/quota/account-store.ts';
+import type { AccountTier } from '../services/quota/accounts/account-store.ts';
 import { RedisAccountStore } from '../services/quota/stores/redis-account-store.ts';
 import { connectRedis, type RedisClient, redisReady } from '../services/quota/stores/redis-connection.ts';
 import { awayFromMinuteEdge } from './support/minute-edge.ts';

@@ -14,12 +14,12 @@ import {
   InvalidEmailError,
   isAccountTier,
   normaliseEmail,
-} from './account-store.ts';
-import { maskedKey } from './api-keys.ts';
-import { accountSubject } from './authorize.ts';
-import { loadQuotaConfig, type QuotaConfig } from './config.ts';
-import { AccountsFileError } from './stores/local-account-store.ts';
-import { openStores, type Stores } from './stores/open-stores.ts';
+} from '../quota/accounts/account-store.ts';
+import { maskedKey } from '../quota/accounts/api-keys.ts';
+import { accountSubject } from '../quota/authorize.ts';
+import { loadQuotaConfig, type QuotaConfig } from '../quota/config.ts';
+import { AccountsFileError } from '../quota/stores/local-account-store.ts';
+import { openStores, type Stores } from '../quota/stores/open-stores.ts';
 
 const HELP = `Usage: npm run admin -- <command> [options] [--json]
 

@@ -11,7 +11,7 @@ import { instrumentHttp } from '../common/metrics.ts';
 import { createRootApp } from '../common/root-app.ts';
 import type { PolicyConfig } from '../policy/policy-config.ts';
 import { configuredLimits, policyForApp, type QuotaLimits } from '../policy/policy-in-force.ts';
-import type { AccountStore, SessionStore } from './account-store.ts';
+import type { AccountStore, SessionStore } from './accounts/account-store.ts';
 import {
   type Authorizer,
   accountSubject,

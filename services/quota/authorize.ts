@@ -7,8 +7,8 @@ import type { Authorizer, Decision, RequestFacts, Tier } from '../common/authori
 import { ApiError } from '../common/errors.ts';
 import type { QuotaLimits } from '../policy/policy-in-force.ts';
 import type { WindowLimits } from '../policy/rules.ts';
-import type { AccountStore, AccountTier, ResolvedKey } from './account-store.ts';
-import { bearerKey } from './api-keys.ts';
+import type { AccountStore, AccountTier, ResolvedKey } from './accounts/account-store.ts';
+import { bearerKey } from './accounts/api-keys.ts';
 import { outcomeOf, type QuotaOutcome, type QuotaStore } from './quota-store.ts';
 
 export type { Authorizer, Decision, RequestFacts, Tier } from '../common/authorizer.ts';

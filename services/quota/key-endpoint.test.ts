@@ -8,7 +8,7 @@ import { embeddedApp } from '../../test/support/embedded-app.ts';
 import { FakeClassifier } from '../../test/support/fake-classifier.ts';
 import { awayFromMinuteEdge } from '../../test/support/minute-edge.ts';
 import { multipart } from '../../test/support/multipart.ts';
-import type { AccountTier } from './account-store.ts';
+import type { AccountTier } from './accounts/account-store.ts';
 
 const JPEG = readFileSync(fixture('320x240.jpg'));
 const OPEN = '/api/open/detect';

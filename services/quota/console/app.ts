@@ -37,8 +37,8 @@ import {
   InvalidEmailError,
   normaliseEmail,
   type SessionStore,
-} from '../account-store.ts';
-import { maskedKey, sha256Hex } from '../api-keys.ts';
+} from '../accounts/account-store.ts';
+import { maskedKey, sha256Hex } from '../accounts/api-keys.ts';
 import { keySubject } from '../authorize.ts';
 import type { QuotaStore } from '../quota-store.ts';
 import {

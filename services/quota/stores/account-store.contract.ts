@@ -7,8 +7,8 @@ import {
   EmailTakenError,
   InvalidEmailError,
   type SessionStore,
-} from '../account-store.ts';
-import { isValidApiKeyFormat, sha256Hex } from '../api-keys.ts';
+} from '../accounts/account-store.ts';
+import { isValidApiKeyFormat, sha256Hex } from '../accounts/api-keys.ts';
 
 type Store = AccountStore & SessionStore;
 

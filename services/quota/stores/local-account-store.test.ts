@@ -12,8 +12,8 @@ import {
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { EmailTakenError } from '../account-store.ts';
-import { sha256Hex } from '../api-keys.ts';
+import { EmailTakenError } from '../accounts/account-store.ts';
+import { sha256Hex } from '../accounts/api-keys.ts';
 import { accountStoreContract } from './account-store.contract.ts';
 import {
   AccountsFileError,

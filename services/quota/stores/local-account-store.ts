@@ -31,7 +31,7 @@ import {
   type ResolvedKey,
   type Session,
   type SessionStore,
-} from '../account-store.ts';
+} from '../accounts/account-store.ts';
 import {
   displayParts,
   generateApiKey,
@@ -39,7 +39,7 @@ import {
   isValidApiKeyFormat,
   newId,
   sha256Hex,
-} from '../api-keys.ts';
+} from '../accounts/api-keys.ts';
 
 interface StoredKey extends ApiKeyRecord {
   /** SHA-256 hex of the secret. */

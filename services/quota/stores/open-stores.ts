@@ -5,7 +5,7 @@
 // Used by the embedded server, the quota server, the admin CLI and the benchmark.
 
 import { exitAtBoot } from '../../common/boot.ts';
-import type { AccountStore, SessionStore } from '../account-store.ts';
+import type { AccountStore, SessionStore } from '../accounts/account-store.ts';
 import { ComposedKeyQuota, type KeyQuota } from '../authorize.ts';
 import type { StoresConfig } from '../config.ts';
 import type { QuotaStore } from '../quota-store.ts';

@@ -32,7 +32,7 @@ import {
   type ResolvedKey,
   type Session,
   type SessionStore,
-} from '../account-store.ts';
+} from '../accounts/account-store.ts';
 import {
   displayParts,
   generateApiKey,
@@ -40,7 +40,7 @@ import {
   isValidApiKeyFormat,
   newId,
   sha256Hex,
-} from '../api-keys.ts';
+} from '../accounts/api-keys.ts';
 import {
   closeRedis,
   LuaScript,

@@ -9,8 +9,8 @@
 // are not all in KEYS, which only one keyspace allows.
 
 import type { WindowLimits } from '../../policy/rules.ts';
-import { ACCOUNT_TIERS, type AccountTier, type ResolvedKey } from '../account-store.ts';
-import { isValidApiKeyFormat, sha256Hex } from '../api-keys.ts';
+import { ACCOUNT_TIERS, type AccountTier, type ResolvedKey } from '../accounts/account-store.ts';
+import { isValidApiKeyFormat, sha256Hex } from '../accounts/api-keys.ts';
 import { accountSubject, type KeyQuota, keySubject } from '../authorize.ts';
 import { outcomeOf, type QuotaOutcome } from '../quota-store.ts';
 import { pairs, parseKeyHashEntry, toAccount, toKey } from './redis-account-store.ts';
