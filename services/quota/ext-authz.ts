@@ -23,7 +23,7 @@ import { sendError } from '../common/envelope.ts';
 import { ApiError } from '../common/errors.ts';
 import { headerValue } from '../common/header-value.ts';
 import { detectEndpointOf, HTTP_METHODS } from '../common/routes.ts';
-import type { Authorizer, RequestFacts } from './authorize.ts';
+import type { Authorizer } from './authorize.ts';
 
 /** Request headers this transport reads (Envoy `allowed_headers`). */
 export const CHECK_REQUEST_HEADERS = ['authorization', 'x-device-id', 'x-forwarded-for'] as const;
