@@ -12,8 +12,8 @@ import { execFileSync } from 'node:child_process';
 import { Agent, request } from 'node:http';
 import { cpus, loadavg } from 'node:os';
 import { pathToFileURL } from 'node:url';
-import { loadConfig } from '../services/common/config.ts';
 import { createAuthorizer } from '../services/quota/app.ts';
+import { loadQuotaConfig } from '../services/quota/config.ts';
 import { openStores } from '../services/quota/stores/open-stores.ts';
 import { startQuotaServer } from '../test/support/quota-process.ts';
 import {
@@ -197,13 +197,13 @@ function p(run: Run, q: number): string {
 
 async function benchOn(topology: RedisTopology, lines: string[], withFloor: boolean): Promise<ModeFigures> {
   const env = { ...topology.env, REDIS_KEY_PREFIX: 'bench:', ...HIGH };
-  const config = loadConfig(env);
+  const config = loadQuotaConfig(env);
   const stores = await openStores(config, { required: true, clientName: 'bench' });
   lines.push(`${topology.kind}:`);
   try {
     // The account and key wait for a replica's acknowledgement; on a busy machine that can take longer
     // than the request path's bound, so they are written through stores with a looser one.
-    const setup = await openStores(loadConfig({ ...env, REDIS_COMMAND_TIMEOUT_MS: '2000' }), {
+    const setup = await openStores(loadQuotaConfig({ ...env, REDIS_COMMAND_TIMEOUT_MS: '2000' }), {
       required: true,
       clientName: 'bench-setup',
     });

@@ -4,7 +4,7 @@
 
 import { readFileSync } from 'node:fs';
 import sharp from 'sharp';
-import { loadConfig } from '../services/common/config.ts';
+import { loadAllInOneConfig } from '../services/all-in-one/config.ts';
 import { decodeMemoryBytes } from '../services/detect/image/decode-memory.ts';
 import { probeHeader } from '../services/detect/image/probe.ts';
 import { sniffFormat } from '../services/detect/image/sniff.ts';
@@ -81,7 +81,7 @@ async function largestImages(): Promise<MixImage[]> {
 }
 
 export async function memorySection(seconds: number): Promise<Array<[string, string]>> {
-  const config = loadConfig();
+  const config = loadAllInOneConfig(process.env);
   const images = await largestImages();
   const lines: Array<[string, string]> = [];
   for (const image of images) {

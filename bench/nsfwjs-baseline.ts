@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import * as tf from '@tensorflow/tfjs';
 import sharp from 'sharp';
 import { loadReference } from '../models/nsfwjs-reference.ts';
-import { FLOAT_SOURCE, MODEL_INPUT_SIZE, type ModelName } from '../services/detect/model/classifier.ts';
+import { FLOAT_SOURCE, MODEL_INPUT_SIZE, type ModelName } from '../services/policy/model-catalogue.ts';
 
 export interface RgbImage {
   rgb: Uint8Array;

@@ -22,12 +22,12 @@ import {
   QUANTISE_COMMAND,
   QUANTISE_PYTHON,
 } from '../models/quantise.ts';
-import { loadConfig } from '../services/common/config.ts';
 import { toModelInput } from '../services/detect/image/decode.ts';
 import { probeHeader } from '../services/detect/image/probe.ts';
 import { sniffFormat } from '../services/detect/image/sniff.ts';
-import { QUANTISED_MODEL_SHIPS } from '../services/detect/model/classifier.ts';
 import { createOnnxClassifier, type OnnxClassifier } from '../services/detect/model/onnx-classifier.ts';
+import { QUANTISED_MODEL_SHIPS } from '../services/policy/model-catalogue.ts';
+import { loadPolicyConfig } from '../services/policy/policy-config.ts';
 import { startServer } from '../test/support/server-process.ts';
 import { closeLoadConnections, postOnce, runLoad } from './http-load.ts';
 import { benchImages } from './images.ts';
@@ -164,7 +164,7 @@ function fidelityLine(f: Fidelity): string {
 
 /** The `quantised` section of `npm run bench`: printed lines, in run.ts's two-column style. */
 export async function quantisedSection(): Promise<string[]> {
-  const config = loadConfig();
+  const config = loadPolicyConfig(process.env);
   if (!existsSync(int8ModelFile()) && !existsSync(QUANTISE_PYTHON)) {
     return [
       `quantised: skipped — no models/${INT8_MODEL}.onnx and no quantisation venv (bash .ci/install-tools.sh, then ${QUANTISE_COMMAND})`,
@@ -220,7 +220,7 @@ async function corpusTensorFromJpeg(jpeg: Buffer): Promise<Float32Array> {
 
 /** Every recipe under `dir` (one sub-directory per variant) against the float model. */
 async function compareVariants(dir: string): Promise<void> {
-  const config = loadConfig();
+  const config = loadPolicyConfig(process.env);
   const variants = readdirSync(dir).filter((v) => existsSync(path.join(dir, v, `${INT8_MODEL}.onnx`)));
   const files: Record<string, string> = { float: modelFile('mobilenet_v2') };
   for (const v of variants) files[v] = path.join(dir, v, `${INT8_MODEL}.onnx`);

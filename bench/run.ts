@@ -10,12 +10,12 @@
 //   memory    peak RSS under the largest images of each format, 8 at a time (bench/memory.ts)
 
 import { readFileSync } from 'node:fs';
-import { loadConfig } from '../services/common/config.ts';
+import { loadAllInOneConfig } from '../services/all-in-one/config.ts';
 import { toModelInput } from '../services/detect/image/decode.ts';
 import { probeHeader } from '../services/detect/image/probe.ts';
 import { sniffFormat } from '../services/detect/image/sniff.ts';
-import { scoringPoolOptions } from '../services/detect/model/load.ts';
 import { createOnnxClassifier } from '../services/detect/model/onnx-classifier.ts';
+import { scoringPoolOptions } from '../services/detect/scoring/scoring-pool.ts';
 import { WorkerPoolScorer } from '../services/detect/scoring/worker-pool-scorer.ts';
 import { startServer } from '../test/support/server-process.ts';
 import { authorizeBench } from './authorize.ts';
@@ -35,7 +35,7 @@ for (const name of only)
   if (!(SECTIONS as readonly string[]).includes(name))
     throw new Error(`--only ${name}: not a section (${SECTIONS.join(', ')})`);
 const runs = (section: (typeof SECTIONS)[number]) => only.includes(section);
-const config = loadConfig();
+const config = loadAllInOneConfig(process.env);
 const fmt = (x: number, digits = 1) => x.toFixed(digits);
 
 async function loop(seconds: number, concurrency: number, work: (i: number) => Promise<unknown>) {

@@ -7,13 +7,9 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import {
-  CLASS_NAMES,
-  type ClassScores,
-  MODEL_INPUT_SIZE,
-  type ModelName,
-} from '../services/detect/model/classifier.ts';
+import { CLASS_NAMES, type ClassScores } from '../services/detect/model/classifier.ts';
 import { createOnnxClassifier, type OnnxClassifier } from '../services/detect/model/onnx-classifier.ts';
+import { MODEL_INPUT_SIZE, type ModelName } from '../services/policy/model-catalogue.ts';
 import { ChecksumMismatchError, convertModel, ensureModel, modelFile, readChecksums } from './convert.ts';
 import { referenceScoresFromRgb, referenceScoresFromTensor } from './nsfwjs-reference.ts';
 

@@ -7,8 +7,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { loadConfig } from '../services/common/config.ts';
-import { QUANTISED_MODEL_SHIPS } from '../services/detect/model/classifier.ts';
+import { QUANTISED_MODEL_SHIPS } from '../services/policy/model-catalogue.ts';
+import { loadPolicyConfig } from '../services/policy/policy-config.ts';
 import { describeWithTool, tool } from '../test/support/tools.ts';
 import { readChecksums } from './convert.ts';
 import { type Fidelity, measureFidelity, withinShipBound } from './fidelity.ts';
@@ -39,7 +39,7 @@ describeWithTool(QUANTISE_VENV, 'mobilenet_v2_int8', () => {
   beforeAll(async () => {
     dir = await mkdtemp(path.join(tmpdir(), 'nsfwdetector-int8-'));
     file = await ensureInt8Model();
-    fidelity = await measureFidelity(file, loadConfig({}).thresholds); // the default thresholds;
+    fidelity = await measureFidelity(file, loadPolicyConfig({}).thresholds); // the default thresholds;
     console.log(
       `${INT8_MODEL}: max |Δ nsfw| ${fidelity.maxAbs.toFixed(4)}, p99 ${fidelity.p99Abs.toFixed(4)}, median ${fidelity.medianAbs.toFixed(4)} over ${fidelity.images} images; ${fidelity.flips.length} decision(s) flipped`,
     );

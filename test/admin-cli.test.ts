@@ -6,8 +6,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../services/common/config.ts';
 import { createAuthorizer } from '../services/quota/app.ts';
+import { loadQuotaConfig } from '../services/quota/config.ts';
 import { openStores } from '../services/quota/stores/open-stores.ts';
 import { fixture } from './fixtures/corpus.ts';
 import { childEnv } from './support/children.ts';
@@ -28,7 +28,7 @@ function admin(env: Record<string, string>, ...args: string[]): Promise<CliResul
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', 'services/quota/admin-cli.ts', ...args],
+      ['--import', 'tsx', 'services/admin/cli.ts', ...args],
       { cwd: ROOT, env: childEnv({ ...process.env, TSX_DISABLE_CACHE: '1', ...env }) },
       (err, stdout, stderr) => {
         const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
@@ -178,7 +178,7 @@ describeWithTool(REDIS_SERVER, 'admin CLI with Redis', () => {
     );
     const { secret } = await adminJson<{ secret: string }>(env, 'issue-key', account.id);
 
-    const config = loadConfig(env);
+    const config = loadQuotaConfig(env);
     const stores = await openStores(config, { required: true });
     try {
       const authorizer = createAuthorizer({ config, ...stores }, console);

@@ -1,4 +1,4 @@
-// Availability under hostile clients (issue 10, points 1 and 2), through a real listening socket and
+// Availability under hostile clients (slow uploads, many connections), through a real listening socket and
 // the real model: the embedded app as `npm start` builds it, in this process so that the test can see
 // its work gate. Codes and counts are asserted, never timings.
 //
@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadScorer } from '../services/detect/model/load.ts';
+import { loadScorer } from '../services/detect/scoring/scoring-pool.ts';
 import { fixture } from './fixtures/corpus.ts';
 import { embeddedApp } from './support/embedded-app.ts';
 

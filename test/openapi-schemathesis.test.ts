@@ -56,7 +56,7 @@ describeWithTool(SCHEMATHESIS, 'schemathesis against the live embedded server', 
     const admin = async (...args: string[]) => {
       const { stdout } = await run(
         process.execPath,
-        ['--import', 'tsx', 'services/quota/admin-cli.ts', ...args, '--json'],
+        ['--import', 'tsx', 'services/admin/cli.ts', ...args, '--json'],
         {
           cwd: ROOT,
           env,

@@ -1,7 +1,7 @@
 // End-to-end parity: every corpus image that decodes, file bytes → our production unit of work (the
 // scorer each worker runs: decode, nsfwjs-exact resize, ONNX) versus nsfwjs's own preprocessing and
 // model (tensor3d of the decoded RGB → /255 → resizeBilinear with alignCorners → its model), on the
-// tfjs wasm backend. Bound from the issue: max |Δ scores.nsfw| ≤ 0.01. The figures are printed.
+// tfjs wasm backend. The bound: max |Δ scores.nsfw| ≤ 0.01. The figures are printed.
 
 import { readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// The Python peer of `npm run bench` (bench/python-peer/server.py, issue 14) computes our scores: the
+// The Python peer of `npm run bench` (bench/python-peer/server.py) computes our scores: the
 // bench compares the two servers only after checking that on its images; this guards the same in CI.
 // Two corpus images that exercise the parts of the pipeline the bench's plain JPEGs do not: EXIF
 // orientation (Landscape_5.jpg) and alpha flattened onto white (blackbug.png). The peer runs as the

@@ -4,7 +4,7 @@
 // Fault: Redis killed mid-run → every answer is 503/5001, without waiting on Redis; Redis back → service back.
 
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { AccountTier } from '../services/quota/account-store.ts';
+import type { AccountTier } from '../services/quota/accounts/account-store.ts';
 import { RedisAccountStore } from '../services/quota/stores/redis-account-store.ts';
 import { connectRedis, type RedisClient, redisReady } from '../services/quota/stores/redis-connection.ts';
 import { awayFromMinuteEdge } from './support/minute-edge.ts';
@@ -23,7 +23,7 @@ let accounts: RedisAccountStore | undefined;
 
 const LIMITS = {
   FREE_PER_DAY: String(FREE_PER_DAY),
-  FREE_PER_MINUTE: '100000',
+  FREE_PER_MINUTE: String(FREE_PER_DAY),
   PRO_PER_MINUTE: String(PRO_PER_MINUTE),
   PRO_PER_DAY: '100000',
   ANON_PER_MINUTE: '100000',

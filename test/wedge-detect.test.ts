@@ -43,7 +43,12 @@ describeWithTool([C_COMPILER, JPEG_TENSOR_ADDON], 'images that once wedged scori
     dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-wedge-'));
     images = makeJpegs(buildMakeJpeg(dir), WEDGING, dir).map((path) => readFileSync(path));
     // Two workers: each case above held one forever before the fix.
-    server = await startServer({ JPEG_DECODER: 'libjpeg', SCORING_WORKERS: '2', ANON_PER_MINUTE: '1000' });
+    server = await startServer({
+      JPEG_DECODER: 'libjpeg',
+      SCORING_WORKERS: '2',
+      ANON_PER_MINUTE: '1000',
+      ANON_PER_DAY: '1000',
+    });
   }, 180_000);
   afterAll(async () => {
     await server?.stop();

@@ -2,18 +2,20 @@
 // quota checks. The cluster wires the same plugins into separate processes behind Envoy.
 
 import type { FastifyInstance } from 'fastify';
-import { policyForApp } from '../common/policy-in-force.ts';
 import { createRootApp, type RootAppOptions } from '../common/root-app.ts';
 import detectApp from '../detect/app.ts';
 import { intakeLimitsFrom } from '../detect/intake.ts';
-import type { ModelSlot } from '../detect/model/model-slot.ts';
+import type { ScorerSlot } from '../detect/scoring/scorer-slot.ts';
 import { WorkGate } from '../detect/work-gate.ts';
 import healthApp from '../health/app.ts';
 import { registerOpenApi } from '../openapi/app.ts';
+import { policyForApp } from '../policy/policy-in-force.ts';
 import { createAuthorizer, type QuotaDeps, registerConsole } from '../quota/app.ts';
+import type { AllInOneConfig } from './config.ts';
 
 export interface EmbeddedDeps extends QuotaDeps {
-  model: ModelSlot;
+  config: AllInOneConfig;
+  model: ScorerSlot;
   /** Tests pass `false` to keep output quiet. */
   logger?: boolean;
   /** Where log lines go (default stdout); tests capture them. */

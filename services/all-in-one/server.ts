@@ -1,35 +1,22 @@
 // `npm start`: the whole service in one process. Telemetry starts before anything that loads the
 // HTTP stack, which is therefore imported dynamically below.
 
-import { announceListening } from '../common/announce-listening.ts';
-import { loadConfigOrExit } from '../common/config.ts';
-import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
+import { listen, startProcess } from '../common/boot.ts';
+import { loadAllInOneConfig } from './config.ts';
 
-const config = loadConfigOrExit('nsfwdetector');
-await startTelemetry({ serviceName: 'nsfwdetector', sampleRatio: config.traceSampleRatio });
+const who = 'nsfwdetector';
+const config = await startProcess({ who, serviceName: 'nsfwdetector' }, loadAllInOneConfig);
 
 const { buildEmbeddedApp } = await import('./app.ts');
-const { ModelSlot } = await import('../detect/model/model-slot.ts');
-const { jpegDecoderInUse, loadScorer } = await import('../detect/model/load.ts');
-const { openStores } = await import('../quota/stores/open-stores.ts');
-const { AccountsFileError } = await import('../quota/stores/local-account-store.ts');
+const { ScorerSlot } = await import('../detect/scoring/scorer-slot.ts');
+const { fillScorerSlot } = await import('../detect/scoring/scoring-pool.ts');
+const { openStoresOrExit } = await import('../quota/stores/open-stores.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
+const { stopTelemetry } = await import('../common/telemetry.ts');
 
-const model = new ModelSlot();
+const model = new ScorerSlot();
 // Stores by configuration: REDIS_URL → Redis; otherwise counters in memory, accounts in ACCOUNTS_FILE.
-let stores: Awaited<ReturnType<typeof openStores>>;
-try {
-  stores = await openStores(config, {
-    onRedisNotReady: (err) =>
-      console.error(`nsfwdetector: Redis not reachable yet; quota checks answer 503 until it is (${err})`),
-  });
-} catch (err) {
-  if (err instanceof AccountsFileError) {
-    console.error(`nsfwdetector: ${err.message}${err.cause ? ` (${err.cause})` : ''}`);
-    process.exit(2);
-  }
-  throw err;
-}
+const stores = await openStoresOrExit(who, config);
 const { quotaStore, accountStore, sessionStore, keyQuota } = stores;
 const { app, gate } = await buildEmbeddedApp({
   config,
@@ -52,21 +39,8 @@ installShutdown({
   ],
 });
 
-await app.listen({ port: config.port, host: config.host });
-announceListening(app);
-try {
-  const started = performance.now();
-  model.fill(await loadScorer(config, (err) => app.log.error({ err }, 'scoring worker replaced')));
-  const { jpegDecoder, why } = jpegDecoderInUse(config);
-  if (why) app.log.warn(why);
-  app.log.info(
-    { model: config.model, jpegDecoder, ms: Math.round(performance.now() - started) },
-    'model loaded',
-  );
-} catch (err) {
-  app.log.fatal({ err }, 'model failed to load');
-  process.exit(1);
-}
+await listen(app, { port: config.port, host: config.host });
+await fillScorerSlot(model, config, app.log);
 // The one line to wait for: printed only now that detect can score (model loaded, every worker warmed
 // by one image). Health answers from the first moment; /internal/ready is the readiness probe.
 // (Worded without the service's name or routes: test/server-process.test.ts checks that nothing about

@@ -6,10 +6,9 @@ import { createWriteStream } from 'node:fs';
 import { mkdir, opendir } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { loadConfig } from '../common/config.ts';
 import { suggestThresholds, thresholdTable } from './metrics.ts';
 import { type Failure, writeReport } from './report.ts';
-import { createFileScorer } from './score-image.ts';
+import { createFileScorer, loadCalibrateConfig } from './score-image.ts';
 
 /** Every regular file under `dir`, depth first, in name order, read lazily. */
 async function* walk(dir: string): AsyncGenerator<string> {
@@ -67,7 +66,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   const targetFalseBlock = rate('target-false-block', values['target-false-block'], 0.01);
   const targetMiss = rate('target-miss', values['target-miss'], 0.05);
-  const config = loadConfig();
+  const config = loadCalibrateConfig(process.env);
   await mkdir(values.out, { recursive: true });
   const total = (await count(values.nsfw)) + (await count(values.sfw));
   const scorer = await createFileScorer(config);

@@ -28,7 +28,7 @@ export interface ReportInput {
   targetMiss: number;
 }
 
-/** The operator's resource (issue 13): group nsfwdetector.io, version v1alpha1, spec.thresholds. */
+/** The operator's resource (DetectionPolicy): group nsfwdetector.io, version v1alpha1, spec.thresholds. */
 // Named as the chart's default `operator.policyName`, so applying it replaces the policy in force.
 export function detectionPolicyManifest(s: Suggestion, name = 'main'): string {
   return `apiVersion: nsfwdetector.io/v1alpha1

@@ -3,13 +3,20 @@
 // what it will mean in production. Every refusal is the API's own error code.
 
 import { readFile, stat } from 'node:fs/promises';
-import type { Config } from '../common/config.ts';
+import type { Env } from '../common/config.ts';
 import { ApiError, isApiError } from '../common/errors.ts';
+import {
+  loadScoringConfig,
+  loadUploadConfig,
+  type ScoringConfig,
+  type UploadConfig,
+} from '../detect/config.ts';
 import { probeHeader } from '../detect/image/probe.ts';
 import { sniffFormat } from '../detect/image/sniff.ts';
 import { summarize } from '../detect/model/classifier.ts';
 import { createOnnxClassifier } from '../detect/model/onnx-classifier.ts';
 import { InProcessScorer } from '../detect/scoring/image-scorer.ts';
+import { loadPolicyConfig, type PolicyConfig } from '../policy/policy-config.ts';
 
 export type ScoreOutcome = { nsfw: number } | { code: number; message: string };
 
@@ -18,7 +25,14 @@ export interface FileScorer {
   close(): Promise<void>;
 }
 
-export async function createFileScorer(config: Config): Promise<FileScorer> {
+/** What calibration reads: the detect pipeline's limits and model, and the default upload limit. */
+export type CalibrateConfig = ScoringConfig & UploadConfig & PolicyConfig;
+
+export function loadCalibrateConfig(env: Env): CalibrateConfig {
+  return { ...loadPolicyConfig(env), ...loadUploadConfig(env), ...loadScoringConfig(env) };
+}
+
+export async function createFileScorer(config: CalibrateConfig): Promise<FileScorer> {
   const classifier = await createOnnxClassifier({
     model: config.model,
     intraOpThreads: config.inferenceThreads,

@@ -3,6 +3,7 @@
 // and detect never imports quota.
 
 import type { ApiError } from './errors.ts';
+import type { DetectEndpoint } from './routes.ts';
 
 export type Tier = 'anonymous' | 'free' | 'pro';
 
@@ -18,7 +19,7 @@ export interface EdgeIdentity {
 
 export interface RequestFacts {
   /** Which detect endpoint: the anonymous one (4.1) or the key one (4.2). */
-  endpoint: 'public' | 'open';
+  endpoint: DetectEndpoint;
   clientIp: string;
   /** The raw X-Device-Id header, if any; validated by the implementation. */
   deviceId?: string | undefined;

@@ -1,5 +1,5 @@
-// Refusals raised by the HTTP layer itself, and how refused uploads are closed (issue 10, points 5
-// and 6): raw sockets against a real listening server (the embedded app, fake model).
+// Refusals raised by the HTTP layer itself, and how refused uploads are closed: raw sockets against a
+// real listening server (the embedded app, fake model).
 
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
@@ -70,7 +70,7 @@ function expectEnvelope(res: RawResponse, status: number, code: number): void {
   expect((res.body as { code: number }).code).toBe(code);
 }
 
-describe('refusals of the HTTP layer are in the envelope (issue 10.5)', () => {
+describe('refusals of the HTTP layer are in the envelope', () => {
   it('malformed framing → 400 / 4001', async () => {
     const res = parse(await exchange('GET /health HTTP/1.1\r\nHost: x\r\nNot a header line\r\n\r\n'));
     expectEnvelope(res, 400, 4001);
@@ -136,7 +136,7 @@ describe('refusals of the HTTP layer are in the envelope (issue 10.5)', () => {
   });
 });
 
-describe('oversized uploads are answered where the client can read them (issue 10.6)', () => {
+describe('oversized uploads are answered where the client can read them', () => {
   it('Expect: 100-continue over the limit → 400 / 4003 at once, never 100 Continue', async () => {
     const raw = await exchange(
       'POST /api/public/detect HTTP/1.1\r\nHost: x\r\nContent-Type: image/jpeg\r\n' +

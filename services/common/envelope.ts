@@ -5,7 +5,9 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { destroySocket, type LingerOptions, lingerOnClose, readToEnd } from './connection-guards.ts';
 import { ApiError, isApiError } from './errors.ts';
+import { DEFAULT_MAX_FILE_BYTES, FRAMING_BYTES } from './http-limits.ts';
 import { RefusalLog } from './refusal-log.ts';
+import { HTTP_METHODS } from './routes.ts';
 
 export function ok<T>(data: T): { code: 0; message: 'ok'; data: T } {
   return { code: 0, message: 'ok', data };
@@ -45,11 +47,9 @@ export function toApiError(err: unknown): ApiError {
   return new ApiError('UNAVAILABLE');
 }
 
-const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
-
 /** The methods `path` is routed for (empty: no such route), for 405 and its `Allow` header. */
 export function allowedMethods(app: FastifyInstance, path: string): string[] {
-  return METHODS.filter((method) => app.hasRoute({ url: path, method }));
+  return HTTP_METHODS.filter((method) => app.hasRoute({ url: path, method }));
 }
 
 export interface EnvelopeOptions {
@@ -73,7 +73,7 @@ export interface EnvelopeOptions {
 }
 
 const DEFAULT_LINGER: LingerOptions = {
-  maxBytes: 2 * 52_428_800 + 1024 * 1024,
+  maxBytes: 2 * DEFAULT_MAX_FILE_BYTES + FRAMING_BYTES,
   maxMs: 10_000,
   idleMs: 2_000,
 };

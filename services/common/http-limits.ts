@@ -22,3 +22,13 @@ export const MAX_REQUEST_HEADERS = 100;
 export function maxHeaderBytes(trustedProxyHops: number): number {
   return MAX_REQUEST_HEADER_BYTES + (trustedProxyHops > 0 ? PROXY_ADDED_HEADER_BYTES : 0);
 }
+
+/** Spec 5: the largest accepted image, 50 MiB (MAX_FILE_BYTES by default; a policy may only lower it). */
+export const DEFAULT_MAX_FILE_BYTES = 52_428_800;
+
+/**
+ * What a multipart body may hold besides the file (boundaries, part headers, bounded form fields): a
+ * body past `MAX_FILE_BYTES` + this is refused as too large without reading the rest (every server,
+ * and the edge's length check).
+ */
+export const FRAMING_BYTES = 1024 * 1024;

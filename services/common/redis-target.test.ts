@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from './config.ts';
+import { ConfigError, loadCoreConfig } from './config.ts';
 
-const target = (env: Record<string, string>) => loadConfig(env).redisTarget;
+const target = (env: Record<string, string>) => loadCoreConfig(env).redisTarget;
 
 describe('Redis topology configuration', () => {
   it('reads a single URL, Sentinel or Cluster, with credentials and WAIT defaults per topology', () => {
@@ -59,7 +59,7 @@ describe('Redis topology configuration', () => {
     [{ REDIS_URL: 'http://a' }, /redis:\/\/ or rediss:\/\//],
     [{ REDIS_URL: 'redis://a', REDIS_WAIT_REPLICAS: '-1' }, /REDIS_WAIT_REPLICAS/],
   ])('refuses %j at boot', (env, message) => {
-    expect(() => loadConfig(env)).toThrow(ConfigError);
-    expect(() => loadConfig(env)).toThrow(message);
+    expect(() => loadCoreConfig(env)).toThrow(ConfigError);
+    expect(() => loadCoreConfig(env)).toThrow(message);
   });
 });

@@ -4,15 +4,15 @@
 
 import type { Server } from 'node:http';
 import Fastify, { type FastifyInstance, LogController } from 'fastify';
-import type { Config } from './config.ts';
+import type { CoreConfig } from './config.ts';
 import { handleClientError, installExpectGuard, type LingerOptions } from './connection-guards.ts';
 import { allowedMethods, installEnvelopeHandlers } from './envelope.ts';
-import { maxHeaderBytes } from './http-limits.ts';
+import { FRAMING_BYTES, maxHeaderBytes } from './http-limits.ts';
 import { traceContextMixin } from './logging.ts';
 import { RefusalLog } from './refusal-log.ts';
 
 export interface RootAppOptions {
-  config: Config;
+  config: Pick<CoreConfig, 'logLevel' | 'trustedProxyHops'> & { maxFileBytes: number };
   /** Tests pass `false` to keep output quiet. */
   logger?: boolean | undefined;
   /** Where log lines go (default stdout); tests capture them. */
@@ -20,9 +20,6 @@ export interface RootAppOptions {
   /** Interval of the refusal summary lines (default 10 s). */
   refusalLogIntervalMs?: number | undefined;
 }
-
-/** Multipart framing allowed on top of the file limit (as intake allows). */
-const FRAMING_BYTES = 1024 * 1024;
 
 /**
  * How much of a refused upload is read and dropped (before the answer behind a proxy, after it

@@ -278,7 +278,7 @@ describe('anonymous limits', () => {
   });
 
   it('refuses past the daily quota with 4291, and counts failed requests too', async () => {
-    const { app } = await start({ ANON_PER_MINUTE: '100', ANON_PER_DAY: '3' });
+    const { app } = await start({ ANON_PER_MINUTE: '3', ANON_PER_DAY: '3' });
     expect((await raw(app, JPEG, 'image/jpeg')).statusCode).toBe(200);
     expect((await raw(app, SVG, 'image/svg+xml')).statusCode).toBe(400);
     expect((await raw(app, JPEG, 'image/jpeg')).statusCode).toBe(200);
@@ -381,7 +381,7 @@ describe('decode memory budget', () => {
 
 describe('availability', () => {
   it('answers 5001 with Retry-After while the model is not loaded, without counting quota', async () => {
-    current = await embeddedApp({ env: { ANON_PER_DAY: '1' } });
+    current = await embeddedApp({ env: { ANON_PER_MINUTE: '1', ANON_PER_DAY: '1' } });
     const res = await raw(current.app, JPEG, 'image/jpeg');
     expectError(res, 503, 5001);
     expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1);

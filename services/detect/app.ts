@@ -8,19 +8,21 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Authorizer, Decision, EdgeIdentity, RequestFacts } from '../common/authorizer.ts';
 import { ok } from '../common/envelope.ts';
 import { ApiError } from '../common/errors.ts';
+import { headerValue } from '../common/header-value.ts';
+import { DETECT_ROUTES } from '../common/routes.ts';
 import { inSpan, recordSpan } from '../common/telemetry.ts';
 import { decodeMemoryBytes } from './image/decode-memory.ts';
 import { probeHeader } from './image/probe.ts';
 import { sniffFormat } from './image/sniff.ts';
 import type { DimensionLimits } from './image/types.ts';
 import { type IntakeLimits, readImage } from './intake.ts';
-import type { ModelSlot } from './model/model-slot.ts';
 import { buildResult, type Thresholds } from './result.ts';
 import { describeOnly, openDetectSchema, publicDetectSchema } from './schemas.ts';
+import type { ScorerSlot } from './scoring/scorer-slot.ts';
 import type { Admission, WorkGate } from './work-gate.ts';
 
 export interface DetectOptions {
-  model: ModelSlot;
+  model: ScorerSlot;
   authorizer: Authorizer;
   gate: WorkGate;
   /** Read once per request: a policy change applies to the next request, never to one in flight. */
@@ -42,8 +44,8 @@ declare module 'fastify' {
 }
 
 const ENDPOINTS = [
-  { url: '/api/public/detect', endpoint: 'public', schema: publicDetectSchema },
-  { url: '/api/open/detect', endpoint: 'open', schema: openDetectSchema },
+  { url: DETECT_ROUTES.public, endpoint: 'public', schema: publicDetectSchema },
+  { url: DETECT_ROUTES.open, endpoint: 'open', schema: openDetectSchema },
 ] as const;
 
 export default async function detectApp(app: FastifyInstance, opts: DetectOptions): Promise<void> {
@@ -145,10 +147,6 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
     }
     return ok({ status: 'ready', model: model.model });
   });
-}
-
-function headerValue(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
 }
 
 async function detect(request: FastifyRequest, _reply: FastifyReply, opts: DetectOptions) {

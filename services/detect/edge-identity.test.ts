@@ -9,14 +9,14 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { fixture } from '../../test/fixtures/corpus.ts';
 import { FakeClassifier } from '../../test/support/fake-classifier.ts';
 import type { RequestFacts } from '../common/authorizer.ts';
-import { loadConfig } from '../common/config.ts';
 import { ok } from '../common/envelope.ts';
 import { createRootApp } from '../common/root-app.ts';
 import detectApp from './app.ts';
+import { loadDetectConfig } from './config.ts';
 import { EdgeAuthorizer, requireEdgeIdentity } from './edge-identity.ts';
 import { intakeLimitsFrom } from './intake.ts';
-import { ModelSlot } from './model/model-slot.ts';
 import { InProcessScorer } from './scoring/image-scorer.ts';
+import { ScorerSlot } from './scoring/scorer-slot.ts';
 import { WorkGate } from './work-gate.ts';
 
 const SECRET = '0123456789abcdef0123';
@@ -24,7 +24,7 @@ let app: FastifyInstance | undefined;
 afterEach(async () => app?.close());
 
 async function edgeApp(secret: string | undefined) {
-  app = createRootApp({ config: loadConfig({}), logger: false });
+  app = createRootApp({ config: loadDetectConfig({}), logger: false });
   requireEdgeIdentity(app, { secret });
   app.post('/api/open/detect', async (request) => ok(request.edgeIdentity));
   app.get('/internal/ready', async () => ok({}));
@@ -120,8 +120,8 @@ describe('uploads in progress per client behind the edge', () => {
   const ENVOY = '10.9.9.9';
 
   async function clusterDetect() {
-    const config = loadConfig({ TRUSTED_PROXY_HOPS: '1', MAX_UPLOADS_PER_CLIENT: '1' });
-    const model = new ModelSlot();
+    const config = loadDetectConfig({ TRUSTED_PROXY_HOPS: '1', MAX_UPLOADS_PER_CLIENT: '1' });
+    const model = new ScorerSlot();
     model.fill(new InProcessScorer(new FakeClassifier(), config.limits));
     const gate = new WorkGate(config.concurrency);
     app = createRootApp({ config, logger: false });

@@ -26,14 +26,14 @@ import {
   type Tier,
 } from '../common/authorizer.ts';
 import { ApiError } from '../common/errors.ts';
+import { headerValue } from '../common/header-value.ts';
+import { detectEndpointOf } from '../common/routes.ts';
 
 export const EDGE_SECRET_HEADER = 'x-edge-secret';
 const TIERS: readonly Tier[] = ['anonymous', 'free', 'pro'];
-const DETECT_ROUTES = new Set(['/api/public/detect', '/api/open/detect']);
 
 function header(request: FastifyRequest, name: string): string | undefined {
-  const value = request.headers[name];
-  return Array.isArray(value) ? undefined : value;
+  return headerValue(request.headers[name]);
 }
 
 function sameSecret(given: string | undefined, expected: Buffer): boolean {
@@ -52,7 +52,7 @@ const notFromEdge = () =>
 export function requireEdgeIdentity(app: FastifyInstance, opts: { secret: string | undefined }): void {
   const secret = opts.secret === undefined ? undefined : Buffer.from(opts.secret);
   app.addHook('onRequest', async (request) => {
-    if (!DETECT_ROUTES.has(request.routeOptions.url ?? '')) return;
+    if (!detectEndpointOf(request.routeOptions.url ?? '')) return;
     if (secret && !sameSecret(header(request, EDGE_SECRET_HEADER), secret)) throw notFromEdge();
     const accountId = header(request, 'x-account-id');
     const tier = header(request, 'x-quota-tier') as Tier | undefined;

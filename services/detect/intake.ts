@@ -7,8 +7,9 @@ import { createHash, type Hash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { Busboy, type BusboyFileStream } from '@fastify/busboy';
-import type { Config } from '../common/config.ts';
 import { ApiError } from '../common/errors.ts';
+import { FRAMING_BYTES } from '../common/http-limits.ts';
+import type { UploadConfig } from './config.ts';
 import { formatFromMimeType } from './image/sniff.ts';
 import type { ImageFormat } from './image/types.ts';
 
@@ -52,7 +53,9 @@ export interface IntakeLimits {
 }
 
 /** The intake limits a configuration sets (every composition that serves detect uses these). */
-export function intakeLimitsFrom(config: Config): IntakeLimits {
+export function intakeLimitsFrom(
+  config: Omit<UploadConfig, 'limits' | 'concurrency'> & { maxFileBytes: number },
+): IntakeLimits {
   return {
     maxBytes: config.maxFileBytes,
     idleTimeoutMs: config.uploadIdleTimeoutMs,
@@ -210,7 +213,6 @@ function collect(
 
 // Non-file fields are allowed (and ignored) but bounded, so a form cannot become a memory sink.
 const FORM_LIMITS = { fields: 16, fieldSize: 64 * 1024, fieldNameSize: 200, parts: 32, headerPairs: 64 };
-const MULTIPART_OVERHEAD = 1024 * 1024;
 
 function readMultipart(
   body: Readable,
@@ -219,7 +221,7 @@ function readMultipart(
   budget: UploadBudget | undefined,
 ): Promise<Intake> {
   const { maxBytes } = limits;
-  checkContentLength(headers, maxBytes, MULTIPART_OVERHEAD);
+  checkContentLength(headers, maxBytes, FRAMING_BYTES);
   return new Promise<Intake>((resolve, reject) => {
     let settled = false;
     let files = 0;

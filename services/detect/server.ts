@@ -3,30 +3,33 @@
 // quota service: detect trusts the identity headers Envoy adds (edge-identity.ts) and counts nothing.
 // Ready (/internal/ready) once the model is loaded and every scoring worker has scored a warm-up image.
 
-import { loadConfigOrExit } from '../common/config.ts';
-import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
+import { listen, startProcess } from '../common/boot.ts';
+import { loadDetectConfig } from './config.ts';
 
-const config = loadConfigOrExit('nsfwdetector detect');
-await startTelemetry({ serviceName: 'nsfwdetector-detect', sampleRatio: config.traceSampleRatio });
+const config = await startProcess(
+  { who: 'nsfwdetector detect', serviceName: 'nsfwdetector-detect' },
+  loadDetectConfig,
+);
 
 const { createRootApp } = await import('../common/root-app.ts');
-const { policyForApp } = await import('../common/policy-in-force.ts');
+const { policyForApp } = await import('../policy/policy-in-force.ts');
 const { createDetectMetrics, createHttpMetrics, instrumentHttp } = await import('../common/metrics.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
+const { stopTelemetry } = await import('../common/telemetry.ts');
 const { closeConnectionsWhenDraining } = await import('../common/drain.ts');
 const { default: detectApp } = await import('./app.ts');
 const { intakeLimitsFrom } = await import('./intake.ts');
 const { EdgeAuthorizer, requireEdgeIdentity } = await import('./edge-identity.ts');
 const { MeteredGate, MeteredScorer } = await import('./metered.ts');
-const { ModelSlot } = await import('./model/model-slot.ts');
-const { jpegDecoderInUse, loadScorer } = await import('./model/load.ts');
+const { ScorerSlot } = await import('./scoring/scorer-slot.ts');
+const { fillScorerSlot } = await import('./scoring/scoring-pool.ts');
 
 const app = createRootApp({ config });
 const http = createHttpMetrics('detect');
 // The gauges read the gate when scraped, long after it exists.
 const metrics = createDetectMetrics(http.registry, () => gate);
 const gate = new MeteredGate(config.concurrency, metrics);
-const model = new ModelSlot();
+const model = new ScorerSlot();
 instrumentHttp(app, http);
 closeConnectionsWhenDraining(app);
 requireEdgeIdentity(app, { secret: config.edgeSecret });
@@ -37,7 +40,7 @@ const policy = policyForApp(app, config);
 // over MODEL, which applies only while no valid file is mounted). A model is loaded once per process;
 // when spec.model changes the operator rolls this Deployment (pod-template annotation
 // nsfwdetector.io/model) and the new pods read the new file here.
-const modelName = policy.model();
+const modelName = policy.model() ?? config.model;
 await app.register(detectApp, {
   model,
   authorizer: new EdgeAuthorizer(),
@@ -55,25 +58,10 @@ installShutdown({
   steps: [async () => gate.close(), () => app.close(), () => model.close(), () => stopTelemetry()],
 });
 
-await app.listen({ port: config.detectPort, host: config.host });
-app.log.info({ service: 'detect', port: (app.server.address() as { port: number }).port }, 'listening');
-try {
-  const started = performance.now();
-  const scorer = await loadScorer({ ...config, model: modelName }, (err) =>
-    app.log.error({ err }, 'scoring worker replaced'),
-  );
-  model.fill(new MeteredScorer(scorer, metrics));
-  const { jpegDecoder, why } = jpegDecoderInUse(config);
-  if (why) app.log.warn(why);
-  app.log.info(
-    {
-      model: modelName,
-      jpegDecoder,
-      ms: Math.round(performance.now() - started),
-    },
-    'model loaded; ready',
-  );
-} catch (err) {
-  app.log.fatal({ err }, 'model failed to load');
-  process.exit(1);
-}
+await listen(app, { port: config.detectPort, host: config.host }, { service: 'detect' });
+await fillScorerSlot(
+  model,
+  { ...config, model: modelName },
+  app.log,
+  (scorer) => new MeteredScorer(scorer, metrics),
+);

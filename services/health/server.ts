@@ -2,16 +2,19 @@
 // constants only. Listens on HEALTH_PORT (default 8083; 0 = any free port, printed in the "listening"
 // line). Live and ready as soon as it listens: it depends on nothing.
 
-import { loadConfigOrExit } from '../common/config.ts';
-import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
+import { listen, startProcess } from '../common/boot.ts';
+import { loadHealthConfig } from './config.ts';
 
-const config = loadConfigOrExit('nsfwdetector health');
-await startTelemetry({ serviceName: 'nsfwdetector-health', sampleRatio: config.traceSampleRatio });
+const config = await startProcess(
+  { who: 'nsfwdetector health', serviceName: 'nsfwdetector-health' },
+  loadHealthConfig,
+);
 
 const { createRootApp } = await import('../common/root-app.ts');
 const { ok } = await import('../common/envelope.ts');
 const { createHttpMetrics, instrumentHttp } = await import('../common/metrics.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
+const { stopTelemetry } = await import('../common/telemetry.ts');
 const { closeConnectionsWhenDraining } = await import('../common/drain.ts');
 const { default: healthApp } = await import('./app.ts');
 const { registerOpenApi } = await import('../openapi/app.ts');
@@ -32,5 +35,4 @@ installShutdown({
   steps: [() => app.close(), () => stopTelemetry()],
 });
 
-await app.listen({ port: config.healthPort, host: config.host });
-app.log.info({ service: 'health', port: (app.server.address() as { port: number }).port }, 'listening');
+await listen(app, { port: config.healthPort, host: config.host }, { service: 'health' });

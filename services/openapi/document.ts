@@ -3,23 +3,25 @@
 // from the very plugins and schemas the services register, on an instance that never listens and is
 // closed at once, so the cluster publishes the same document as `npm start`.
 
-import type { Config } from '../common/config.ts';
+import type { CoreConfig } from '../common/config.ts';
 import { createRootApp } from '../common/root-app.ts';
 import detectApp from '../detect/app.ts';
+import type { UploadConfig } from '../detect/config.ts';
 import { EdgeAuthorizer } from '../detect/edge-identity.ts';
 import { intakeLimitsFrom } from '../detect/intake.ts';
-import { ModelSlot } from '../detect/model/model-slot.ts';
+import { ScorerSlot } from '../detect/scoring/scorer-slot.ts';
 import { WorkGate } from '../detect/work-gate.ts';
 import healthApp from '../health/app.ts';
+import type { PolicyConfig } from '../policy/policy-config.ts';
 import { registerOpenApi } from './app.ts';
 
-export async function buildPublicDocument(config: Config): Promise<object> {
+export async function buildPublicDocument(config: CoreConfig & PolicyConfig & UploadConfig): Promise<object> {
   const app = createRootApp({ config, logger: false });
   try {
     await registerOpenApi(app);
     await app.register(healthApp);
     await app.register(detectApp, {
-      model: new ModelSlot(),
+      model: new ScorerSlot(),
       authorizer: new EdgeAuthorizer(),
       gate: new WorkGate(config.concurrency),
       thresholds: config.thresholds,

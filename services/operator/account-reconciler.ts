@@ -8,8 +8,8 @@
 
 import type { V1Secret } from '@kubernetes/client-node';
 import { type AccountTier, isAccountTier } from '../common/account-tier.ts';
-import type { AccountStore, ApiKeyRecord } from '../quota/account-store.ts';
-import { displayParts } from '../quota/api-keys.ts';
+import type { AccountStore, ApiKeyRecord } from '../quota/accounts/account-store.ts';
+import { displayParts } from '../quota/accounts/api-keys.ts';
 import {
   apply,
   applyFinalizers,

@@ -6,7 +6,7 @@
 // Threshold and limit changes never touch the Deployment (the services re-read the file live).
 
 import type { KubernetesObject, V1Deployment, V1DeploymentStatus } from '@kubernetes/client-node';
-import { POLICY_MODELS, type PolicyDocument } from '../common/policy-file.ts';
+import { POLICY_MODELS, type PolicyDocument } from '../policy/policy-file.ts';
 import { apply, type Kube } from './kube.ts';
 
 export const MODEL_ANNOTATION = 'nsfwdetector.io/model';

@@ -1,4 +1,4 @@
-// The operator's process: configuration (services/common/config.ts for Redis, plus OPERATOR_* below),
+// The operator's process: configuration (config.ts: the core, Redis required, and OPERATOR_*),
 // the kubeconfig (KUBECONFIG or in-cluster), Lease leader election, metrics on OPERATOR_METRICS_PORT,
 // graceful shutdown on SIGTERM/SIGINT (release the Lease, finish reconciles in progress). Each
 // leadership term runs a fresh Operator (informers, queues); a lost Lease stops it and the process
@@ -6,7 +6,6 @@
 //   node --import tsx services/operator/main.ts
 
 import { createServer } from 'node:http';
-import { hostname } from 'node:os';
 import {
   AppsV1Api,
   CoordinationV1Api,
@@ -15,8 +14,9 @@ import {
   KubeConfig,
   KubernetesObjectApi,
 } from '@kubernetes/client-node';
-import { ConfigError, intVar, loadConfig, optionalVar, stringVar } from '../common/config.ts';
+import { loadOrExit } from '../common/config.ts';
 import { openStores } from '../quota/stores/open-stores.ts';
+import { loadOperatorConfig } from './config.ts';
 import { LeaderElection } from './leader-election.ts';
 import { createOperatorMetrics } from './metrics.ts';
 import { Operator } from './operator.ts';
@@ -27,47 +27,7 @@ function log(msg: string, obj: object = {}): void {
   );
 }
 
-let settings: {
-  namespace: string;
-  identity: string;
-  leaseSeconds: number;
-  retryMs: number;
-  resyncMs: number;
-  metricsPort: number;
-  detectDeployment: string | undefined;
-};
-let config: ReturnType<typeof loadConfig>;
-try {
-  config = loadConfig(process.env);
-  if (!config.redisTarget)
-    throw new ConfigError(
-      'REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES is required: the operator writes accounts and keys to Redis',
-    );
-  settings = {
-    namespace: stringVar(process.env, 'OPERATOR_NAMESPACE', 'default'),
-    identity: stringVar(process.env, 'OPERATOR_IDENTITY', `${hostname()}-${process.pid}`),
-    leaseSeconds: intVar(process.env, 'OPERATOR_LEASE_SECONDS', 15, 1, 600),
-    retryMs: intVar(process.env, 'OPERATOR_RETRY_MS', 2_000, 100, 60_000),
-    resyncMs: intVar(process.env, 'OPERATOR_RESYNC_MS', 300_000, 1_000),
-    metricsPort: intVar(process.env, 'OPERATOR_METRICS_PORT', 9090, 0, 65_535),
-    detectDeployment: optionalVar(process.env, 'OPERATOR_DETECT_DEPLOYMENT'),
-  };
-  if (settings.retryMs * 3 >= settings.leaseSeconds * 1000 * 2)
-    throw new ConfigError(
-      'OPERATOR_RETRY_MS must be below two thirds of OPERATOR_LEASE_SECONDS (the renew deadline): a leader renews several times before it steps down',
-    );
-  const name = settings.detectDeployment;
-  if (name !== undefined && !/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(name))
-    throw new ConfigError(
-      `OPERATOR_DETECT_DEPLOYMENT must be a Deployment name, got ${JSON.stringify(name)}`,
-    );
-} catch (err) {
-  if (err instanceof ConfigError) {
-    process.stderr.write(`configuration error: ${err.message}\n`);
-    process.exit(1);
-  }
-  throw err;
-}
+const config = loadOrExit('nsfwdetector operator', loadOperatorConfig);
 
 const kc = new KubeConfig();
 kc.loadFromDefault();
@@ -83,11 +43,11 @@ const newOperator = () =>
   new Operator({
     kc,
     kube,
-    namespace: settings.namespace,
+    namespace: config.namespace,
     store: stores.accountStore,
     metrics,
-    resyncMs: settings.resyncMs,
-    detectDeployment: settings.detectDeployment,
+    resyncMs: config.resyncMs,
+    detectDeployment: config.detectDeployment,
     log,
   });
 // Terms one after the other: a new one starts only once the previous one has stopped.
@@ -114,13 +74,13 @@ async function shutdown(code: number): Promise<void> {
 
 const election = new LeaderElection({
   api: kc.makeApiClient(CoordinationV1Api),
-  namespace: settings.namespace,
+  namespace: config.namespace,
   name: 'nsfwdetector-operator',
-  identity: settings.identity,
-  leaseDurationSeconds: settings.leaseSeconds,
+  identity: config.identity,
+  leaseDurationSeconds: config.leaseSeconds,
   // client-go's proportions (15 s Lease, 10 s deadline).
-  renewDeadlineMs: Math.round((settings.leaseSeconds * 1000 * 2) / 3),
-  retryPeriodMs: settings.retryMs,
+  renewDeadlineMs: Math.round((config.leaseSeconds * 1000 * 2) / 3),
+  retryPeriodMs: config.retryMs,
   onStartedLeading: () => {
     metrics.leader.set(1);
     terms = terms.then(async () => {
@@ -152,8 +112,8 @@ const server = createServer(async (req, res) => {
     res.end();
   }
 });
-server.listen(settings.metricsPort, config.host, () => {
-  log('listening', { port: (server.address() as { port: number }).port, identity: settings.identity });
+server.listen(config.metricsPort, config.host, () => {
+  log('listening', { port: (server.address() as { port: number }).port, identity: config.identity });
   election.start();
 });
 

@@ -17,7 +17,7 @@ import {
   type V1Deployment,
   Watch,
 } from '@kubernetes/client-node';
-import type { AccountStore } from '../quota/account-store.ts';
+import type { AccountStore } from '../quota/accounts/account-store.ts';
 import { ACCOUNT_KIND, ACCOUNT_PLURAL, reconcileAccount } from './account-reconciler.ts';
 import { type CustomResource, GROUP, type Kube, VERSION } from './kube.ts';
 import type { OperatorMetrics } from './metrics.ts';

@@ -6,7 +6,7 @@
 // Progressing=True (RollingOut) and Ready=False until its status shows the rollout complete.
 
 import type { V1Deployment } from '@kubernetes/client-node';
-import { POLICY_FILE_KEY, type PolicyDocument, parsePolicy } from '../common/policy-file.ts';
+import { POLICY_FILE_KEY, type PolicyDocument, parsePolicy } from '../policy/policy-file.ts';
 import { rolloutProgress, rollToModel, templateModel } from './detect-rollout.ts';
 import {
   apply,

@@ -3,14 +3,15 @@
 // never chooses store implementations itself. `buildQuotaService` adds the console beside it.
 
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
-import type { Config } from '../common/config.ts';
+import type { CoreConfig } from '../common/config.ts';
 import { closeConnectionsWhenDraining } from '../common/drain.ts';
 import { ok, sendError } from '../common/envelope.ts';
 import type { HttpMetrics, QuotaMetrics } from '../common/metrics.ts';
 import { instrumentHttp } from '../common/metrics.ts';
-import { configuredLimits, policyForApp, type QuotaLimits } from '../common/policy-in-force.ts';
 import { createRootApp } from '../common/root-app.ts';
-import type { AccountStore, SessionStore } from './account-store.ts';
+import type { PolicyConfig } from '../policy/policy-config.ts';
+import { configuredLimits, policyForApp, type QuotaLimits } from '../policy/policy-in-force.ts';
+import type { AccountStore, SessionStore } from './accounts/account-store.ts';
 import {
   type Authorizer,
   accountSubject,
@@ -49,7 +50,7 @@ export default async function quotaApp(app: FastifyInstance, opts: QuotaAppOptio
 
 /** What the quota-and-auth service works on: the stores, chosen at a composition root. */
 export interface QuotaDeps {
-  config: Config;
+  config: CoreConfig & PolicyConfig;
   quotaStore: QuotaStore;
   /** Accounts and API keys: the file store embedded, Redis with REDIS_URL. */
   accountStore: AccountStore;

@@ -1,13 +1,14 @@
 // authorize(facts) → decision: the one place that decides whether a detect request may run and how it
-// is counted. Transports (in-process hook now, Envoy ext_authz later) only translate to and from it.
+// is counted. Transports (the embedded server's in-process hook, Envoy's ext_authz call: ext-authz.ts)
+// only translate to and from it.
 
 import { randomUUID } from 'node:crypto';
 import type { Authorizer, Decision, RequestFacts, Tier } from '../common/authorizer.ts';
-import type { WindowLimits } from '../common/config.ts';
 import { ApiError } from '../common/errors.ts';
-import type { QuotaLimits } from '../common/policy-in-force.ts';
-import type { AccountStore, AccountTier, ResolvedKey } from './account-store.ts';
-import { bearerKey } from './api-keys.ts';
+import type { QuotaLimits } from '../policy/policy-in-force.ts';
+import type { WindowLimits } from '../policy/rules.ts';
+import type { AccountStore, AccountTier, ResolvedKey } from './accounts/account-store.ts';
+import { bearerKey } from './accounts/api-keys.ts';
 import { outcomeOf, type QuotaOutcome, type QuotaStore } from './quota-store.ts';
 
 export type { Authorizer, Decision, RequestFacts, Tier } from '../common/authorizer.ts';

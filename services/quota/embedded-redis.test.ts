@@ -9,9 +9,9 @@ import { FakeClassifier } from '../../test/support/fake-classifier.ts';
 import { RedisServer } from '../../test/support/redis-server.ts';
 import { describeWithTool, REDIS_SERVER } from '../../test/support/tools.ts';
 import { buildEmbeddedApp, type EmbeddedApp } from '../all-in-one/app.ts';
-import { loadConfig } from '../common/config.ts';
-import { ModelSlot } from '../detect/model/model-slot.ts';
+import { loadAllInOneConfig } from '../all-in-one/config.ts';
 import { InProcessScorer } from '../detect/scoring/image-scorer.ts';
+import { ScorerSlot } from '../detect/scoring/scorer-slot.ts';
 import { openStores, type Stores } from './stores/open-stores.ts';
 
 const JPEG = readFileSync(fixture('320x240.jpg'));
@@ -20,9 +20,9 @@ let redis: RedisServer;
 const replicas: Array<{ built: EmbeddedApp; stores: Stores }> = [];
 
 async function replica(env: Record<string, string>) {
-  const config = loadConfig({ REDIS_URL: redis.url, REDIS_KEY_PREFIX: 'emb:', ...env });
+  const config = loadAllInOneConfig({ REDIS_URL: redis.url, REDIS_KEY_PREFIX: 'emb:', ...env });
   const stores = await openStores(config, { required: true });
-  const model = new ModelSlot();
+  const model = new ScorerSlot();
   model.fill(new InProcessScorer(new FakeClassifier(), config.limits));
   const built = await buildEmbeddedApp({
     config,
@@ -54,7 +54,7 @@ describeWithTool(REDIS_SERVER, 'embedded composition on Redis', () => {
   });
 
   it('chooses the Redis stores and shares account and anonymous counts between replicas', async () => {
-    const env = { FREE_PER_DAY: '3', FREE_PER_MINUTE: '100', ANON_PER_DAY: '2', ANON_PER_MINUTE: '100' };
+    const env = { FREE_PER_DAY: '3', FREE_PER_MINUTE: '3', ANON_PER_DAY: '2', ANON_PER_MINUTE: '2' };
     const one = await replica(env);
     const two = await replica(env);
     expect(one.stores.kind).toBe('redis');

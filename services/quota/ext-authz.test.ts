@@ -3,8 +3,8 @@
 
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../common/config.ts';
 import { buildQuotaService } from './app.ts';
+import { loadQuotaConfig } from './config.ts';
 import {
   CLIENT_HEADERS_ON_DENY,
   CLIENT_HEADERS_ON_SUCCESS,
@@ -19,7 +19,7 @@ let accounts: LocalAccountStore;
 let quota: MemoryQuotaStore;
 
 async function start(env: Record<string, string> = {}) {
-  const config = loadConfig({ ANON_PER_MINUTE: '1000', ANON_PER_DAY: '1000', ...env });
+  const config = loadQuotaConfig({ ANON_PER_MINUTE: '1000', ANON_PER_DAY: '1000', ...env });
   accounts = memoryAccountStore();
   quota = new MemoryQuotaStore();
   app = await buildQuotaService({
@@ -125,7 +125,7 @@ describe('ext_authz check', () => {
   });
 
   it('denies past the limit with 429, the envelope, Retry-After and X-RateLimit-*', async () => {
-    const a = await start({ FREE_PER_DAY: '2', FREE_PER_MINUTE: '100' });
+    const a = await start({ FREE_PER_DAY: '2', FREE_PER_MINUTE: '2' });
     const { secret } = await keyFor();
     const auth = { authorization: `Bearer ${secret}` };
     expect((await check(a, '/api/open/detect', auth)).statusCode).toBe(200);

@@ -7,9 +7,10 @@
 //   `allowed_client_headers_on_success` onto the response to the client (CLIENT_HEADERS_ON_SUCCESS);
 // - on any other status: answers the client with that status, this body, and the headers matched by
 //   `allowed_client_headers` (CLIENT_HEADERS_ON_DENY).
-// The Envoy configuration (a later issue) must use exactly these lists, set `status_on_error` to 503
-// and `failure_mode_allow: false` (an unreachable quota service must never mean "allowed"), and strip
-// client-sent copies of UPSTREAM_HEADERS before the filter.
+// The Envoy configuration (charts/nsfwdetector/files/envoy.yaml.tpl) uses exactly these lists, sets
+// `status_on_error` to 503 and `failure_mode_allow: false` (an unreachable quota service must never mean
+// "allowed"), and strips client-sent copies of UPSTREAM_HEADERS before the filter
+// (test/e2e/envoy-config.test.ts checks it).
 //
 // Refunds: an allowed detect request carries its charge id upstream (x-charge-id). When the upstream
 // then answers 503 (detect busy, draining, or gone), the edge posts that id to REFUND_PATH_PREFIX/<id>
@@ -21,7 +22,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ANONYMOUS_ACCOUNT } from '../common/authorizer.ts';
 import { sendError } from '../common/envelope.ts';
 import { ApiError } from '../common/errors.ts';
-import type { Authorizer, RequestFacts } from './authorize.ts';
+import { headerValue } from '../common/header-value.ts';
+import { detectEndpointOf, HTTP_METHODS } from '../common/routes.ts';
+import type { Authorizer } from './authorize.ts';
 
 /** Request headers this transport reads (Envoy `allowed_headers`). */
 export const CHECK_REQUEST_HEADERS = ['authorization', 'x-device-id', 'x-forwarded-for'] as const;
@@ -45,14 +48,6 @@ export const REFUND_PATH_PREFIX = '/ext_authz-refund';
 /** What a charge id looks like (authorize() makes UUIDs); anything else is refused unread. */
 const CHARGE_ID = /^[0-9A-Za-z-]{1,64}$/;
 
-/** The original paths that are subject to quota, and which endpoint each is. */
-const DETECT_ENDPOINTS: Record<string, RequestFacts['endpoint']> = {
-  '/api/public/detect': 'public',
-  '/api/open/detect': 'open',
-};
-
-const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
-
 export interface ExtAuthzOptions {
   authorizer: Authorizer;
   /** Envoy's `path_prefix`. */
@@ -73,15 +68,15 @@ export default async function extAuthz(app: FastifyInstance, opts: ExtAuthzOptio
 
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
     const originalPath = (request.url.slice(prefix.length).split('?')[0] ?? '').replace(/\/+$/, '');
-    const endpoint = DETECT_ENDPOINTS[originalPath];
+    const endpoint = detectEndpointOf(originalPath);
     // Only POST to a detect path is counted; anything else (a GET the upstream will answer with 405,
     // a route that should not have been sent here) passes without touching any quota.
     if (endpoint === undefined || request.method !== 'POST') return reply.code(200).send();
     const decision = await opts.authorizer.authorize({
       endpoint,
       clientIp: request.ip,
-      deviceId: first(request.headers['x-device-id']),
-      authorization: first(request.headers.authorization),
+      deviceId: headerValue(request.headers['x-device-id']),
+      authorization: headerValue(request.headers.authorization),
     });
     if (!decision.allowed) return sendError(reply, decision.error);
     return reply
@@ -102,10 +97,6 @@ export default async function extAuthz(app: FastifyInstance, opts: ExtAuthzOptio
     return reply.code(204).send();
   });
 
-  app.route({ method: [...METHODS], url: prefix, handler });
-  app.route({ method: [...METHODS], url: `${prefix}/*`, handler });
-}
-
-function first(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
+  app.route({ method: [...HTTP_METHODS], url: prefix, handler });
+  app.route({ method: [...HTTP_METHODS], url: `${prefix}/*`, handler });
 }

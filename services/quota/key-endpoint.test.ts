@@ -8,7 +8,7 @@ import { embeddedApp } from '../../test/support/embedded-app.ts';
 import { FakeClassifier } from '../../test/support/fake-classifier.ts';
 import { awayFromMinuteEdge } from '../../test/support/minute-edge.ts';
 import { multipart } from '../../test/support/multipart.ts';
-import type { AccountTier } from './account-store.ts';
+import type { AccountTier } from './accounts/account-store.ts';
 
 const JPEG = readFileSync(fixture('320x240.jpg'));
 const OPEN = '/api/open/detect';
@@ -92,7 +92,7 @@ describe('the key endpoint', () => {
     ['test prefix', `Bearer nsk_test_${'a'.repeat(32)}`],
     ['unknown', `Bearer nsk_live_${'a'.repeat(32)}`],
   ])('answers 401/4011 for a %s key, and never counts it anywhere', async (_label, authorization) => {
-    const app = await start({ ANON_PER_DAY: '1' });
+    const app = await start({ ANON_PER_MINUTE: '1', ANON_PER_DAY: '1' });
     const res = await detect(app, authorization);
     expectError(res, 401, 4011);
     expect(res.headers['x-quota-tier']).toBeUndefined();
@@ -123,7 +123,7 @@ describe('the key endpoint', () => {
 
 describe('account quotas', () => {
   it('free: refuses past the daily limit with 4291, Retry-After until UTC midnight', async () => {
-    const app = await start({ FREE_PER_DAY: '3', FREE_PER_MINUTE: '100' });
+    const app = await start({ FREE_PER_DAY: '3', FREE_PER_MINUTE: '3' });
     const { secret } = await accountWithKey(app);
     for (let i = 0; i < 3; i++) {
       const res = await detect(app, `Bearer ${secret}`);
@@ -166,7 +166,7 @@ describe('account quotas', () => {
   });
 
   it('counts per account, shared by all its keys, separate from other accounts', async () => {
-    const app = await start({ FREE_PER_DAY: '4', FREE_PER_MINUTE: '100' });
+    const app = await start({ FREE_PER_DAY: '4', FREE_PER_MINUTE: '4' });
     const { account, secret } = await accountWithKey(app);
     const second = await app.accountStore.createKey(account.id);
     const other = await accountWithKey(app, 'free', 'other@example.com');
@@ -181,7 +181,7 @@ describe('account quotas', () => {
   });
 
   it('applies a tier change on the very next request', async () => {
-    const app = await start({ FREE_PER_DAY: '2', FREE_PER_MINUTE: '100' });
+    const app = await start({ FREE_PER_DAY: '2', FREE_PER_MINUTE: '2' });
     const { account, secret } = await accountWithKey(app);
     await detect(app, `Bearer ${secret}`);
     await detect(app, `Bearer ${secret}`);
@@ -194,7 +194,7 @@ describe('account quotas', () => {
   });
 
   it('counts failed detections, not refusals', async () => {
-    const app = await start({ FREE_PER_DAY: '2', FREE_PER_MINUTE: '100' });
+    const app = await start({ FREE_PER_DAY: '2', FREE_PER_MINUTE: '2' });
     const { secret } = await accountWithKey(app);
     const bad = await app.app.inject({
       method: 'POST',

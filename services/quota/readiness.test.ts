@@ -2,8 +2,8 @@
 // test/cluster-quota-server.test.ts): ready only while its stores answer, live regardless.
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../common/config.ts';
 import { buildQuotaService } from './app.ts';
+import { loadQuotaConfig } from './config.ts';
 import { memoryAccountStore } from './stores/local-account-store.ts';
 import { MemoryQuotaStore } from './stores/memory-quota-store.ts';
 
@@ -13,7 +13,7 @@ afterEach(async () => close?.());
 async function service(storesReady?: () => Promise<void>) {
   const accounts = memoryAccountStore();
   const app = await buildQuotaService({
-    config: loadConfig({}),
+    config: loadQuotaConfig({}),
     quotaStore: new MemoryQuotaStore(),
     accountStore: accounts,
     sessionStore: accounts,

@@ -3,37 +3,24 @@
 // configuration: REDIS_URL → Redis, otherwise the embedded ones (only useful for a single replica).
 // Ready only while the stores answer; metrics at GET /metrics.
 
-import { announceListening } from '../common/announce-listening.ts';
-import { loadConfigOrExit } from '../common/config.ts';
-import { startTelemetry, stopTelemetry } from '../common/telemetry.ts';
+import { listen, startProcess } from '../common/boot.ts';
+import { loadQuotaConfig } from './config.ts';
 
-const config = loadConfigOrExit('nsfwdetector quota');
-await startTelemetry({ serviceName: 'nsfwdetector-quota', sampleRatio: config.traceSampleRatio });
+const who = 'nsfwdetector quota';
+const config = await startProcess({ who, serviceName: 'nsfwdetector-quota' }, loadQuotaConfig);
 
 const { buildQuotaService } = await import('./app.ts');
-const { openStores } = await import('./stores/open-stores.ts');
-const { AccountsFileError } = await import('./stores/local-account-store.ts');
+const { openStoresOrExit } = await import('./stores/open-stores.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
+const { stopTelemetry } = await import('../common/telemetry.ts');
 const { createHttpMetrics, createQuotaMetrics } = await import('../common/metrics.ts');
 
 const http = createHttpMetrics('quota');
 const quotaMetrics = createQuotaMetrics(http.registry);
-
-let stores: Awaited<ReturnType<typeof openStores>>;
-try {
-  stores = await openStores(config, {
-    clientName: 'nsfwdetector-quota',
-    onRedisNotReady: (err) =>
-      console.error(`nsfwdetector quota: Redis not reachable yet; answering 503 until it is (${err})`),
-    onRedisError: (_err, connection) => quotaMetrics.redisErrors.inc({ connection, kind: 'connection' }),
-  });
-} catch (err) {
-  if (err instanceof AccountsFileError) {
-    console.error(`nsfwdetector quota: ${err.message}${err.cause ? ` (${err.cause})` : ''}`);
-    process.exit(2);
-  }
-  throw err;
-}
+const stores = await openStoresOrExit(who, config, {
+  clientName: 'nsfwdetector-quota',
+  onRedisError: (_err, connection) => quotaMetrics.redisErrors.inc({ connection, kind: 'connection' }),
+});
 
 const app = await buildQuotaService({
   config,
@@ -51,7 +38,4 @@ installShutdown({
   steps: [() => app.close(), () => stores.close(), () => stopTelemetry()],
 });
 
-await app.listen({ port: config.quotaPort, host: config.host });
-announceListening(app);
-const { port } = app.server.address() as { port: number };
-app.log.info({ service: 'quota', port, stores: stores.kind }, 'listening');
+await listen(app, { port: config.quotaPort, host: config.host }, { service: 'quota', stores: stores.kind });

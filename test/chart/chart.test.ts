@@ -9,7 +9,7 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { loadConfig } from '../../services/common/config.ts';
+import { loadUploadConfig } from '../../services/detect/config.ts';
 import { LOCAL_VALUES, renderEnvoyConfigText } from '../../services/stack/render-envoy.ts';
 import { describeWithKube } from '../support/describe-kube.ts';
 import { type KubeApiServer, startKubeApiServer } from '../support/kube-apiserver.ts';
@@ -246,10 +246,10 @@ describeWithKube('Helm chart against a real kube-apiserver', ['kube-apiserver', 
       readFileSync(join(CHART_DIR, 'values.yaml'), 'utf8'),
     )?.[1];
     const bytes = Number(limit) * 1024 * 1024;
-    const { concurrency } = loadConfig({ CONTAINER_MEMORY_LIMIT_BYTES: String(bytes) });
+    const { concurrency } = loadUploadConfig({ CONTAINER_MEMORY_LIMIT_BYTES: String(bytes) });
     expect(concurrency.decodeBytes).toBeGreaterThanOrEqual(512 * 1024 * 1024);
     expect(concurrency.decodeBytes + concurrency.uploadBytes).toBeLessThan(bytes);
-    expect(() => loadConfig({ CONTAINER_MEMORY_LIMIT_BYTES: String(512 * 1024 * 1024) })).toThrow(
+    expect(() => loadUploadConfig({ CONTAINER_MEMORY_LIMIT_BYTES: String(512 * 1024 * 1024) })).toThrow(
       /CONTAINER_MEMORY_LIMIT_BYTES \(536870912\) leaves 0 bytes for decoding/,
     );
   });

@@ -8,7 +8,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { loadConfig } from '../../services/common/config.ts';
 import { ERRORS } from '../../services/common/errors.ts';
 import {
   MAX_REQUEST_HEADER_BYTES,
@@ -16,6 +15,7 @@ import {
   maxHeaderBytes,
 } from '../../services/common/http-limits.ts';
 import { refusedBodyBounds } from '../../services/common/root-app.ts';
+import { loadPolicyConfig } from '../../services/policy/policy-config.ts';
 import {
   CHECK_REQUEST_HEADERS,
   CLIENT_HEADERS_ON_DENY,
@@ -121,7 +121,7 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
       filters.indexOf('envoy.filters.http.ext_authz') + 1,
     );
     const lua: string = filter(deployed, 'envoy.filters.http.lua').default_source_code.inline_string;
-    expect(lua).toContain(`length > ${refusedBodyBounds(loadConfig({}).maxFileBytes).maxBytes} then`);
+    expect(lua).toContain(`length > ${refusedBodyBounds(loadPolicyConfig({}).maxFileBytes).maxBytes} then`);
     expect(lua).toContain('[":status"] = "413"');
   });
 

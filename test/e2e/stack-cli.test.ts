@@ -31,7 +31,13 @@ describeWithStackTools('npm run stack', ['helm', 'envoy', 'jaeger'], { redis: tr
     // and everything it starts).
     const stack = spawnChild('npm run stack', 'npm', ['run', '--silent', 'stack'], {
       cwd: ROOT,
-      env: { ...process.env, STACK_PORT: '0', ANON_PER_MINUTE: '1000', LOG_LEVEL: 'warn' },
+      env: {
+        ...process.env,
+        STACK_PORT: '0',
+        ANON_PER_MINUTE: '1000',
+        ANON_PER_DAY: '1000',
+        LOG_LEVEL: 'warn',
+      },
     });
     const { proc, exited } = stack;
     try {
@@ -50,7 +56,7 @@ describeWithStackTools('npm run stack', ['helm', 'envoy', 'jaeger'], { redis: tr
       expect(pids.length).toBe(6);
       expect(existsSync(dir)).toBe(true);
 
-      embedded = await startServer({ ANON_PER_MINUTE: '1000', LOG_LEVEL: 'warn' });
+      embedded = await startServer({ ANON_PER_MINUTE: '1000', ANON_PER_DAY: '1000', LOG_LEVEL: 'warn' });
       const [viaEdge, direct] = [
         await post(edge, '/api/public/detect'),
         await post(embedded.url, '/api/public/detect'),

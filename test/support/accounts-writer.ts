@@ -6,10 +6,10 @@
 
 import { readdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { loadConfig } from '../../services/common/config.ts';
+import { loadQuotaConfig } from '../../services/quota/config.ts';
 import { openStores } from '../../services/quota/stores/open-stores.ts';
 
-const config = loadConfig(process.env);
+const config = loadQuotaConfig(process.env);
 const stores = await openStores(config);
 const accounts = stores.accountStore;
 // One line, then the writes: the parent reads what a restart left beside the file once it is open.

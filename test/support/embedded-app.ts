@@ -1,17 +1,21 @@
 // The embedded app for inject-based tests: real plugins, in-memory quota store, a chosen classifier.
 
 import { buildEmbeddedApp } from '../../services/all-in-one/app.ts';
-import { type Config, loadConfig } from '../../services/common/config.ts';
+import { type AllInOneConfig, loadAllInOneConfig } from '../../services/all-in-one/config.ts';
 import type { Classifier } from '../../services/detect/model/classifier.ts';
-import { ModelSlot } from '../../services/detect/model/model-slot.ts';
 import { InProcessScorer } from '../../services/detect/scoring/image-scorer.ts';
+import { ScorerSlot } from '../../services/detect/scoring/scorer-slot.ts';
 import { memoryAccountStore } from '../../services/quota/stores/local-account-store.ts';
 import { MemoryQuotaStore } from '../../services/quota/stores/memory-quota-store.ts';
 
 export async function embeddedApp(opts: { env?: Record<string, string>; classifier?: Classifier } = {}) {
   // High anonymous limits unless a test asks otherwise: most tests are not about rate limits.
-  const config: Config = loadConfig({ ANON_PER_MINUTE: '100000', ANON_PER_DAY: '100000', ...opts.env });
-  const model = new ModelSlot();
+  const config: AllInOneConfig = loadAllInOneConfig({
+    ANON_PER_MINUTE: '100000',
+    ANON_PER_DAY: '100000',
+    ...opts.env,
+  });
+  const model = new ScorerSlot();
   if (opts.classifier) model.fill(new InProcessScorer(opts.classifier, config.limits));
   const quotaStore = new MemoryQuotaStore();
   const accountStore = memoryAccountStore();

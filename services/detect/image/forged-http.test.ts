@@ -1,4 +1,4 @@
-// The attack of issue 10 point 4 through the detect endpoint: answered 4005, never scored.
+// A small file whose header claims a huge image, through the detect endpoint: answered 4005, never scored.
 
 import { describe, expect, it } from 'vitest';
 import { forgedHugeJpeg } from '../../../test/fixtures/corpus.ts';

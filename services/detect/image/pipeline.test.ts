@@ -299,7 +299,7 @@ describe('refusals', () => {
   });
 });
 
-describe('data that cannot hold the image it claims → 4005, found cheaply (issue 10.4)', () => {
+describe('data that cannot hold the image it claims → 4005, found cheaply', () => {
   it('the 676-byte JPEG claiming 14000×14000 is refused before any decoding', async () => {
     const forged = forgedHugeJpeg();
     expect(forged.length).toBe(676);

@@ -1,41 +1,12 @@
 // The capability the detect service needs from a model. The ONNX implementation lives beside this
 // file; tests may substitute a fake, the composition root chooses.
 
+import type { ModelName } from '../../policy/model-catalogue.ts';
+
 /** nsfwjs's output order. Scores are always read by name, never by position. */
 export const CLASS_NAMES = ['drawing', 'hentai', 'neutral', 'porn', 'sexy'] as const;
 export type ClassName = (typeof CLASS_NAMES)[number];
 export type ClassScores = Record<ClassName, number>;
-
-/** The models converted from nsfwjs's weights (models/convert.ts, `npm run models`). */
-export const FLOAT_MODEL_NAMES = ['mobilenet_v2', 'inception_v3'] as const;
-export type FloatModelName = (typeof FLOAT_MODEL_NAMES)[number];
-/** Every model `MODEL` may name; mobilenet_v2_int8 is quantised from mobilenet_v2 (`npm run models:int8`). */
-export const MODEL_NAMES = [...FLOAT_MODEL_NAMES, 'mobilenet_v2_int8'] as const;
-export type ModelName = (typeof MODEL_NAMES)[number];
-
-/**
- * Whether mobilenet_v2_int8 met its bound (faster, and max |Δ scores.nsfw| ≤ 0.05 with no decision
- * flipped on the corpus: README, "Quantised model"). It did not, so `MODEL` does not offer it; only
- * ALLOW_UNSHIPPED_MODELS=true (the benchmark) loads it.
- */
-export const QUANTISED_MODEL_SHIPS = false;
-/** The models `MODEL` offers. */
-export const OFFERED_MODEL_NAMES: readonly ModelName[] = QUANTISED_MODEL_SHIPS
-  ? MODEL_NAMES
-  : FLOAT_MODEL_NAMES;
-
-export const MODEL_INPUT_SIZE: Record<ModelName, number> = {
-  mobilenet_v2: 224,
-  inception_v3: 299,
-  mobilenet_v2_int8: 224,
-};
-
-/** The float model each model is (or is made from): what nsfwjs itself runs for comparison. */
-export const FLOAT_SOURCE: Record<ModelName, FloatModelName> = {
-  mobilenet_v2: 'mobilenet_v2',
-  inception_v3: 'inception_v3',
-  mobilenet_v2_int8: 'mobilenet_v2',
-};
 
 export interface Classifier {
   readonly name: ModelName;

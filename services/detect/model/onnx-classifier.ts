@@ -10,13 +10,8 @@
 // inference over more cores.
 
 import * as ort from 'onnxruntime-node';
-import {
-  CLASS_NAMES,
-  type Classifier,
-  type ClassScores,
-  MODEL_INPUT_SIZE,
-  type ModelName,
-} from './classifier.ts';
+import { MODEL_INPUT_SIZE, type ModelName } from '../../policy/model-catalogue.ts';
+import { CLASS_NAMES, type Classifier, type ClassScores } from './classifier.ts';
 import { verifiedModelFile } from './model-file.ts';
 
 /**

@@ -19,13 +19,14 @@
 // Every JSON error is an ApiError of the common table: 4001 bad input, 4011 not logged in / bad
 // credentials / missing CSRF proof, 4290/4291 too many attempts, 5001 store down.
 
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { WindowLimits } from '../../common/config.ts';
 import { ok } from '../../common/envelope.ts';
 import { ApiError } from '../../common/errors.ts';
+import { headerValue } from '../../common/header-value.ts';
+import type { WindowLimits } from '../../policy/rules.ts';
 import {
   type Account,
   type AccountStore,
@@ -36,8 +37,8 @@ import {
   InvalidEmailError,
   normaliseEmail,
   type SessionStore,
-} from '../account-store.ts';
-import { maskedKey } from '../api-keys.ts';
+} from '../accounts/account-store.ts';
+import { maskedKey, sha256Hex } from '../accounts/api-keys.ts';
 import { keySubject } from '../authorize.ts';
 import type { QuotaStore } from '../quota-store.ts';
 import {
@@ -261,7 +262,7 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
       );
     } else {
       await limit(
-        `console:login:email:${sha256(email)}`,
+        `console:login:email:${sha256Hex(email)}`,
         limits.loginPerEmail,
         'login attempts for this account',
       );
@@ -381,10 +382,6 @@ async function burn(password: string): Promise<false> {
   return false;
 }
 
-function sha256(value: string): string {
-  return createHash('sha256').update(value, 'utf8').digest('hex');
-}
-
 /** The CSRF token of a session: derivable only from the HttpOnly cookie, so never by another site. */
 export function csrfToken(sessionToken: string): string {
   return createHmac('sha256', sessionToken).update('nsfwdetector console csrf v1').digest('hex');
@@ -406,10 +403,6 @@ function keyView(key: ApiKeyRecord) {
     lastUsedAt: key.lastUsedAt,
     revokedAt: key.revokedAt,
   };
-}
-
-function headerValue(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
 }
 
 export function readCookie(header: string | undefined, name: string): string | undefined {

@@ -7,8 +7,8 @@ import {
   EmailTakenError,
   InvalidEmailError,
   type SessionStore,
-} from '../account-store.ts';
-import { hashApiKey, isValidApiKeyFormat } from '../api-keys.ts';
+} from '../accounts/account-store.ts';
+import { isValidApiKeyFormat, sha256Hex } from '../accounts/api-keys.ts';
 
 type Store = AccountStore & SessionStore;
 
@@ -99,7 +99,7 @@ export function accountStoreContract(open: () => Promise<Store>): void {
     });
     expect(record.id).toMatch(/^key_[0-9a-f]{16}$/);
     expect(JSON.stringify(record)).not.toContain(secret);
-    expect(JSON.stringify(record)).not.toContain(hashApiKey(secret));
+    expect(JSON.stringify(record)).not.toContain(sha256Hex(secret));
     const resolved = await store.resolveKey(secret);
     expect(resolved?.key).toEqual(record);
     expect(resolved?.account).toEqual(a);

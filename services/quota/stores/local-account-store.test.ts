@@ -12,8 +12,8 @@ import {
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { EmailTakenError } from '../account-store.ts';
-import { hashApiKey } from '../api-keys.ts';
+import { EmailTakenError } from '../accounts/account-store.ts';
+import { sha256Hex } from '../accounts/api-keys.ts';
 import { accountStoreContract } from './account-store.contract.ts';
 import {
   AccountsFileError,
@@ -62,7 +62,7 @@ describe('file account store: the file', () => {
     const key = await store.createKey(a.id);
     const text = readFileSync(path, 'utf8');
     expect(text).not.toContain(key?.secret as string);
-    expect(text).toContain(hashApiKey(key?.secret as string));
+    expect(text).toContain(sha256Hex(key?.secret as string));
     expect(readdirSync(join(path, '..'))).toEqual(['accounts.json']);
   });
 

@@ -31,16 +31,15 @@ import {
   type ResolvedKey,
   type Session,
   type SessionStore,
-} from '../account-store.ts';
+} from '../accounts/account-store.ts';
 import {
   displayParts,
   generateApiKey,
   generateSessionToken,
-  hashApiKey,
   isValidApiKeyFormat,
   newId,
   sha256Hex,
-} from '../api-keys.ts';
+} from '../accounts/api-keys.ts';
 
 interface StoredKey extends ApiKeyRecord {
   /** SHA-256 hex of the secret. */
@@ -555,7 +554,7 @@ export class LocalAccountStore implements AccountStore, SessionStore {
         createdAt: iso(),
         lastUsedAt: null,
         revokedAt: null,
-        hash: hashApiKey(secret),
+        hash: sha256Hex(secret),
       };
       s.keys[stored.id] = stored;
       return { record: publicKey(stored), secret };
@@ -584,7 +583,7 @@ export class LocalAccountStore implements AccountStore, SessionStore {
   async resolveKey(secret: string): Promise<ResolvedKey | undefined> {
     if (!isValidApiKeyFormat(secret)) return undefined;
     const state = await this.#box.read();
-    const keyId = keyIdByHash(state, hashApiKey(secret));
+    const keyId = keyIdByHash(state, sha256Hex(secret));
     const key = keyId === undefined ? undefined : state.keys[keyId];
     if (!key || key.revokedAt !== null) return undefined;
     const account = state.accounts[key.accountId];

@@ -4,11 +4,12 @@
 // the ACCOUNTS_FILE (embedded `npm start`).
 // Used by the embedded server, the quota server, the admin CLI and the benchmark.
 
-import type { Config } from '../../common/config.ts';
-import type { AccountStore, SessionStore } from '../account-store.ts';
+import { exitAtBoot } from '../../common/boot.ts';
+import type { AccountStore, SessionStore } from '../accounts/account-store.ts';
 import { ComposedKeyQuota, type KeyQuota } from '../authorize.ts';
+import type { StoresConfig } from '../config.ts';
 import type { QuotaStore } from '../quota-store.ts';
-import { openFileAccountStore } from './local-account-store.ts';
+import { AccountsFileError, openFileAccountStore } from './local-account-store.ts';
 import { MemoryQuotaStore } from './memory-quota-store.ts';
 import { RedisAccountStore } from './redis-account-store.ts';
 import { connectRedis, redisReady } from './redis-connection.ts';
@@ -45,9 +46,10 @@ export interface OpenStoresOptions {
   onRedisError?: (err: Error, connection: string) => void;
 }
 
-export async function openStores(config: Config, opts: OpenStoresOptions = {}): Promise<Stores> {
+export async function openStores(config: StoresConfig, opts: OpenStoresOptions = {}): Promise<Stores> {
   const target = config.redisTarget;
   if (target === undefined) {
+    if (config.accountsFile === undefined) throw new Error('no Redis configured and no accounts file');
     const local = await openFileAccountStore(config.accountsFile);
     const quotaStore = new MemoryQuotaStore();
     return {
@@ -116,4 +118,26 @@ function once(fn: () => Promise<void>): () => Promise<void> {
     running ??= fn();
     return running;
   };
+}
+
+/**
+ * A server's stores. An accounts file that cannot be used is a boot failure (one line naming it,
+ * exit 2); a Redis not reachable yet is not (`onRedisNotReady`: the server answers 503 until it is).
+ */
+export async function openStoresOrExit(
+  who: string,
+  config: StoresConfig,
+  opts: OpenStoresOptions = {},
+): Promise<Stores> {
+  try {
+    return await openStores(config, {
+      onRedisNotReady: (err) =>
+        console.error(`${who}: Redis not reachable yet; answering 503 until it is (${err})`),
+      ...opts,
+    });
+  } catch (err) {
+    if (err instanceof AccountsFileError)
+      exitAtBoot(who, `${err.message}${err.cause ? ` (${err.cause})` : ''}`, 2);
+    throw err;
+  }
 }

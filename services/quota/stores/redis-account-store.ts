@@ -32,16 +32,15 @@ import {
   type ResolvedKey,
   type Session,
   type SessionStore,
-} from '../account-store.ts';
+} from '../accounts/account-store.ts';
 import {
   displayParts,
   generateApiKey,
   generateSessionToken,
-  hashApiKey,
   isValidApiKeyFormat,
   newId,
   sha256Hex,
-} from '../api-keys.ts';
+} from '../accounts/api-keys.ts';
 import {
   closeRedis,
   LuaScript,
@@ -268,7 +267,7 @@ export class RedisAccountStore implements AccountStore, SessionStore {
       lastUsedAt: null,
       revokedAt: null,
     };
-    const hash = hashApiKey(secret);
+    const hash = sha256Hex(secret);
     const [created] = await this.#write(this.#l.account(accountId), (p) =>
       queueScript(
         p,
@@ -328,7 +327,7 @@ export class RedisAccountStore implements AccountStore, SessionStore {
 
   async resolveKey(secret: string): Promise<ResolvedKey | undefined> {
     if (!isValidApiKeyFormat(secret)) return undefined;
-    const where = parseKeyHashEntry(await this.#redis.get(this.#l.keyHash(hashApiKey(secret))));
+    const where = parseKeyHashEntry(await this.#redis.get(this.#l.keyHash(sha256Hex(secret))));
     if (!where) return undefined;
     const reply = await RESOLVE_IN_ACCOUNT.run(
       this.#redis,

@@ -8,9 +8,9 @@
 // script does both, naming the account's keys from the entry it reads: the one script here whose keys
 // are not all in KEYS, which only one keyspace allows.
 
-import type { WindowLimits } from '../../common/config.ts';
-import { ACCOUNT_TIERS, type AccountTier, type ResolvedKey } from '../account-store.ts';
-import { hashApiKey, isValidApiKeyFormat } from '../api-keys.ts';
+import type { WindowLimits } from '../../policy/rules.ts';
+import { ACCOUNT_TIERS, type AccountTier, type ResolvedKey } from '../accounts/account-store.ts';
+import { isValidApiKeyFormat, sha256Hex } from '../accounts/api-keys.ts';
 import { accountSubject, type KeyQuota, keySubject } from '../authorize.ts';
 import { outcomeOf, type QuotaOutcome } from '../quota-store.ts';
 import { pairs, parseKeyHashEntry, toAccount, toKey } from './redis-account-store.ts';
@@ -90,7 +90,7 @@ export class RedisKeyQuota implements KeyQuota {
     if (!isValidApiKeyFormat(secret)) return undefined;
     const tierArgs: Array<string | number> = [];
     for (const tier of ACCOUNT_TIERS) tierArgs.push(tier, tiers[tier].perMinute, tiers[tier].perDay);
-    const hashKey = this.#l.keyHash(hashApiKey(secret));
+    const hashKey = this.#l.keyHash(sha256Hex(secret));
     const counting = consume && requestId !== undefined;
     let chargeId: string | undefined;
     let reply: unknown;

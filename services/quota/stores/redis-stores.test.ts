@@ -10,8 +10,8 @@ import { awayFromMinuteEdge } from '../../../test/support/minute-edge.ts';
 import type { RedisServer } from '../../../test/support/redis-server.ts';
 import { type RedisTopology, startTopology, TOPOLOGY_KINDS } from '../../../test/support/redis-topology.ts';
 import { describeWithTool, REDIS_CLI, REDIS_SERVER } from '../../../test/support/tools.ts';
-import { EmailTakenError } from '../account-store.ts';
-import { hashApiKey } from '../api-keys.ts';
+import { EmailTakenError } from '../accounts/account-store.ts';
+import { sha256Hex } from '../accounts/api-keys.ts';
 import type { QuotaOutcome } from '../quota-store.ts';
 import { accountStoreContract } from './account-store.contract.ts';
 import { RedisAccountStore } from './redis-account-store.ts';
@@ -325,7 +325,7 @@ for (const kind of TOPOLOGY_KINDS) {
           await redis.set('old:email:bea@example.com', id);
           await redis.zadd('old:accts', 5, id);
           const secret = `nsk_live_${'d'.repeat(32)}`;
-          const hash = hashApiKey(secret);
+          const hash = sha256Hex(secret);
           const key = {
             id: 'key_00000000000000cc',
             accountId: id,

@@ -4,11 +4,12 @@
 // request: a policy swap applies to the next request and never changes one in flight.
 
 import type { FastifyInstance } from 'fastify';
-import type { ModelName } from '../detect/model/classifier.ts';
-import type { AccountTier } from './account-tier.ts';
-import type { Config, WindowLimits } from './config.ts';
+import type { AccountTier } from '../common/account-tier.ts';
+import type { ModelName } from './model-catalogue.ts';
+import type { PolicyConfig } from './policy-config.ts';
 import { POLICY_MODELS } from './policy-file.ts';
 import { type PolicyLogger, PolicyWatch } from './policy-watch.ts';
+import type { Thresholds, WindowLimits } from './rules.ts';
 
 /** The quota limits a decision uses: anonymous callers (per IP) and accounts by tier. */
 export interface QuotaLimits {
@@ -17,7 +18,7 @@ export interface QuotaLimits {
 }
 
 export interface PolicyInForce {
-  thresholds(): Config['thresholds'];
+  thresholds(): Thresholds;
   limits(): QuotaLimits;
   /**
    * The largest accepted upload: the policy's `upload.maxBytes`, capped by MAX_FILE_BYTES (the spec's
@@ -26,21 +27,22 @@ export interface PolicyInForce {
    */
   maxFileBytes(): number;
   /**
-   * The policy's model, else MODEL. Detect reads it once, at boot (a process loads one model); a
-   * changed spec.model reaches new pods, which the operator rolls.
+   * The policy's model, if a valid policy is mounted (detect falls back to MODEL). Detect reads it
+   * once, at boot (a process loads one model); a changed spec.model reaches new pods, which the
+   * operator rolls.
    */
-  model(): ModelName;
+  model(): ModelName | undefined;
   /** Stops watching the file. */
   close(): void;
 }
 
 /** The limits the configuration sets (no policy file, or none valid yet). */
-export function configuredLimits(config: Config): QuotaLimits {
+export function configuredLimits(config: PolicyConfig): QuotaLimits {
   return { anonymous: config.anonymous, tiers: config.tiers };
 }
 
 /** Watches POLICY_FILE when it is set; with no (valid) policy the configuration applies. */
-export function policyInForce(config: Config, log: PolicyLogger): PolicyInForce {
+export function policyInForce(config: PolicyConfig, log: PolicyLogger): PolicyInForce {
   const watch = config.policyFile ? new PolicyWatch(config.policyFile, log) : undefined;
   const fromConfig = configuredLimits(config);
   return {
@@ -52,14 +54,14 @@ export function policyInForce(config: Config, log: PolicyLogger): PolicyInForce 
     maxFileBytes: () => Math.min(config.maxFileBytes, watch?.current()?.upload.maxBytes ?? Infinity),
     model: () => {
       const policy = watch?.current();
-      return policy ? POLICY_MODELS[policy.model] : config.model;
+      return policy ? POLICY_MODELS[policy.model] : undefined;
     },
     close: () => watch?.close(),
   };
 }
 
 /** policyInForce for an app: logged with the app's logger, no longer watched once the app closes. */
-export function policyForApp(app: FastifyInstance, config: Config): PolicyInForce {
+export function policyForApp(app: FastifyInstance, config: PolicyConfig): PolicyInForce {
   const policy = policyInForce(config, app.log);
   app.addHook('onClose', async () => policy.close());
   return policy;

@@ -2,20 +2,16 @@
 // (POLICY_FILE). One JSON document; parsing validates it fully so a bad file is refused as a whole
 // and the last good policy stays in force.
 
-import type { ModelName } from '../detect/model/classifier.ts';
-
-export interface Limits {
-  perMinute: number;
-  perDay: number;
-}
+import type { ModelName } from './model-catalogue.ts';
+import { type Thresholds, thresholdsProblem, type WindowLimits, windowLimitsProblem } from './rules.ts';
 
 export interface PolicyDocument {
   /** The DetectionPolicy's name and generation (logs, debugging). */
   source: { name: string; generation: number };
-  thresholds: { allow: number; block: number };
+  thresholds: Thresholds;
   model: 'MobileNetV2' | 'InceptionV3';
-  anonymous: Limits;
-  tiers: { free: Limits; pro: Limits };
+  anonymous: WindowLimits;
+  tiers: { free: WindowLimits; pro: WindowLimits };
   upload: { maxBytes: number };
 }
 
@@ -39,12 +35,15 @@ function obj(v: unknown, what: string): Record<string, unknown> {
   return v as Record<string, unknown>;
 }
 
-function limits(v: unknown, what: string): Limits {
+function limits(v: unknown, what: string): WindowLimits {
   const o = obj(v, what);
-  return {
+  const parsed = {
     perMinute: num(o.perMinute, `${what}.perMinute`, 0),
     perDay: num(o.perDay, `${what}.perDay`, 0),
   };
+  const problem = windowLimitsProblem(parsed, { perMinute: `${what}.perMinute`, perDay: `${what}.perDay` });
+  if (problem) throw new Error(problem);
+  return parsed;
 }
 
 /** Parses and validates the file's text; throws an Error naming the first bad field. */
@@ -54,8 +53,11 @@ export function parsePolicy(text: string): PolicyDocument {
   const t = obj(o.thresholds, 'thresholds');
   const allow = num(t.allow, 'thresholds.allow', 0, 1);
   const block = num(t.block, 'thresholds.block', 0, 1);
-  if (!(allow < block))
-    throw new Error(`thresholds.allow (${allow}) must be lower than thresholds.block (${block})`);
+  const problem = thresholdsProblem(
+    { allow, block },
+    { allow: 'thresholds.allow', block: 'thresholds.block' },
+  );
+  if (problem) throw new Error(problem);
   if (o.model !== 'MobileNetV2' && o.model !== 'InceptionV3') {
     throw new Error(`model must be MobileNetV2 or InceptionV3, got ${JSON.stringify(o.model)}`);
   }

@@ -1,4 +1,4 @@
-// Logs an operator can read under attack (issue 10, point 7): floods of refusals through a real
+// Logs an operator can read under attack: floods of refusals through a real
 // listening server with its real logger, writing to a stream captured here.
 
 import { readFileSync } from 'node:fs';
@@ -9,13 +9,13 @@ import { describe, expect, it, vi } from 'vitest';
 import { fixture } from '../../test/fixtures/corpus.ts';
 import { FakeClassifier } from '../../test/support/fake-classifier.ts';
 import { awayFromMinuteEdge } from '../../test/support/minute-edge.ts';
-import { buildEmbeddedApp } from '../all-in-one/app.ts';
-import { ModelSlot } from '../detect/model/model-slot.ts';
+import { RefusalLog } from '../common/refusal-log.ts';
 import { InProcessScorer } from '../detect/scoring/image-scorer.ts';
+import { ScorerSlot } from '../detect/scoring/scorer-slot.ts';
 import { memoryAccountStore } from '../quota/stores/local-account-store.ts';
 import { MemoryQuotaStore } from '../quota/stores/memory-quota-store.ts';
-import { loadConfig } from './config.ts';
-import { RefusalLog } from './refusal-log.ts';
+import { buildEmbeddedApp } from './app.ts';
+import { loadAllInOneConfig } from './config.ts';
 
 interface LogLine {
   level: number;
@@ -26,8 +26,8 @@ interface LogLine {
 
 /** A real embedded server whose log lines land in `lines` (raw text in `text()`). */
 async function server(env: Record<string, string>, withModel: boolean) {
-  const config = loadConfig({ LOG_LEVEL: 'info', ...env });
-  const model = new ModelSlot();
+  const config = loadAllInOneConfig({ LOG_LEVEL: 'info', ...env });
+  const model = new ScorerSlot();
   if (withModel) model.fill(new InProcessScorer(new FakeClassifier(), config.limits));
   const chunks: string[] = [];
   const logStream = new Writable({
@@ -78,7 +78,7 @@ function summed(lines: LogLine[], code: number): number {
   return lines.reduce((sum, l) => sum + (l.refused?.[String(code)] ?? 0), 0);
 }
 
-describe('refusals are counted, not logged one by one (issue 10.7)', () => {
+describe('refusals are counted, not logged one by one', () => {
   it('401 and 429 floods: a few summary lines, no stack, level ≤ warn; a real fault keeps its stack', async () => {
     await awayFromMinuteEdge();
     const { app, base, text, lines } = await server({ ANON_PER_MINUTE: '5', ANON_PER_DAY: '100000' }, true);

@@ -4,9 +4,9 @@ import {
   bearerKey,
   displayParts,
   generateApiKey,
-  hashApiKey,
   isValidApiKeyFormat,
   maskedKey,
+  sha256Hex,
 } from './api-keys.ts';
 
 describe('API keys', () => {
@@ -39,8 +39,8 @@ describe('API keys', () => {
 
   it('hashes with SHA-256 and shows only a prefix and the last 4', () => {
     const key = 'nsk_live_0123456789abcdef0123456789abcdef';
-    expect(hashApiKey(key)).toMatch(/^[0-9a-f]{64}$/);
-    expect(hashApiKey(key)).toBe(createHash('sha256').update(key).digest('hex'));
+    expect(sha256Hex(key)).toMatch(/^[0-9a-f]{64}$/);
+    expect(sha256Hex(key)).toBe(createHash('sha256').update(key).digest('hex'));
     expect(displayParts(key)).toEqual({ prefix: 'nsk_live_0123', last4: 'cdef' });
     expect(maskedKey(displayParts(key))).toBe('nsk_live_0123…cdef');
   });

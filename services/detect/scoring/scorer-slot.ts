@@ -1,9 +1,9 @@
 // Holds the loaded scorer. The server listens before the model is loaded (health answers, and
 // readiness says "not yet"); detect requests get 503/5001 until the slot is filled.
 
-import type { ImageScorer } from '../scoring/image-scorer.ts';
+import type { ImageScorer } from './image-scorer.ts';
 
-export class ModelSlot {
+export class ScorerSlot {
   #current: ImageScorer | undefined;
 
   get current(): ImageScorer | undefined {

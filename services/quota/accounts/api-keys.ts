@@ -19,8 +19,6 @@ export function sha256Hex(secret: string): string {
   return createHash('sha256').update(secret, 'utf8').digest('hex');
 }
 
-export const hashApiKey = sha256Hex;
-
 /** What listings show instead of the secret. */
 export function displayParts(secret: string): { prefix: string; last4: string } {
   return { prefix: secret.slice(0, KEY_PREFIX.length + 4), last4: secret.slice(-4) };

@@ -3,8 +3,8 @@
 // `npm start` runs). A key's secret is printed once, at creation; it cannot be shown again.
 
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig } from '../common/config.ts';
-import { policyInForce } from '../common/policy-in-force.ts';
+import { ConfigError } from '../common/config.ts';
+import { policyInForce } from '../policy/policy-in-force.ts';
 import {
   type Account,
   type AccountStore,
@@ -14,11 +14,12 @@ import {
   InvalidEmailError,
   isAccountTier,
   normaliseEmail,
-} from './account-store.ts';
-import { maskedKey } from './api-keys.ts';
-import { accountSubject } from './authorize.ts';
-import { AccountsFileError } from './stores/local-account-store.ts';
-import { openStores, type Stores } from './stores/open-stores.ts';
+} from '../quota/accounts/account-store.ts';
+import { maskedKey } from '../quota/accounts/api-keys.ts';
+import { accountSubject } from '../quota/authorize.ts';
+import { loadQuotaConfig, type QuotaConfig } from '../quota/config.ts';
+import { AccountsFileError } from '../quota/stores/local-account-store.ts';
+import { openStores, type Stores } from '../quota/stores/open-stores.ts';
 
 const HELP = `Usage: npm run admin -- <command> [options] [--json]
 
@@ -105,7 +106,7 @@ function keyLine(k: ApiKeyRecord): string {
 /** Runs one command; returns [json, text] for the caller to print. */
 async function runCommand(
   stores: Stores,
-  config: ReturnType<typeof loadConfig>,
+  config: QuotaConfig,
   command: string | undefined,
   args: string[],
   opts: Options,
@@ -254,9 +255,9 @@ async function main(argv: string[]): Promise<number> {
     console.log(HELP);
     return command === undefined ? 2 : 0;
   }
-  let config: ReturnType<typeof loadConfig>;
+  let config: QuotaConfig;
   try {
-    config = loadConfig();
+    config = loadQuotaConfig(process.env);
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(`invalid configuration: ${err.message}`);

@@ -1,0 +1,28 @@
+// `npm start`'s configuration: one process serves everything, so it reads every part but the
+// cluster-only ones (the servers' own ports, EDGE_SECRET, the operator's).
+
+import { type CoreConfig, type Env, loadCoreConfig, portVar } from '../common/config.ts';
+import {
+  loadScoringConfig,
+  loadUploadConfig,
+  type ScoringConfig,
+  type UploadConfig,
+} from '../detect/config.ts';
+import { loadPolicyConfig, type PolicyConfig } from '../policy/policy-config.ts';
+import { accountsFileVar } from '../quota/config.ts';
+
+export interface AllInOneConfig extends CoreConfig, PolicyConfig, UploadConfig, ScoringConfig {
+  port: number;
+  accountsFile: string;
+}
+
+export function loadAllInOneConfig(env: Env): AllInOneConfig {
+  return {
+    ...loadCoreConfig(env),
+    ...loadPolicyConfig(env),
+    ...loadUploadConfig(env),
+    ...loadScoringConfig(env),
+    port: portVar(env, 'PORT', 8080),
+    accountsFile: accountsFileVar(env),
+  };
+}

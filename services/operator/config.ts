@@ -1,0 +1,52 @@
+// The operator's configuration: the core (Redis, required: it writes accounts and keys there) and the
+// OPERATOR_* variables.
+
+import { hostname } from 'node:os';
+import {
+  ConfigError,
+  type CoreConfig,
+  type Env,
+  intVar,
+  loadCoreConfig,
+  optionalVar,
+  portVar,
+  stringVar,
+} from '../common/config.ts';
+
+export interface OperatorConfig extends CoreConfig {
+  namespace: string;
+  identity: string;
+  leaseSeconds: number;
+  retryMs: number;
+  resyncMs: number;
+  metricsPort: number;
+  detectDeployment: string | undefined;
+}
+
+export function loadOperatorConfig(env: Env): OperatorConfig {
+  const core = loadCoreConfig(env);
+  if (!core.redisTarget)
+    throw new ConfigError(
+      'REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES is required: the operator writes accounts and keys to Redis',
+    );
+  const config: OperatorConfig = {
+    ...core,
+    namespace: stringVar(env, 'OPERATOR_NAMESPACE', 'default'),
+    identity: stringVar(env, 'OPERATOR_IDENTITY', `${hostname()}-${process.pid}`),
+    leaseSeconds: intVar(env, 'OPERATOR_LEASE_SECONDS', 15, 1, 600),
+    retryMs: intVar(env, 'OPERATOR_RETRY_MS', 2_000, 100, 60_000),
+    resyncMs: intVar(env, 'OPERATOR_RESYNC_MS', 300_000, 1_000),
+    metricsPort: portVar(env, 'OPERATOR_METRICS_PORT', 9090),
+    detectDeployment: optionalVar(env, 'OPERATOR_DETECT_DEPLOYMENT'),
+  };
+  if (config.retryMs * 3 >= config.leaseSeconds * 1000 * 2)
+    throw new ConfigError(
+      'OPERATOR_RETRY_MS must be below two thirds of OPERATOR_LEASE_SECONDS (the renew deadline): a leader renews several times before it steps down',
+    );
+  const name = config.detectDeployment;
+  if (name !== undefined && !/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(name))
+    throw new ConfigError(
+      `OPERATOR_DETECT_DEPLOYMENT must be a Deployment name, got ${JSON.stringify(name)}`,
+    );
+  return config;
+}

@@ -1,0 +1,30 @@
+// The quota service's part of the configuration (and the admin CLI's, which opens the same stores):
+// where accounts live without Redis, and the quota server's port.
+
+import { type CoreConfig, type Env, loadCoreConfig, pathVar, portVar } from '../common/config.ts';
+import { loadPolicyConfig, type PolicyConfig } from '../policy/policy-config.ts';
+
+/** What openStores needs: the Redis (core) or, without one, the embedded accounts file. */
+export interface StoresConfig extends Pick<CoreConfig, 'redisTarget' | 'redis'> {
+  /** Embedded account store (no Redis): absolute path of the JSON file. Unset: Redis is required. */
+  accountsFile?: string;
+}
+
+export interface QuotaConfig extends CoreConfig, PolicyConfig {
+  accountsFile: string;
+  /** Port of the quota service's own server (ext_authz + console), when run on its own. */
+  quotaPort: number;
+}
+
+export function accountsFileVar(env: Env): string {
+  return pathVar(env, 'ACCOUNTS_FILE', '.data/accounts.json');
+}
+
+export function loadQuotaConfig(env: Env): QuotaConfig {
+  return {
+    ...loadCoreConfig(env),
+    ...loadPolicyConfig(env),
+    accountsFile: accountsFileVar(env),
+    quotaPort: portVar(env, 'QUOTA_PORT', 8081),
+  };
+}

@@ -1,0 +1,43 @@
+// The README's map of the tree (top of its Development section) stays true: every folder it names
+// exists, and every folder of services/ (and of its services' first level) is named.
+
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const readme = readFileSync(join(root, 'README.md'), 'utf8');
+
+function mapFolders(): string[] {
+  const section = readme.slice(readme.indexOf('\n## Development\n'));
+  const block = /```\n([\s\S]*?)```/.exec(section)?.[1] ?? '';
+  return [...block.matchAll(/^(\S+\/)\s/gm)].map((m) => m[1] as string);
+}
+
+function subfolders(dir: string): string[] {
+  return readdirSync(join(root, dir))
+    .filter((name) => !name.startsWith('.') && name !== 'node_modules')
+    .filter((name) => statSync(join(root, dir, name)).isDirectory())
+    .map((name) => `${dir}${name}/`);
+}
+
+describe("README's map of the tree", () => {
+  const named = mapFolders();
+
+  it('names folders', () => {
+    expect(named.length).toBeGreaterThan(20);
+  });
+
+  it('names only folders that exist', () => {
+    expect(named.filter((folder) => !existsSync(join(root, folder)))).toEqual([]);
+  });
+
+  it('names every folder of services/ and every code folder of a service', () => {
+    const codeFolder = (folder: string) =>
+      readdirSync(join(root, folder)).some((f) => /\.(ts|c|py|md)$/.test(f) && !/\.test\.ts$/.test(f));
+    const services = subfolders('services/');
+    const inner = services.flatMap(subfolders).filter(codeFolder);
+    expect([...services, ...inner].filter((folder) => !named.includes(folder))).toEqual([]);
+  });
+});
