@@ -8,6 +8,7 @@ import type { ModelName } from '../detect/model/classifier.ts';
 import type { AccountTier } from './account-tier.ts';
 import type { Config, WindowLimits } from './config.ts';
 import { POLICY_MODELS } from './policy-file.ts';
+import { type PolicySource, registerPolicyReport } from './policy-report.ts';
 import { type PolicyLogger, PolicyWatch } from './policy-watch.ts';
 
 /** The quota limits a decision uses: anonymous callers (per IP) and accounts by tier. */
@@ -30,6 +31,8 @@ export interface PolicyInForce {
    * changed spec.model reaches new pods, which the operator rolls.
    */
   model(): ModelName;
+  /** The name and generation of the DetectionPolicy in force; undefined while the configuration applies. */
+  source(): PolicySource | undefined;
   /** Stops watching the file. */
   close(): void;
 }
@@ -54,13 +57,18 @@ export function policyInForce(config: Config, log: PolicyLogger): PolicyInForce 
       const policy = watch?.current();
       return policy ? POLICY_MODELS[policy.model] : config.model;
     },
+    source: () => watch?.current()?.source,
     close: () => watch?.close(),
   };
 }
 
-/** policyInForce for an app: logged with the app's logger, no longer watched once the app closes. */
+/**
+ * policyInForce for an app: logged with the app's logger, no longer watched once the app closes, and
+ * reported at GET /internal/policy (policy-report.ts).
+ */
 export function policyForApp(app: FastifyInstance, config: Config): PolicyInForce {
   const policy = policyInForce(config, app.log);
   app.addHook('onClose', async () => policy.close());
+  registerPolicyReport(app, policy.source);
   return policy;
 }

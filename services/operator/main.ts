@@ -12,6 +12,7 @@ import {
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
+  DiscoveryV1Api,
   KubeConfig,
   KubernetesObjectApi,
 } from '@kubernetes/client-node';
@@ -20,6 +21,7 @@ import { openStores } from '../quota/stores/open-stores.ts';
 import { LeaderElection } from './leader-election.ts';
 import { createOperatorMetrics } from './metrics.ts';
 import { Operator } from './operator.ts';
+import { type PolicyReader, parsePolicyReaders, podPolicyReader } from './policy-readers.ts';
 
 function log(msg: string, obj: object = {}): void {
   process.stdout.write(
@@ -35,6 +37,7 @@ let settings: {
   resyncMs: number;
   metricsPort: number;
   detectDeployment: string | undefined;
+  policyReaders: PolicyReader[];
 };
 let config: ReturnType<typeof loadConfig>;
 try {
@@ -51,7 +54,13 @@ try {
     resyncMs: intVar(process.env, 'OPERATOR_RESYNC_MS', 300_000, 1_000),
     metricsPort: intVar(process.env, 'OPERATOR_METRICS_PORT', 9090, 0, 65_535),
     detectDeployment: optionalVar(process.env, 'OPERATOR_DETECT_DEPLOYMENT'),
+    policyReaders: [],
   };
+  try {
+    settings.policyReaders = parsePolicyReaders(process.env.OPERATOR_POLICY_READERS);
+  } catch (err) {
+    throw new ConfigError(`OPERATOR_POLICY_READERS: ${(err as Error).message}`);
+  }
   if (settings.retryMs * 3 >= settings.leaseSeconds * 1000 * 2)
     throw new ConfigError(
       'OPERATOR_RETRY_MS must be below two thirds of OPERATOR_LEASE_SECONDS (the renew deadline): a leader renews several times before it steps down',
@@ -88,6 +97,10 @@ const newOperator = () =>
     metrics,
     resyncMs: settings.resyncMs,
     detectDeployment: settings.detectDeployment,
+    podPolicies:
+      settings.policyReaders.length > 0
+        ? podPolicyReader(kc.makeApiClient(DiscoveryV1Api), settings.namespace, settings.policyReaders)
+        : undefined,
     log,
   });
 // Terms one after the other: a new one starts only once the previous one has stopped.
