@@ -34,6 +34,12 @@ export function parsePolicyReaders(text: string | undefined): PolicyReader[] {
 
 const TIMEOUT_MS = 2_000;
 
+/** fetch's own message is "fetch failed": the cause says what (ECONNREFUSED, a timeout). */
+function reason(err: Error): string {
+  const cause = (err as { cause?: { message?: string } }).cause?.message;
+  return cause ? `${err.message}: ${cause}` : err.message;
+}
+
 async function ask(url: string): Promise<PolicySource | null> {
   const res = await fetch(url, { signal: AbortSignal.timeout(TIMEOUT_MS) });
   if (res.status !== 200) throw new Error(`${url} answered ${res.status}`);
@@ -67,7 +73,7 @@ export function podPolicyReader(
           answers.push(
             ask(`http://${host}:${number}${POLICY_REPORT_PATH}`).then(
               (source) => ({ pod, source }),
-              (err: Error) => ({ pod, source: undefined, error: err.message }),
+              (err: Error) => ({ pod, source: undefined, error: reason(err) }),
             ),
           );
         }

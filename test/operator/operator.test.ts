@@ -236,7 +236,8 @@ endpoints: [{ addresses: [${hostAddress()}], conditions: { ready: true }, target
       detect = await spawnService({
         entry: 'services/detect/server.ts',
         portVar: 'DETECT_PORT',
-        env: { POLICY_FILE: join(mount, 'policy.json') },
+        // On every address: the operator reaches it at the EndpointSlice's (not loopback) address.
+        env: { POLICY_FILE: join(mount, 'policy.json'), HOST: '0.0.0.0' },
       });
       operators.push(detect);
       expect(await detectThresholds()).toEqual({ allow: 0.2, block: 0.8 });
