@@ -16,7 +16,7 @@ const { policyForApp } = await import('../policy/policy-in-force.ts');
 const { createDetectMetrics, createHttpMetrics, instrumentHttp } = await import('../common/metrics.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
 const { stopTelemetry } = await import('../common/telemetry.ts');
-const { closeConnectionsWhenDraining } = await import('../common/drain.ts');
+const { closeConnectionsWhenDraining, drainFirst } = await import('../common/drain.ts');
 const { default: detectApp } = await import('./app.ts');
 const { intakeLimitsFrom } = await import('./intake.ts');
 const { EdgeAuthorizer, requireEdgeIdentity } = await import('./edge-identity.ts');
@@ -54,8 +54,15 @@ await app.register(detectApp, {
 installShutdown({
   log: app.log,
   graceMs: config.shutdownGraceMs,
-  // New detect requests get 503/5001 from the gate, in-flight ones finish, then the rest closes.
-  steps: [async () => gate.close(), () => app.close(), () => model.close(), () => stopTelemetry()],
+  // Still serving while the endpoints and Envoy let go of this pod; then new detect requests get
+  // 503/5001 from the gate, in-flight ones finish, and the rest closes.
+  steps: [
+    () => drainFirst(app, config.shutdownDelayMs),
+    async () => gate.close(),
+    () => app.close(),
+    () => model.close(),
+    () => stopTelemetry(),
+  ],
 });
 
 await listen(app, { port: config.detectPort, host: config.host }, { service: 'detect' });

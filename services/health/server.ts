@@ -15,7 +15,7 @@ const { ok } = await import('../common/envelope.ts');
 const { createHttpMetrics, instrumentHttp } = await import('../common/metrics.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
 const { stopTelemetry } = await import('../common/telemetry.ts');
-const { closeConnectionsWhenDraining } = await import('../common/drain.ts');
+const { closeConnectionsWhenDraining, drainFirst } = await import('../common/drain.ts');
 const { default: healthApp } = await import('./app.ts');
 const { registerOpenApi } = await import('../openapi/app.ts');
 const { buildPublicDocument } = await import('../openapi/document.ts');
@@ -32,7 +32,7 @@ app.get('/internal/ready', async () => ok({ status: 'ready' }));
 installShutdown({
   log: app.log,
   graceMs: config.shutdownGraceMs,
-  steps: [() => app.close(), () => stopTelemetry()],
+  steps: [() => drainFirst(app, config.shutdownDelayMs), () => app.close(), () => stopTelemetry()],
 });
 
 await listen(app, { port: config.healthPort, host: config.host }, { service: 'health' });

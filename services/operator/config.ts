@@ -12,6 +12,7 @@ import {
   portVar,
   stringVar,
 } from '../common/config.ts';
+import { type PolicyReader, parsePolicyReaders } from './policy-readers.ts';
 
 export interface OperatorConfig extends CoreConfig {
   namespace: string;
@@ -21,6 +22,8 @@ export interface OperatorConfig extends CoreConfig {
   resyncMs: number;
   metricsPort: number;
   detectDeployment: string | undefined;
+  /** Services whose ready pods must report a policy generation before it is Ready (OPERATOR_POLICY_READERS). */
+  policyReaders: PolicyReader[];
 }
 
 export function loadOperatorConfig(env: Env): OperatorConfig {
@@ -38,6 +41,7 @@ export function loadOperatorConfig(env: Env): OperatorConfig {
     resyncMs: intVar(env, 'OPERATOR_RESYNC_MS', 300_000, 1_000),
     metricsPort: portVar(env, 'OPERATOR_METRICS_PORT', 9090),
     detectDeployment: optionalVar(env, 'OPERATOR_DETECT_DEPLOYMENT'),
+    policyReaders: policyReadersVar(env),
   };
   if (config.retryMs * 3 >= config.leaseSeconds * 1000 * 2)
     throw new ConfigError(
@@ -49,4 +53,12 @@ export function loadOperatorConfig(env: Env): OperatorConfig {
       `OPERATOR_DETECT_DEPLOYMENT must be a Deployment name, got ${JSON.stringify(name)}`,
     );
   return config;
+}
+
+function policyReadersVar(env: Env): PolicyReader[] {
+  try {
+    return parsePolicyReaders(env.OPERATOR_POLICY_READERS);
+  } catch (err) {
+    throw new ConfigError(`OPERATOR_POLICY_READERS: ${(err as Error).message}`);
+  }
 }

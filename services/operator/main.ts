@@ -11,6 +11,7 @@ import {
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
+  DiscoveryV1Api,
   KubeConfig,
   KubernetesObjectApi,
 } from '@kubernetes/client-node';
@@ -20,6 +21,7 @@ import { loadOperatorConfig } from './config.ts';
 import { LeaderElection } from './leader-election.ts';
 import { createOperatorMetrics } from './metrics.ts';
 import { Operator } from './operator.ts';
+import { podPolicyReader } from './policy-readers.ts';
 
 function log(msg: string, obj: object = {}): void {
   process.stdout.write(
@@ -48,6 +50,10 @@ const newOperator = () =>
     metrics,
     resyncMs: config.resyncMs,
     detectDeployment: config.detectDeployment,
+    podPolicies:
+      config.policyReaders.length > 0
+        ? podPolicyReader(kc.makeApiClient(DiscoveryV1Api), config.namespace, config.policyReaders)
+        : undefined,
     log,
   });
 // Terms one after the other: a new one starts only once the previous one has stopped.

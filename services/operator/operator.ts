@@ -21,6 +21,7 @@ import type { AccountStore } from '../quota/accounts/account-store.ts';
 import { ACCOUNT_KIND, ACCOUNT_PLURAL, reconcileAccount } from './account-reconciler.ts';
 import { type CustomResource, GROUP, type Kube, VERSION } from './kube.ts';
 import type { OperatorMetrics } from './metrics.ts';
+import type { ReadPodPolicies } from './policy-readers.ts';
 import { POLICY_KIND, POLICY_PLURAL, reconcilePolicy } from './policy-reconciler.ts';
 import { WorkQueue } from './work-queue.ts';
 
@@ -33,6 +34,10 @@ export interface OperatorOptions {
   resyncMs: number;
   /** The detect Deployment a model change rolls (the chart's `<release>-detect`); none: no rollouts. */
   detectDeployment?: string | undefined;
+  /** The policy each serving pod applies (policy-readers.ts); none: Ready once the ConfigMap is written. */
+  podPolicies?: ReadPodPolicies | undefined;
+  /** How soon a policy whose pods do not all apply it yet is reconciled again. */
+  applyingRetryMs?: number | undefined;
   log: (msg: string, obj?: object) => void;
 }
 
@@ -116,7 +121,7 @@ export class Operator {
   constructor(readonly opts: OperatorOptions) {}
 
   async start(): Promise<void> {
-    const { kc, kube, namespace, store, metrics, log, detectDeployment } = this.opts;
+    const { kc, kube, namespace, store, metrics, log, detectDeployment, podPolicies } = this.opts;
     const timed = (kind: string, fn: (key: string) => Promise<string>) => async (key: string) => {
       const end = metrics.duration.startTimer({ kind });
       try {
@@ -148,7 +153,10 @@ export class Operator {
         const detect = detectDeployment
           ? { name: detectDeployment, deployment: deployments?.get(detectDeployment, namespace) }
           : undefined;
-        return await reconcilePolicy(kube, cr, policies.list(), detect);
+        const result = await reconcilePolicy(kube, cr, policies.list(), detect, podPolicies);
+        // Nothing the operator watches changes when a kubelet updates a mounted file: ask the pods again.
+        if (result === 'applying') policyQueue.addAfter(key, this.opts.applyingRetryMs ?? 1_000);
+        return result;
       }),
       onError(POLICY_KIND),
     );

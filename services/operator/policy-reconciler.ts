@@ -4,6 +4,8 @@
 // renders nothing.
 // With a detect Deployment (OPERATOR_DETECT_DEPLOYMENT), a model change rolls it (detect-rollout.ts):
 // Progressing=True (RollingOut) and Ready=False until its status shows the rollout complete.
+// Ready means in force: with the serving pods to ask (policy-readers.ts), Ready=True only once every ready
+// pod reports this generation; until then Progressing=True (Applying) and the operator asks again.
 
 import type { V1Deployment } from '@kubernetes/client-node';
 import { POLICY_FILE_KEY, type PolicyDocument, parsePolicy } from '../policy/policy-file.ts';
@@ -17,6 +19,7 @@ import {
   type Kube,
   ownerReference,
 } from './kube.ts';
+import { notYetApplying, type ReadPodPolicies } from './policy-readers.ts';
 
 export const POLICY_KIND = 'DetectionPolicy';
 export const POLICY_PLURAL = 'detectionpolicies';
@@ -58,6 +61,7 @@ export async function reconcilePolicy(
   cr: CustomResource,
   all: readonly CustomResource[],
   detect?: DetectTarget,
+  podPolicies?: ReadPodPolicies,
 ): Promise<string> {
   if (cr.metadata.deletionTimestamp) return 'deleting'; // the ConfigMap goes with it (owner reference)
   const generation = cr.metadata.generation ?? 0;
@@ -124,7 +128,7 @@ export async function reconcilePolicy(
     const c = previous?.find((p) => p.type === type);
     return c?.observedGeneration === generation && reasons.includes(c.reason);
   };
-  if (!was('Ready', 'Rendered', 'RollingOut', 'RolledOut')) {
+  if (!was('Ready', 'Rendered', 'RollingOut', 'RolledOut', 'Applying')) {
     await event(
       kube,
       cr,
@@ -161,8 +165,18 @@ export async function reconcilePolicy(
   } else if (detect) {
     rollout.message = `${rendered}; no Deployment ${detect.name} to roll`;
   }
+  let reason = !detect?.deployment ? 'Rendered' : rollout.complete ? 'RolledOut' : 'RollingOut';
+  if (rollout.complete && podPolicies) {
+    const pods = await podPolicies();
+    const waiting = notYetApplying(pods, cr.metadata.name, generation);
+    if (waiting) {
+      rollout = { complete: false, message: `${rendered}; ${waiting}` };
+      reason = 'Applying';
+    } else {
+      rollout.message = `${rollout.message}; in force in ${pods.length} ready pod(s)`;
+    }
+  }
   const { complete, message } = rollout;
-  const reason = !detect?.deployment ? 'Rendered' : complete ? 'RolledOut' : 'RollingOut';
   await applyStatus(kube, POLICY_PLURAL, cr, POLICY_KIND, {
     observedGeneration: generation,
     configMap: name,
@@ -176,5 +190,5 @@ export async function reconcilePolicy(
       generation,
     ),
   });
-  return complete ? 'rendered' : 'rolling';
+  return complete ? 'rendered' : reason === 'Applying' ? 'applying' : 'rolling';
 }

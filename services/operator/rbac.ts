@@ -93,6 +93,12 @@ export const OPERATOR_PERMISSIONS: readonly OperatorPermission[] = [
     why: 'Events on the resources: what it did and why it refused',
   },
   {
+    apiGroup: 'discovery.k8s.io',
+    resource: 'endpointslices',
+    requests: ['list'],
+    why: 'the ready pods of the detect and gateway Services, asked which policy generation they apply',
+  },
+  {
     apiGroup: 'coordination.k8s.io',
     resource: 'leases',
     requests: ['get', 'create', 'update'],

@@ -8,6 +8,7 @@ import type { AccountTier } from '../common/account-tier.ts';
 import type { ModelName } from './model-catalogue.ts';
 import type { PolicyConfig } from './policy-config.ts';
 import { POLICY_MODELS } from './policy-file.ts';
+import { type PolicySource, registerPolicyReport } from './policy-report.ts';
 import { type PolicyLogger, PolicyWatch } from './policy-watch.ts';
 import type { Thresholds, WindowLimits } from './rules.ts';
 
@@ -32,6 +33,8 @@ export interface PolicyInForce {
    * operator rolls.
    */
   model(): ModelName | undefined;
+  /** The name and generation of the DetectionPolicy in force; undefined while the configuration applies. */
+  source(): PolicySource | undefined;
   /** Stops watching the file. */
   close(): void;
 }
@@ -56,13 +59,18 @@ export function policyInForce(config: PolicyConfig, log: PolicyLogger): PolicyIn
       const policy = watch?.current();
       return policy ? POLICY_MODELS[policy.model] : undefined;
     },
+    source: () => watch?.current()?.source,
     close: () => watch?.close(),
   };
 }
 
-/** policyInForce for an app: logged with the app's logger, no longer watched once the app closes. */
+/**
+ * policyInForce for an app: logged with the app's logger, no longer watched once the app closes, and
+ * reported at GET /internal/policy (policy-report.ts).
+ */
 export function policyForApp(app: FastifyInstance, config: PolicyConfig): PolicyInForce {
   const policy = policyInForce(config, app.log);
   app.addHook('onClose', async () => policy.close());
+  registerPolicyReport(app, policy.source);
   return policy;
 }

@@ -13,6 +13,7 @@ const { buildQuotaService } = await import('./app.ts');
 const { openStoresOrExit } = await import('./stores/open-stores.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
 const { stopTelemetry } = await import('../common/telemetry.ts');
+const { drainFirst } = await import('../common/drain.ts');
 const { createHttpMetrics, createQuotaMetrics } = await import('../common/metrics.ts');
 
 const http = createHttpMetrics('quota');
@@ -35,7 +36,12 @@ const app = await buildQuotaService({
 installShutdown({
   log: app.log,
   graceMs: config.shutdownGraceMs,
-  steps: [() => app.close(), () => stores.close(), () => stopTelemetry()],
+  steps: [
+    () => drainFirst(app, config.shutdownDelayMs),
+    () => app.close(),
+    () => stores.close(),
+    () => stopTelemetry(),
+  ],
 });
 
 await listen(app, { port: config.quotaPort, host: config.host }, { service: 'quota', stores: stores.kind });

@@ -1,7 +1,8 @@
 // The operator against a real kube-apiserver + etcd and a real redis-server: the CRDs as the chart
 // ships them, the operator and the quota/detect servers as child processes. No kubelet runs: the
 // mounted policy file is written here the way the kubelet writes a ConfigMap volume (a new timestamped
-// directory, then an atomic rename of the `..data` symlink).
+// directory, then an atomic rename of the `..data` symlink), and the detect process is made an endpoint
+// of its Service by an EndpointSlice written the way the EndpointSlice controller writes one.
 
 import {
   mkdirSync,
@@ -12,7 +13,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -30,7 +31,18 @@ import { REDIS_SERVER } from '../support/tools.ts';
 const CRDS = join(ROOT, 'charts/nsfwdetector/crds');
 /** The chart's detect Deployment for the release `nsfwdetector` (the operator is pointed at it). */
 const DETECT = 'nsfwdetector-detect';
+/** The Services whose ready pods must apply a policy before it is Ready (the chart names these). */
+const POLICY_READERS = 'nsfwdetector-detect/http';
 const JPEG = readFileSync(fixture('320x240.jpg'));
+
+/** This machine's first non-loopback IPv4 address: an EndpointSlice may not name a loopback one. */
+function hostAddress(): string {
+  const address = Object.values(networkInterfaces())
+    .flat()
+    .find((a) => a?.family === 'IPv4' && !a.internal)?.address;
+  if (!address) throw new Error('no non-loopback IPv4 address on this machine for the EndpointSlice');
+  return address;
+}
 
 interface Cr {
   metadata: { generation: number; finalizers?: string[]; uid: string };
@@ -69,6 +81,7 @@ describeWithKube(
           OPERATOR_LEASE_SECONDS: '4',
           OPERATOR_RETRY_MS: '500',
           OPERATOR_DETECT_DEPLOYMENT: DETECT,
+          OPERATOR_POLICY_READERS: POLICY_READERS,
           ...env,
         },
       }).then((p) => {
@@ -148,6 +161,24 @@ spec:
       symlinkSync(stamp.split('/').pop() as string, tmp);
       renameSync(tmp, join(mount, '..data'));
     };
+    const condition = async (type: string, generation: number) =>
+      await eventually(`DetectionPolicy main ${type} for generation ${generation}`, async () => {
+        const cr = await getJson<Cr>('detectionpolicy', 'main');
+        const c = cr.status?.conditions?.find((x) => x.type === type) as
+          | { type: string; status: string; reason: string; message: string; observedGeneration?: number }
+          | undefined;
+        return c?.observedGeneration === generation ? c : undefined;
+      });
+    const endpointSlice = (port: number) => `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: nsfwdetector-detect-test
+  namespace: default
+  labels: { kubernetes.io/service-name: nsfwdetector-detect }
+addressType: IPv4
+ports: [{ name: http, port: ${port}, protocol: TCP }]
+endpoints: [{ addresses: [${hostAddress()}], conditions: { ready: true }, targetRef: { kind: Pod, name: detect-test } }]
+`;
     const configMapText = async () =>
       (await getJson<{ data: Record<string, string> }>('configmap', 'main-policy')).data[
         'policy.json'
@@ -205,10 +236,13 @@ spec:
       detect = await spawnService({
         entry: 'services/detect/server.ts',
         portVar: 'DETECT_PORT',
-        env: { POLICY_FILE: join(mount, 'policy.json') },
+        // On every address: the operator reaches it at the EndpointSlice's (not loopback) address.
+        env: { POLICY_FILE: join(mount, 'policy.json'), HOST: '0.0.0.0' },
       });
       operators.push(detect);
       expect(await detectThresholds()).toEqual({ allow: 0.2, block: 0.8 });
+      // The detect process, a ready endpoint of the detect Service (the operator asks it what it applies).
+      await kubectl(['apply', '-f', '-'], endpointSlice(detect.port));
 
       await kubectl([
         'patch',
@@ -218,16 +252,23 @@ spec:
         '-p',
         '{"spec":{"thresholds":{"allow":0.3,"block":0.6}}}',
       ]);
-      await readyFor('main', 2);
       const text = await eventually('the ConfigMap to follow', async () => {
         const t = await configMapText();
         return JSON.parse(t).thresholds.allow === 0.3 ? t : undefined;
       });
-      kubeletWrite(text);
-      await eventually('detect to apply the new thresholds', async () => {
-        const t = (await detectThresholds()) as { allow: number };
-        return t.allow === 0.3 ? t : undefined;
+      // Rendered but not in force: the kubelet has not written the file yet, detect applies generation 1.
+      const applying = await eventually('Progressing (Applying) for generation 2', async () => {
+        const c = await condition('Progressing', 2);
+        return c.status === 'True' ? c : undefined;
       });
+      expect(applying.reason).toBe('Applying');
+      expect(applying.message).toContain('0 of 1 ready pod(s) apply generation 2');
+      expect((await condition('Ready', 2)).status).toBe('False');
+      expect(await detectThresholds()).toEqual({ allow: 0.2, block: 0.8 });
+      kubeletWrite(text);
+      // Ready now means in force: the very next request has the new thresholds.
+      await kubectl(['wait', '--for=condition=Ready', 'detectionpolicy/main', '--timeout=60s']);
+      await readyFor('main', 2);
       expect(await detectThresholds()).toEqual({ allow: 0.3, block: 0.6 });
 
       // An invalid file keeps the last good policy.
@@ -235,6 +276,8 @@ spec:
       await new Promise((r) => setTimeout(r, 1_500));
       expect(await detectThresholds()).toEqual({ allow: 0.3, block: 0.6 });
       expect(detect.output()).toMatch(/policy file invalid; keeping the last good policy/);
+      // The pod leaves the Service: the checks below run without one (Ready follows the ConfigMap).
+      await kubectl(['delete', 'endpointslice', 'nsfwdetector-detect-test']);
     }, 240_000);
 
     it('marks a second policy Degraded (Superseded) and leaves the ConfigMap to the first', async () => {
@@ -404,14 +447,6 @@ spec:
         JSON.stringify({ status }),
       ]);
     };
-    const condition = async (type: string, generation: number) =>
-      await eventually(`DetectionPolicy main ${type} for generation ${generation}`, async () => {
-        const cr = await getJson<Cr>('detectionpolicy', 'main');
-        const c = cr.status?.conditions?.find((x) => x.type === type) as
-          | { type: string; status: string; reason: string; message: string; observedGeneration?: number }
-          | undefined;
-        return c?.observedGeneration === generation ? c : undefined;
-      });
     const patchPolicy = async (spec: object) => {
       await kubectl(['patch', 'detectionpolicy', 'main', '--type=merge', '-p', JSON.stringify({ spec })]);
       return (await getJson<Cr>('detectionpolicy', 'main')).metadata.generation;
