@@ -184,7 +184,7 @@ endpoints: [{ addresses: [${hostAddress()}], conditions: { ready: true }, target
         'policy.json'
       ] as string;
     const detectThresholds = async () => {
-      const res = await fetch(`${detect.url}/api/open/detect`, {
+      const res = await fetch(`${detect.url}/api/public/detect`, {
         method: 'POST',
         headers: { 'content-type': 'image/jpeg', 'x-account-id': '-', 'x-quota-tier': 'anonymous' },
         body: JPEG,
