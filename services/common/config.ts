@@ -150,6 +150,11 @@ export interface Config {
   trustedProxyHops: number;
   shutdownGraceMs: number;
   /**
+   * On SIGTERM, how long a service first keeps serving, not ready and closing each connection after its
+   * answer (services/common/drain.ts), so that load balancers let go of it; part of the grace period.
+   */
+  shutdownDelayMs: number;
+  /**
    * Share of new traces recorded and exported (0–1). Parent-based: a request that arrives with a
    * `traceparent` follows its sampled flag; the ratio decides only for traces that start here.
    */
@@ -291,6 +296,7 @@ export function loadConfig(env: Env = process.env): Config {
     jpegDecoder: jpegDecoderVar(env),
     trustedProxyHops: intVar(env, 'TRUSTED_PROXY_HOPS', 0, 0, 10),
     shutdownGraceMs: intVar(env, 'SHUTDOWN_GRACE_MS', 25_000, 0),
+    shutdownDelayMs: intVar(env, 'SHUTDOWN_DELAY_MS', 0, 0, 60_000),
     traceSampleRatio: numberVar(env, 'TRACE_SAMPLE_RATIO', 1, 0, 1),
     redisTarget: redisTargetVar(env),
     redis: {

@@ -13,7 +13,7 @@ const { createRootApp } = await import('../common/root-app.ts');
 const { policyForApp } = await import('../common/policy-in-force.ts');
 const { createDetectMetrics, createHttpMetrics, instrumentHttp } = await import('../common/metrics.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
-const { closeConnectionsWhenDraining } = await import('../common/drain.ts');
+const { closeConnectionsWhenDraining, drainFirst } = await import('../common/drain.ts');
 const { default: detectApp } = await import('./app.ts');
 const { intakeLimitsFrom } = await import('./intake.ts');
 const { EdgeAuthorizer, requireEdgeIdentity } = await import('./edge-identity.ts');
@@ -51,8 +51,15 @@ await app.register(detectApp, {
 installShutdown({
   log: app.log,
   graceMs: config.shutdownGraceMs,
-  // New detect requests get 503/5001 from the gate, in-flight ones finish, then the rest closes.
-  steps: [async () => gate.close(), () => app.close(), () => model.close(), () => stopTelemetry()],
+  // Still serving while the endpoints and Envoy let go of this pod; then new detect requests get
+  // 503/5001 from the gate, in-flight ones finish, and the rest closes.
+  steps: [
+    () => drainFirst(app, config.shutdownDelayMs),
+    async () => gate.close(),
+    () => app.close(),
+    () => model.close(),
+    () => stopTelemetry(),
+  ],
 });
 
 await app.listen({ port: config.detectPort, host: config.host });

@@ -12,7 +12,7 @@ const { createRootApp } = await import('../common/root-app.ts');
 const { ok } = await import('../common/envelope.ts');
 const { createHttpMetrics, instrumentHttp } = await import('../common/metrics.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
-const { closeConnectionsWhenDraining } = await import('../common/drain.ts');
+const { closeConnectionsWhenDraining, drainFirst } = await import('../common/drain.ts');
 const { default: healthApp } = await import('./app.ts');
 const { registerOpenApi } = await import('../openapi/app.ts');
 const { buildPublicDocument } = await import('../openapi/document.ts');
@@ -29,7 +29,7 @@ app.get('/internal/ready', async () => ok({ status: 'ready' }));
 installShutdown({
   log: app.log,
   graceMs: config.shutdownGraceMs,
-  steps: [() => app.close(), () => stopTelemetry()],
+  steps: [() => drainFirst(app, config.shutdownDelayMs), () => app.close(), () => stopTelemetry()],
 });
 
 await app.listen({ port: config.healthPort, host: config.host });

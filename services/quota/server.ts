@@ -14,6 +14,7 @@ const { buildQuotaService } = await import('./app.ts');
 const { openStores } = await import('./stores/open-stores.ts');
 const { AccountsFileError } = await import('./stores/local-account-store.ts');
 const { installShutdown } = await import('../common/shutdown.ts');
+const { drainFirst } = await import('../common/drain.ts');
 const { createHttpMetrics, createQuotaMetrics } = await import('../common/metrics.ts');
 
 const http = createHttpMetrics('quota');
@@ -48,7 +49,12 @@ const app = await buildQuotaService({
 installShutdown({
   log: app.log,
   graceMs: config.shutdownGraceMs,
-  steps: [() => app.close(), () => stores.close(), () => stopTelemetry()],
+  steps: [
+    () => drainFirst(app, config.shutdownDelayMs),
+    () => app.close(),
+    () => stores.close(),
+    () => stopTelemetry(),
+  ],
 });
 
 await app.listen({ port: config.quotaPort, host: config.host });

@@ -4,7 +4,8 @@
 # prints its size and, last, its reference (<registry>/nsfwdetector@sha256:…). It also pushes the two other
 # images the chart runs, built locally as no public registry is reachable: Envoy (the binary the tools
 # cache holds) and Redis (Debian's), and writes Helm values naming all three to
-# $KUBE_NODE_DIR/state/image-values.yaml (helm install … -f that file).
+# $KUBE_NODE_DIR/state/image-values.yaml (helm install … -f that file). The chart goes there too, as an
+# OCI artifact: helm install … oci://<registry>/charts/nsfwdetector --version <chart version>.
 # KUBE_IMAGE_TAG (default: local) tags the image, e.g. for an upgrade to a new tag.
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
@@ -53,4 +54,12 @@ gateway: {envoyImage: {repository: "$REGISTRY/envoy", tag: "v$ENVOY_VERSION@$de"
 redis: {image: {repository: "$REGISTRY/redis", tag: "7-bookworm@$dr"}}
 VALUES
 echo "kube-image: Helm values for the three images: $STATE_DIR/image-values.yaml"
+
+# The chart, packaged and pushed as users install charts (helm's caches in the temp directory).
+export HELM_CACHE_HOME=$ctx/helm HELM_CONFIG_HOME=$ctx/helm HELM_DATA_HOME=$ctx/helm
+"$BIN/helm" package charts/nsfwdetector -d "$ctx" >/dev/null
+chart=$(ls "$ctx"/nsfwdetector-*.tgz)
+"$BIN/helm" push "$chart" "oci://$REGISTRY/charts" --plain-http >/dev/null
+version=$(basename "$chart" .tgz)
+echo "kube-image: chart oci://$REGISTRY/charts/nsfwdetector --version ${version#nsfwdetector-}"
 echo "$REGISTRY/nsfwdetector@$d"

@@ -263,7 +263,7 @@ static_resources:
                       "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
                       suppress_envoy_headers: true
   clusters:
-    {{- include "nsfwdetector.envoyCluster" (dict "name" "detect" "upstream" $up.detect) | nindent 4 }}
-    {{- include "nsfwdetector.envoyCluster" (dict "name" "health" "upstream" $up.health) | nindent 4 }}
+    {{- include "nsfwdetector.envoyCluster" (dict "name" "detect" "upstream" $up.detect "address" (include "nsfwdetector.upstreamAddress" (dict "root" $ "name" "detect"))) | nindent 4 }}
+    {{- include "nsfwdetector.envoyCluster" (dict "name" "health" "upstream" $up.health "address" (include "nsfwdetector.upstreamAddress" (dict "root" $ "name" "health"))) | nindent 4 }}
     {{- include "nsfwdetector.envoyCluster" (dict "name" "quota" "upstream" $up.quota) | nindent 4 }}
     {{- include "nsfwdetector.envoyCluster" (dict "name" "trace_collector" "upstream" $e.tracing.collector) | nindent 4 }}

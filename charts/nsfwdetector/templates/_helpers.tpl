@@ -1,6 +1,6 @@
 {{/* Common names and labels. */}}
 {{- define "nsfwdetector.fullname" -}}
-{{- printf "%s" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- .Values.fullnameOverride | default .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
 {{- define "nsfwdetector.labels" -}}
@@ -23,11 +23,15 @@ patterns:
 {{- end }}
 {{- end -}}
 
-{{/* An Envoy cluster: STATIC for an IP address, STRICT_DNS for a name (a Kubernetes Service). */}}
+{{/*
+An Envoy cluster: STATIC for an IP address, STRICT_DNS for a name (a Kubernetes Service). `address`
+overrides the upstream's own (detect and health: their Service, nsfwdetector.upstreamService).
+*/}}
 {{- define "nsfwdetector.envoyCluster" -}}
 {{- $u := .upstream -}}
+{{- $address := .address | default $u.address -}}
 - name: {{ .name }}
-  type: {{ if regexMatch "^[0-9.]+$" (toString $u.address) }}STATIC{{ else }}STRICT_DNS{{ end }}
+  type: {{ if regexMatch "^[0-9.]+$" (toString $address) }}STATIC{{ else }}STRICT_DNS{{ end }}
   connect_timeout: {{ $u.connectTimeout | default "1s" }}
   typed_extension_protocol_options:
     envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
@@ -50,5 +54,5 @@ patterns:
       - lb_endpoints:
           - endpoint:
               address:
-                socket_address: { address: {{ $u.address | quote }}, port_value: {{ $u.port }} }
+                socket_address: { address: {{ $address | quote }}, port_value: {{ $u.port }} }
 {{- end -}}

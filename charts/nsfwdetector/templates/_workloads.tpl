@@ -30,12 +30,13 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 
 {{/*
 The Service that Envoy dials for an upstream is named by the Envoy value itself
-(envoy.upstreams.<name>.address), so the edge configuration and the Services cannot disagree. An IP
-address there (values-local.yaml: the local stack on loopback) names no Service: <prefix>-<name> then.
+(envoy.upstreams.<name>.address), so the edge configuration and the Services cannot disagree. Empty
+(the default) or an IP address (values-local.yaml: the local stack on loopback): <prefix>-<name>, the
+release's own.
 */}}
 {{- define "nsfwdetector.upstreamService" -}}
 {{- $address := toString (index .root.Values.envoy.upstreams .name).address -}}
-{{- if regexMatch "^[0-9.]+$" $address -}}
+{{- if or (eq $address "") (regexMatch "^[0-9.]+$" $address) -}}
 {{- printf "%s-%s" (include "nsfwdetector.prefix" .root) .name -}}
 {{- else -}}
 {{- $address -}}
@@ -159,6 +160,7 @@ REDIS_CLUSTER_NODES, with REDIS_PASSWORD read by the service itself.
 - { name: MAX_UPLOAD_BYTES_IN_PROGRESS, value: {{ $c.maxUploadBytesInProgress | int64 | quote }} }
 - { name: OVERLOAD_RETRY_AFTER_SECONDS, value: {{ $c.overloadRetryAfterSeconds | int64 | quote }} }
 - { name: SHUTDOWN_GRACE_MS, value: {{ $c.shutdownGraceMs | int64 | quote }} }
+- { name: SHUTDOWN_DELAY_MS, value: {{ $c.shutdownDelayMs | int64 | quote }} }
 - { name: REDIS_KEY_PREFIX, value: {{ $c.redisKeyPrefix | quote }} }
 - { name: REDIS_COMMAND_TIMEOUT_MS, value: {{ $c.redisCommandTimeoutMs | int64 | quote }} }
 - { name: LOG_LEVEL, value: {{ $c.logLevel | quote }} }
@@ -235,4 +237,21 @@ rendered it, the services run on their configuration. The kubelet swaps the file
     name: {{ printf "%s-policy" .Values.operator.policyName }}
     optional: true
 {{- end }}
+{{- end -}}
+
+{{/* A rollout that never has fewer ready pods than asked for: a new pod is Ready before an old one goes. */}}
+{{- define "nsfwdetector.rollingUpdate" -}}
+strategy:
+  type: RollingUpdate
+  rollingUpdate: { maxSurge: 1, maxUnavailable: 0 }
+{{- end -}}
+
+{{/* The Service address of an upstream for Envoy's clusters: an IP address as given, else its Service. */}}
+{{- define "nsfwdetector.upstreamAddress" -}}
+{{- $address := toString (index .root.Values.envoy.upstreams .name).address -}}
+{{- if regexMatch "^[0-9.]+$" $address -}}
+{{- $address -}}
+{{- else -}}
+{{- include "nsfwdetector.upstreamService" . -}}
+{{- end -}}
 {{- end -}}

@@ -1,0 +1,56 @@
+// k6 steady traffic for the node suite (test/kube/node.test.ts): RATE key detects per second through the
+// gateway for up to DURATION (the suite stops it with SIGINT once the rollout, the deletions or the
+// scaling it watches are over), counting every answer by outcome. Nothing is checked here: the suite
+// reads the counts (SUMMARY_JSON) and decides what was allowed.
+//
+// Env: BASE_URL, IMAGE (a JPEG path), KEY, RATE (default 4), DURATION (default 10m), SUMMARY_JSON.
+
+import http from 'k6/http';
+import { Counter } from 'k6/metrics';
+
+const BASE_URL = __ENV.BASE_URL;
+const IMAGE = open(__ENV.IMAGE, 'b');
+const HEADERS = { 'content-type': 'image/jpeg', authorization: `Bearer ${__ENV.KEY}` };
+
+// One counter per outcome the suite tells apart.
+const OUTCOMES = ['200', '429', '503/5001', '503/other', '502', '504', 'connection error', 'other'];
+const metricName = (o) => `answers_${o.replace(/\W/g, '_')}`;
+const counters = Object.fromEntries(OUTCOMES.map((o) => [o, new Counter(metricName(o))]));
+
+export const options = {
+  scenarios: {
+    steady: {
+      executor: 'constant-arrival-rate',
+      rate: Number(__ENV.RATE ?? 4),
+      timeUnit: '1s',
+      duration: __ENV.DURATION ?? '10m',
+      preAllocatedVUs: 20,
+      maxVUs: 100,
+      gracefulStop: '30s',
+    },
+  },
+};
+
+function outcome(res) {
+  if (res.status === 0) return 'connection error';
+  if (res.status === 503) {
+    let code;
+    try {
+      code = res.json('code');
+    } catch {
+      code = undefined;
+    }
+    return code === 5001 ? '503/5001' : '503/other';
+  }
+  return OUTCOMES.includes(String(res.status)) ? String(res.status) : 'other';
+}
+
+export default function () {
+  const res = http.post(`${BASE_URL}/api/open/detect`, IMAGE, { headers: HEADERS, timeout: '60s' });
+  counters[outcome(res)].add(1);
+}
+
+export function handleSummary(data) {
+  const counts = Object.fromEntries(OUTCOMES.map((o) => [o, data.metrics[metricName(o)]?.values.count ?? 0]));
+  return { [__ENV.SUMMARY_JSON]: JSON.stringify(counts) };
+}
