@@ -7,7 +7,7 @@
 
 import { setTimeout as sleep } from 'node:timers/promises';
 
-const [adminPort, seconds] = process.argv.slice(2).map(Number);
+const [adminPort = Number.NaN, seconds = Number.NaN] = process.argv.slice(2).map(Number);
 if (!Number.isInteger(adminPort) || !Number.isFinite(seconds)) {
   console.error('usage: drain-edge.js <envoy admin port> <drain seconds>');
   process.exit(2);
