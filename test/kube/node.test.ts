@@ -472,9 +472,10 @@ function startLoad(gateway: string, key: string, rate: number) {
   return {
     async stop(): Promise<Counts> {
       try {
-        // SIGINT: k6 stops the scenario and still writes the summary.
+        // SIGINT: k6 stops the scenario and still writes the summary (a SIGTERM would abort it).
         if (child.running()) child.proc.kill('SIGINT');
-        await child.stop(60_000);
+        await Promise.race([child.exited, sleep(60_000)]);
+        await child.stop(5_000);
         try {
           return { ...zeroCounts(), ...JSON.parse(readFileSync(summary, 'utf8')) };
         } catch {
