@@ -6,6 +6,16 @@ import type { ApiError } from './errors.ts';
 
 export type Tier = 'anonymous' | 'free' | 'pro';
 
+/** The account id the edge hands on for anonymous requests: always set, so no client copy survives. */
+export const ANONYMOUS_ACCOUNT = '-';
+
+/** Who the trusted edge (Envoy after ext_authz) says a request is, in cluster mode. */
+export interface EdgeIdentity {
+  /** The account billed (ANONYMOUS_ACCOUNT for anonymous requests). */
+  accountId: string;
+  tier: Tier;
+}
+
 export interface RequestFacts {
   /** Which detect endpoint: the anonymous one (4.1) or the key one (4.2). */
   endpoint: 'public' | 'open';
@@ -15,6 +25,8 @@ export interface RequestFacts {
   authorization?: string | undefined;
   /** Names the charge, for `refund`; a fresh id when absent. */
   requestId?: string | undefined;
+  /** Behind the edge: the identity ext_authz established (the request is counted already). */
+  edgeIdentity?: EdgeIdentity | undefined;
 }
 
 export type Decision =

@@ -2,12 +2,14 @@
 // and 6): raw sockets against a real listening server (the embedded app, fake model).
 
 import { readFileSync } from 'node:fs';
+import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PassThrough } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { fixture } from '../../test/fixtures/corpus.ts';
 import { embeddedApp } from '../../test/support/embedded-app.ts';
 import { FakeClassifier } from '../../test/support/fake-classifier.ts';
-import { handleClientError } from './connection-guards.ts';
+import { handleClientError, readToEnd } from './connection-guards.ts';
 
 let app: Awaited<ReturnType<typeof embeddedApp>>['app'];
 let port: number;
@@ -224,5 +226,47 @@ describe('oversized uploads are answered where the client can read them (issue 1
       true,
     );
     expectEnvelope(parse(raw), 400, 4003);
+  });
+});
+
+describe('readToEnd: the rest of a refused body, read and dropped before answering behind a proxy', () => {
+  const BOUNDS = { maxBytes: 1000, maxMs: 10_000, idleMs: 2_000 };
+  const body = () => new PassThrough() as PassThrough & IncomingMessage;
+
+  it('is true once the body has ended, however it arrives', async () => {
+    const req = body();
+    const ended = readToEnd(req, BOUNDS);
+    req.write(Buffer.alloc(600));
+    req.end(Buffer.alloc(400));
+    expect(await ended).toBe(true);
+    expect(await readToEnd(req, BOUNDS)).toBe(true);
+  });
+
+  it('is false past maxBytes, and reading stops there', async () => {
+    const req = body();
+    const ended = readToEnd(req, BOUNDS);
+    req.write(Buffer.alloc(1001));
+    expect(await ended).toBe(false);
+    expect(req.isPaused()).toBe(true);
+  });
+
+  it('is false when nothing arrives for idleMs, or past maxMs', async () => {
+    vi.useFakeTimers();
+    try {
+      const idle = body();
+      const idleEnded = readToEnd(idle, BOUNDS);
+      vi.advanceTimersByTime(BOUNDS.idleMs);
+      expect(await idleEnded).toBe(false);
+
+      const trickle = body();
+      const trickleEnded = readToEnd(trickle, BOUNDS);
+      for (let ms = 0; ms < BOUNDS.maxMs; ms += 1000) {
+        trickle.write(Buffer.alloc(1));
+        await vi.advanceTimersByTimeAsync(1000);
+      }
+      expect(await trickleEnded).toBe(false);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

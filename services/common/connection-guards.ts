@@ -62,6 +62,44 @@ export function lingerOnClose(req: IncomingMessage, opts: LingerOptions): void {
   };
 }
 
+/**
+ * Reads and drops the rest of a request body: true once it has ended, false (reading stops) past
+ * `maxBytes`, `maxMs`, `idleMs` without data, or a broken stream. Never stored.
+ */
+export function readToEnd(req: IncomingMessage, opts: LingerOptions): Promise<boolean> {
+  if (req.readableEnded) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    let read = 0;
+    const finish = (ended: boolean) => {
+      clearTimeout(timer);
+      clearTimeout(idle);
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onFailure);
+      req.off('close', onClose);
+      if (!ended) req.pause();
+      resolve(ended);
+    };
+    const timer = setTimeout(() => finish(false), opts.maxMs);
+    timer.unref();
+    const idle = setTimeout(() => finish(false), opts.idleMs);
+    idle.unref();
+    const onData = (chunk: Buffer) => {
+      idle.refresh();
+      read += chunk.length;
+      if (read > opts.maxBytes) finish(false);
+    };
+    const onEnd = () => finish(true);
+    const onFailure = () => finish(false);
+    const onClose = () => finish(req.readableEnded);
+    req.on('data', onData);
+    req.once('end', onEnd);
+    req.once('error', onFailure);
+    req.once('close', onClose);
+    req.resume();
+  });
+}
+
 /** A complete raw response: status line, envelope body, `Connection: close`. */
 export function rawEnvelopeResponse(err: ApiError, extraHeaders: Record<string, string> = {}): string {
   const body = JSON.stringify(err.body());

@@ -3,7 +3,7 @@
 // exceptions are logged one by one, at error, with their stack.
 
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { destroySocket, type LingerOptions, lingerOnClose } from './connection-guards.ts';
+import { destroySocket, type LingerOptions, lingerOnClose, readToEnd } from './connection-guards.ts';
 import { ApiError, isApiError } from './errors.ts';
 import { RefusalLog } from './refusal-log.ts';
 
@@ -62,6 +62,14 @@ export interface EnvelopeOptions {
   linger?: LingerOptions;
   /** Where refusals are counted (one summary line per interval); default: a RefusalLog on app.log. */
   refusals?: RefusalLog;
+  /**
+   * Behind a proxy that streams requests (Envoy): read the rest of a refused body, within `linger`,
+   * BEFORE answering. Such a proxy passes on an answer that comes before the end of its request and
+   * then resets the client's connection, which throws the answer away for a client still writing its
+   * body; lingering after the answer, which serves direct clients, cannot help there. Past `linger`
+   * the answer goes anyway, closing the connection.
+   */
+  answerAfterBody?: boolean;
 }
 
 const DEFAULT_LINGER: LingerOptions = {
@@ -72,27 +80,7 @@ const DEFAULT_LINGER: LingerOptions = {
 
 /** Reads and drops the rest of a refused request body on a kept-alive connection, within `linger`. */
 function discardBody(request: FastifyRequest, linger: LingerOptions): void {
-  const raw = request.raw;
-  if (raw.readableEnded) return;
-  let discarded = 0;
-  const cut = () => destroySocket(raw.socket);
-  const timer = setTimeout(cut, linger.maxMs);
-  timer.unref();
-  const idle = setTimeout(cut, linger.idleMs);
-  idle.unref();
-  const stop = () => {
-    clearTimeout(timer);
-    clearTimeout(idle);
-  };
-  raw.on('data', (chunk: Buffer) => {
-    idle.refresh();
-    discarded += chunk.length;
-    if (discarded > linger.maxBytes) cut();
-  });
-  raw.on('end', stop);
-  raw.on('close', stop);
-  raw.on('error', cut);
-  raw.resume();
+  void readToEnd(request.raw, linger).then((ended) => ended || destroySocket(request.raw.socket));
 }
 
 /** Error, 404 and 405 handling in the envelope shape; call once on the root instance. */
@@ -107,7 +95,7 @@ export function installEnvelopeHandlers(app: FastifyInstance, opts: EnvelopeOpti
       throw new ApiError('BAD_REQUEST', 'Bad request: missing Host header', { connection: 'close' });
     }
   });
-  app.setErrorHandler((err: unknown, request: FastifyRequest, reply: FastifyReply) => {
+  app.setErrorHandler(async (err: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const apiError = toApiError(err);
     if (isApiError(err)) {
       // A refusal we chose (overload, bad key, rate limit …): counted, no stack trace; the fault
@@ -118,6 +106,10 @@ export function installEnvelopeHandlers(app: FastifyInstance, opts: EnvelopeOpti
       request.log.error({ err }, 'request failed');
     } else {
       refusals.record(apiError.code);
+    }
+    if (!request.raw.complete && opts.answerAfterBody) {
+      if (!(await readToEnd(request.raw, linger))) reply.header('connection', 'close');
+      return sendError(reply, apiError);
     }
     if (!request.raw.complete) {
       // Errors after which reading on is pointless (too large, stalled) carry `connection: close`:

@@ -64,7 +64,8 @@ export function createRootApp({
     maxMs: 10_000,
     idleMs: 2_000,
   };
-  installEnvelopeHandlers(app, { linger, refusals });
+  // Behind a proxy (Envoy streams the body on), a refused body is read to its end before the answer.
+  installEnvelopeHandlers(app, { linger, refusals, answerAfterBody: config.trustedProxyHops > 0 });
   installExpectGuard(app.server as Server, {
     maxFileBytes: config.maxFileBytes,
     framingBytes: FRAMING_BYTES,

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Authorizer, Decision, RequestFacts } from '../common/authorizer.ts';
+import type { Authorizer, Decision, EdgeIdentity, RequestFacts } from '../common/authorizer.ts';
 import { ok } from '../common/envelope.ts';
 import { ApiError } from '../common/errors.ts';
 import { inSpan, recordSpan } from '../common/telemetry.ts';
@@ -36,6 +36,8 @@ declare module 'fastify' {
     admission?: Admission;
     /** Set once the request is counted: a 503 answer takes the charge back. */
     chargeId?: string;
+    /** Behind the edge: who ext_authz says the client is (set by edge-identity.ts). */
+    edgeIdentity?: EdgeIdentity;
   }
 }
 
@@ -70,6 +72,7 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
           clientIp: request.ip,
           deviceId: headerValue(request.headers['x-device-id']),
           authorization: headerValue(request.headers.authorization),
+          edgeIdentity: request.edgeIdentity,
         };
         // No room: answer what counting would have answered, without counting.
         const refuseWithoutRoom = async (what?: string) => {

@@ -9,28 +9,27 @@
 // A detect request without both identity headers (or with a wrong secret) did not come through
 // ext_authz and is refused 401/4011. The X-RateLimit-* headers the client sees are the quota
 // service's, added by Envoy: detect sets none (EdgeAuthorizer).
+//
+// Fairness holds here as in the embedded server: the work gate bounds uploads in progress per client,
+// and the client is the account the edge names on the key endpoint, and on the anonymous one the
+// address Envoy appended to X-Forwarded-For (request.ip: the root app trusts exactly the hops the
+// edge adds, TRUSTED_PROXY_HOPS, so entries a client wrote itself are never taken).
 
 import { timingSafeEqual } from 'node:crypto';
 import { trace } from '@opentelemetry/api';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Authorizer, Decision, Tier } from '../common/authorizer.ts';
+import {
+  ANONYMOUS_ACCOUNT,
+  type Authorizer,
+  type Decision,
+  type RequestFacts,
+  type Tier,
+} from '../common/authorizer.ts';
 import { ApiError } from '../common/errors.ts';
 
 export const EDGE_SECRET_HEADER = 'x-edge-secret';
 const TIERS: readonly Tier[] = ['anonymous', 'free', 'pro'];
 const DETECT_ROUTES = new Set(['/api/public/detect', '/api/open/detect']);
-
-export interface EdgeIdentity {
-  /** The account billed ('-' for anonymous requests, as ext-authz.ts sets it). */
-  accountId: string;
-  tier: Tier;
-}
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    edgeIdentity?: EdgeIdentity;
-  }
-}
 
 function header(request: FastifyRequest, name: string): string | undefined {
   const value = request.headers[name];
@@ -65,15 +64,29 @@ export function requireEdgeIdentity(app: FastifyInstance, opts: { secret: string
 
 /**
  * The detect plugin's authorizer behind the edge: admitted (and counted) already by ext_authz, no
- * headers of its own. Nothing is counted here, so there is nothing to refund.
+ * headers of its own; it hands on the account the edge named, so that the work gate bounds that
+ * account's uploads. Nothing is counted here, so there is nothing to refund.
  */
 export class EdgeAuthorizer implements Authorizer {
-  async authorize(): Promise<Decision> {
-    return { allowed: true, tier: 'anonymous', subject: 'edge', headers: {} };
+  async authorize(facts: RequestFacts): Promise<Decision> {
+    const identity = facts.edgeIdentity;
+    const anonymous = identity?.accountId === ANONYMOUS_ACCOUNT;
+    // requireEdgeIdentity refuses such requests first; the key endpoint is never anonymous.
+    if (!identity || (facts.endpoint === 'open' && anonymous))
+      return { allowed: false, error: notFromEdge() };
+    if (anonymous)
+      return { allowed: true, tier: identity.tier, subject: `edge:ip:${facts.clientIp}`, headers: {} };
+    return {
+      allowed: true,
+      tier: identity.tier,
+      subject: `edge:acct:${identity.accountId}`,
+      accountId: identity.accountId,
+      headers: {},
+    };
   }
 
-  check(): Promise<Decision> {
-    return this.authorize();
+  check(facts: RequestFacts): Promise<Decision> {
+    return this.authorize(facts);
   }
 
   async refund(): Promise<void> {}

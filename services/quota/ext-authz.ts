@@ -18,6 +18,7 @@
 // back (ids are random UUIDs; an unknown one is only marked as used).
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ANONYMOUS_ACCOUNT } from '../common/authorizer.ts';
 import { sendError } from '../common/envelope.ts';
 import { ApiError } from '../common/errors.ts';
 import type { Authorizer, RequestFacts } from './authorize.ts';
@@ -35,9 +36,6 @@ export const CLIENT_HEADERS_ON_SUCCESS = [
 ] as const;
 /** Sent to the client with a refusal (Envoy `allowed_client_headers`). */
 export const CLIENT_HEADERS_ON_DENY = [...CLIENT_HEADERS_ON_SUCCESS, 'retry-after', 'content-type'] as const;
-
-/** `x-account-id` value for anonymous requests: always set, so a client-sent value can never survive. */
-export const ANONYMOUS_ACCOUNT = '-';
 
 export const DEFAULT_PATH_PREFIX = '/ext_authz';
 

@@ -5,7 +5,6 @@
 
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { request } from 'node:http';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -25,8 +24,10 @@ import {
   JPEG,
   jaegerTrace,
   multipartJpeg,
+  partialUpload,
   post,
   rawRequest,
+  rawUpload,
 } from '../support/stack-client.ts';
 import { describeWithStackTools } from '../support/stack-tools.ts';
 
@@ -144,6 +145,21 @@ describeWithStackTools(
       const answer = await post(edge, '/api/public/detect', { body: form });
       expect({ status: answer.status, code: answer.code }).toEqual({ status: 400, code: 4003 });
       expect(answer.body.message).toMatch(/^File too large/);
+    });
+
+    it('answers 400/4003 readably to a client that writes all of a raw 50 MiB + 1 upload before reading', async () => {
+      // Envoy streams the body on; detect refuses it from its Content-Length, reads the rest and only
+      // then answers (an answer before the request's end would make Envoy reset the client).
+      const big = Buffer.alloc(52_428_800 + 1);
+      JPEG.copy(big, 0, 0, 1024);
+      const head = `POST /api/public/detect HTTP/1.1\r\nHost: edge\r\nContent-Type: image/jpeg\r\nContent-Length: ${big.length}\r\n\r\n`;
+      const answer = await rawUpload(edge, head, big);
+      expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+      const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4));
+      expect(body).toEqual({
+        code: ERRORS.FILE_TOO_LARGE.code,
+        message: expect.stringMatching(/^File too large/),
+      });
     });
 
     it('answers 400/4003 at the edge, without reading it, for a body declared over the limit', async () => {
@@ -332,7 +348,7 @@ describeWithStackTools(
 
     it('finishes every in-flight upload when detect gets SIGTERM under load, and exits 0', async () => {
       const detect = stack.child('detect');
-      const inFlight = Array.from({ length: 6 }, () => halfSentUpload(edge));
+      const inFlight = Array.from({ length: 6 }, () => partialUpload(edge));
       await Promise.all(inFlight.map((u) => u.started));
       // Every request is admitted and streaming into detect: stop it under them, then finish the bodies.
       await new Promise((r) => setTimeout(r, 300));
@@ -350,14 +366,13 @@ describeWithStackTools(
     it('answers 503/5001 when the detect process is killed mid-upload and while it is gone', async () => {
       await stack.restart('detect');
       expect((await post(edge, '/api/public/detect')).status).toBe(200);
-      const upload = halfSentUpload(edge);
+      const upload = partialUpload(edge);
       await upload.started;
       await new Promise((r) => setTimeout(r, 300));
       await stack.child('detect').kill();
       upload.finish();
       const cut = await upload.done;
-      expect(cut.status).toBe(503);
-      expect(JSON.parse(cut.body).code).toBe(UNAVAILABLE.code);
+      expect({ status: cut.status, code: cut.code }).toEqual({ status: 503, code: UNAVAILABLE.code });
       expectUnavailable(await post(edge, '/api/public/detect'), 'detect killed');
     });
 
@@ -391,26 +406,3 @@ describeWithStackTools(
     });
   },
 );
-
-/** An upload through the edge whose first half is sent now and the rest on finish(). */
-function halfSentUpload(edge: string) {
-  const half = Math.floor(JPEG.length / 2);
-  let finish: () => void = () => {};
-  let started: () => void = () => {};
-  const startedP = new Promise<void>((r) => (started = r));
-  const done = new Promise<{ status: number; body: string }>((resolve, reject) => {
-    const req = request(
-      `${edge}/api/public/detect`,
-      { method: 'POST', headers: { 'content-type': 'image/jpeg', 'content-length': String(JPEG.length) } },
-      (res) => {
-        let body = '';
-        res.on('data', (c) => (body += c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      },
-    );
-    req.on('error', reject);
-    req.write(JPEG.subarray(0, half), () => started());
-    finish = () => req.end(JPEG.subarray(half));
-  });
-  return { started: startedP, finish: () => finish(), done };
-}

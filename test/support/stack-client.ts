@@ -1,6 +1,7 @@
 // Requests to the stack's edge for the e2e suite: the answer's status, envelope code, headers, time.
 
 import { readFileSync } from 'node:fs';
+import { type IncomingHttpHeaders, request } from 'node:http';
 import { connect } from 'node:net';
 import { expect } from 'vitest';
 import { fixture } from '../fixtures/corpus.ts';
@@ -123,6 +124,42 @@ export async function jaegerTrace(jaegerUrl: string, traceId: string): Promise<T
 }
 
 /**
+ * Writes `head` and then all of `body` on a fresh connection before reading anything (as most clients
+ * do), then returns everything read until the server closes the connection or, once a whole answer
+ * with a Content-Length is in, at once. A reset before that rejects, with what was read.
+ */
+export function rawUpload(baseUrl: string, head: string, body: Buffer): Promise<string> {
+  const { hostname, port } = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname);
+    socket.pause();
+    let read = Buffer.alloc(0);
+    const complete = () => {
+      const text = read.toString('latin1');
+      const end = text.indexOf('\r\n\r\n');
+      const length = /\r\ncontent-length: *(\d+)/i.exec(text.slice(0, end))?.[1];
+      return end >= 0 && length !== undefined && read.length >= end + 4 + Number(length);
+    };
+    const done = () => {
+      socket.destroy();
+      resolve(read.toString('latin1'));
+    };
+    socket.on('data', (chunk: Buffer) => {
+      read = Buffer.concat([read, chunk]);
+      if (complete()) done();
+    });
+    socket.on('end', done);
+    socket.on('error', (err) =>
+      reject(new Error(`${err.message} after reading: ${read.toString('latin1')}`)),
+    );
+    socket.setTimeout(60_000, () => socket.destroy(new Error('no answer to a raw upload')));
+    socket.write(head);
+    // Reading starts only once the whole body is handed to the kernel.
+    socket.write(body, () => socket.resume());
+  });
+}
+
+/**
  * Sends `text` as is on a fresh connection to `baseUrl` and returns everything read until the server
  * closes it. The client's side stays open meanwhile: Envoy takes a client's half-close as an abort.
  */
@@ -142,4 +179,92 @@ export function rawRequest(baseUrl: string, text: string): Promise<string> {
     socket.setTimeout(10_000, () => socket.destroy(new Error(`no answer to a raw request: ${read}`)));
     socket.write(text);
   });
+}
+
+export interface UploadAnswer {
+  status: number;
+  code: number | undefined;
+  message: string | undefined;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+export interface PartialUpload {
+  /** Resolves once the first part is written. */
+  started: Promise<void>;
+  /** The answer; rejects if the connection is cut first. */
+  done: Promise<UploadAnswer>;
+  /** Whether the answer has arrived. */
+  readonly answered: boolean;
+  /** Sends the rest of the body. */
+  finish(): void;
+  /** Cuts the connection (the upload never completes). */
+  abort(): void;
+}
+
+/**
+ * A raw JPEG upload on a connection of its own (from `localAddress`, so loopback clients can be told
+ * apart: 127.0.0.2, 127.0.0.3 …) whose first `sentBytes` (default: half) go now and the rest on
+ * finish(); meanwhile the upload stalls, holding whatever the server gave it.
+ */
+export function partialUpload(
+  baseUrl: string,
+  opts: { path?: string; headers?: Record<string, string>; localAddress?: string; sentBytes?: number } = {},
+): PartialUpload {
+  const sent = opts.sentBytes ?? Math.floor(JPEG.length / 2);
+  let answered = false;
+  let started: () => void = () => {};
+  const startedP = new Promise<void>((r) => (started = r));
+  const req = request(`${baseUrl}${opts.path ?? '/api/public/detect'}`, {
+    method: 'POST',
+    agent: false,
+    localAddress: opts.localAddress,
+    headers: { ...opts.headers, 'content-type': 'image/jpeg', 'content-length': String(JPEG.length) },
+  });
+  const done = new Promise<UploadAnswer>((resolve, reject) => {
+    req.on('response', (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => {
+        answered = true;
+        let envelope: { code?: number; message?: string } = {};
+        try {
+          envelope = JSON.parse(body);
+        } catch {}
+        resolve({
+          status: res.statusCode ?? 0,
+          code: envelope.code,
+          message: envelope.message,
+          headers: res.headers,
+          body,
+        });
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+  });
+  // Cut uploads are expected: whoever awaits `done` still sees the rejection.
+  done.catch(() => {});
+  req.write(JPEG.subarray(0, sent), () => started());
+  return {
+    started: startedP,
+    done,
+    get answered() {
+      return answered;
+    },
+    finish: () => req.end(JPEG.subarray(sent)),
+    abort: () => req.destroy(),
+  };
+}
+
+/** A whole raw JPEG upload from `localAddress`, answered. */
+export function uploadFrom(
+  baseUrl: string,
+  localAddress: string,
+  opts: { path?: string; headers?: Record<string, string> } = {},
+): Promise<UploadAnswer> {
+  const upload = partialUpload(baseUrl, { ...opts, localAddress, sentBytes: JPEG.length });
+  upload.finish();
+  return upload.done;
 }
