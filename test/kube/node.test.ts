@@ -33,7 +33,7 @@ import {
   runNodeScript,
   tagInRegistry,
 } from '../support/kube-node.ts';
-import { expectAnonymousJpegScored, get, post } from '../support/stack-client.ts';
+import { expectAnonymousJpegScored, get, partialUpload, post } from '../support/stack-client.ts';
 import { STACK_TOOLS } from '../support/stack-tools.ts';
 
 const REPO = new URL('../../', import.meta.url).pathname;
@@ -273,6 +273,49 @@ function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
       });
       expect(await usedToday()).toBe(usedBefore + 1);
     }, 120_000);
+
+    it('fairness: 30 slow uploads from one key hold only its bound; another account and anonymous clients are served', async () => {
+      const values = JSON.parse(
+        await helmOnNode(facts, ['get', 'values', release, '--namespace', ns, '--all', '-o', 'json']),
+      );
+      // One detect pod here (the HPA's floor): its per-client bound is the whole of it. The check is over
+      // well within UPLOAD_MIN_RATE_GRACE_MS, after which the stalled uploads would be cut as too slow.
+      const bound = Number(values.config.maxUploadsPerClient);
+      const uploads = 30;
+      const keyOf = async (who: string) => {
+        await admin('create-account', '--email', `${who}@example.com`, '--tier', 'pro');
+        return {
+          authorization: `Bearer ${(await admin('issue-key', `${who}@example.com`, '--name', who)).secret}`,
+        };
+      };
+      const greedy = await keyOf('greedy');
+      const other = await keyOf('other');
+      const stalled = Array.from({ length: uploads }, () =>
+        partialUpload(gateway, { path: '/api/open/detect', headers: greedy }),
+      );
+      try {
+        await Promise.all(stalled.map((u) => u.started));
+        await expect
+          .poll(() => stalled.filter((u) => u.answered).length, { timeout: 60_000 })
+          .toBe(uploads - bound);
+        const refused = await Promise.all(stalled.filter((u) => u.answered).map((u) => u.done));
+        for (const answer of refused)
+          expect({ status: answer.status, code: answer.code }).toEqual({
+            status: 503,
+            code: ERRORS.UNAVAILABLE.code,
+          });
+        const otherAnswer = await post(gateway, '/api/open/detect', { headers: other });
+        const anonymous = await post(gateway, '/api/public/detect');
+        log(
+          `${uploads} stalled uploads from one key: ${bound} held, ${refused.length} refused 503/5001; meanwhile another account ${otherAnswer.status}, anonymous ${anonymous.status}`,
+        );
+        expect(otherAnswer.status, JSON.stringify(otherAnswer.body)).toBe(200);
+        expectAnonymousJpegScored(anonymous, String(values.config.anonPerDay));
+      } finally {
+        for (const upload of stalled) upload.abort();
+        await Promise.allSettled(stalled.map((u) => u.done));
+      }
+    }, 180_000);
 
     it('a second release in the namespace (fullnameOverride) does not collide with the first', async () => {
       const other = 'other';
