@@ -218,11 +218,12 @@ build_pause() {
 }
 
 # Debian packages the node runs on: runc (containerd's OCI runtime), the CNI bridge plugins, iptables and
-# ipset (kube-proxy, kube-router), conntrack, and docker.io to build the image (npm run kube:image).
+# ipset (kube-proxy, kube-router), conntrack, nft (kube:down removes the nf_tables tables the node made)
+# and docker.io to build the image (npm run kube:image).
 install_node_packages() {
   local missing=() p
   for p in runc:/usr/sbin/runc containernetworking-plugins:/usr/lib/cni/bridge iptables:/usr/sbin/iptables \
-    ipset:/usr/sbin/ipset conntrack:/usr/sbin/conntrack docker.io:/usr/sbin/dockerd; do
+    ipset:/usr/sbin/ipset conntrack:/usr/sbin/conntrack nftables:/usr/sbin/nft docker.io:/usr/sbin/dockerd; do
     [[ -e "${p#*:}" ]] || missing+=("${p%%:*}")
   done
   ((${#missing[@]})) || return 0

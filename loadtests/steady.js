@@ -1,7 +1,8 @@
 // k6 steady traffic for the node suite (test/kube/node.test.ts): RATE key detects per second through the
 // gateway for up to DURATION (the suite stops it with SIGINT once the rollout, the deletions or the
 // scaling it watches are over), counting every answer by outcome. Nothing is checked here: the suite
-// reads the counts (SUMMARY_JSON) and decides what was allowed.
+// reads the counts (SUMMARY_JSON: the answers by outcome, and how many requests were sent) and decides
+// what was allowed.
 //
 // Env: BASE_URL, IMAGE (a JPEG path), KEY, RATE (default 4), DURATION (default 10m), SUMMARY_JSON.
 
@@ -16,6 +17,8 @@ const HEADERS = { 'content-type': 'image/jpeg', authorization: `Bearer ${__ENV.K
 const OUTCOMES = ['200', '429', '503/5001', '503/other', '502', '504', 'connection error', 'other'];
 const metricName = (o) => `answers_${o.replace(/\W/g, '_')}`;
 const counters = Object.fromEntries(OUTCOMES.map((o) => [o, new Counter(metricName(o))]));
+// Requests sent: those in flight when the suite stops k6 were sent (and maybe charged) but not answered.
+const started = new Counter('requests_started');
 
 export const options = {
   scenarios: {
@@ -46,11 +49,13 @@ function outcome(res) {
 }
 
 export default function () {
+  started.add(1);
   const res = http.post(`${BASE_URL}/api/open/detect`, IMAGE, { headers: HEADERS, timeout: '60s' });
   counters[outcome(res)].add(1);
 }
 
 export function handleSummary(data) {
   const counts = Object.fromEntries(OUTCOMES.map((o) => [o, data.metrics[metricName(o)]?.values.count ?? 0]));
-  return { [__ENV.SUMMARY_JSON]: JSON.stringify(counts) };
+  const sent = data.metrics.requests_started?.values.count ?? 0;
+  return { [__ENV.SUMMARY_JSON]: JSON.stringify({ counts, sent }) };
 }

@@ -1,15 +1,15 @@
 // The gateway pod's preStop (the quota container runs it: the Envoy image has no client to call its
 // admin interface with): asks the pod's Envoy, on the loopback admin port, to drain its listeners — with
 // --drain-strategy immediate every answer from then on closes its client connection, so clients
-// reconnect through the Service to another gateway pod — and waits out the drain before the kubelet
-// sends SIGTERM, which stops Envoy at once.
-//   node dist/services/quota/drain-edge.js <envoy admin port> <drain seconds>
+// reconnect through the Service to another gateway pod — and waits as long as Envoy stays up (its own
+// preStop), so that ext_authz answers to the end; then the kubelet sends this container SIGTERM.
+//   node dist/services/quota/drain-edge.js <envoy admin port> <seconds to wait>
 
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const [adminPort = Number.NaN, seconds = Number.NaN] = process.argv.slice(2).map(Number);
 if (!Number.isInteger(adminPort) || !Number.isFinite(seconds)) {
-  console.error('usage: drain-edge.js <envoy admin port> <drain seconds>');
+  console.error('usage: drain-edge.js <envoy admin port> <seconds to wait>');
   process.exit(2);
 }
 try {

@@ -1,60 +1,60 @@
 // The local node (npm run kube:up / kube:down) on this machine: up to a Ready node, a pod scheduled,
-// started and Ready on it, a second up a no-op, then down leaving nothing of the node behind (processes,
-// bridge, veths, pod network namespaces, KUBE-* iptables chains, ipsets, mounts, kubepods cgroups) and
-// the host's sysctls as they were.
+// started and Ready on it, a second up a no-op; then the chart, installed from the OCI artifact kube:image
+// pushed, on one install shared by every check: Ready, helm test, the contract through the gateway, the
+// NetworkPolicies enforced, client-sent identity headers ignored, a second release beside it, a
+// zero-downtime upgrade, self-healing and HPA scaling under k6 load; finally down leaving nothing of the
+// node behind (processes, bridge, veths, pod network namespaces, KUBE-* iptables chains, ipsets,
+// nf_tables tables, mounts, kubepods cgroups) and the host's sysctls as they were.
+// Every figure is printed on a line starting `kube-node:`.
 
-import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ERRORS } from '../../services/common/errors.ts';
+import { fixture } from '../fixtures/corpus.ts';
+import { type Child, spawnChild } from '../support/children.ts';
 import { eventually } from '../support/eventually.ts';
 import {
+  bringDown,
+  bringUp,
   describeWithKubeNode,
-  hostPaths,
-  hostSysctls,
+  type HostBefore,
+  helmOnNode,
+  installChart,
   type KubeNodeFacts,
+  kubectl,
+  kubectlJson,
   kubeNodeFacts,
   lastLine,
-  nodeLeftovers,
+  type NodeImages,
+  pushImages,
   runNodeScript,
+  tagInRegistry,
 } from '../support/kube-node.ts';
-import { expectAnonymousJpegScored, get, post } from '../support/stack-client.ts';
+import { expectAnonymousJpegScored, get, partialUpload, post } from '../support/stack-client.ts';
 import { STACK_TOOLS } from '../support/stack-tools.ts';
-import { describeWithTool } from '../support/tools.ts';
 
-const execFileAsync = promisify(execFile);
 const REPO = new URL('../../', import.meta.url).pathname;
+const SUITE_VALUES = join(REPO, 'test/kube/values-suite.yaml');
 
 interface Pod {
-  metadata: { labels?: Record<string, string> };
+  metadata: { name: string; labels?: Record<string, string>; deletionTimestamp?: string };
+  status: { phase: string; conditions?: { type: string; status: string }[] };
 }
+
+const log = (line: string) => console.log(`kube-node: ${line}`);
 
 describeWithKubeNode('the local Kubernetes node', () => {
   let facts: KubeNodeFacts;
-  let sysctlsBefore: Record<string, string>;
-  let pathsBefore: Record<string, boolean>;
+  let before: HostBefore;
   let down = false;
-
-  const kubectl = async (...args: string[]) =>
-    (await execFileAsync(facts.kubectl, ['--kubeconfig', facts.kubeconfig, ...args], { encoding: 'utf8' }))
-      .stdout;
+  const k = (...args: string[]) => kubectl(facts, args);
 
   beforeAll(async () => {
     facts = kubeNodeFacts();
-    expect(nodeLeftovers(facts), 'the machine has the node running or its remains before kube:up').toEqual(
-      [],
-    );
-    sysctlsBefore = hostSysctls();
-    pathsBefore = hostPaths();
-    const out = await runNodeScript('up.sh');
-    console.log(
-      out
-        .split('\n')
-        .filter((l) => l.includes('kube-node: ['))
-        .join('\n'),
-    );
-    expect(lastLine(out)).toBe(`KUBECONFIG=${facts.kubeconfig}`);
+    before = await bringUp(facts);
   }, 900_000);
 
   afterAll(async () => {
@@ -62,7 +62,7 @@ describeWithKubeNode('the local Kubernetes node', () => {
   }, 300_000);
 
   it('runs a pod to Ready on the node, with cluster DNS and the metrics API', async () => {
-    await kubectl(
+    await k(
       'run',
       'trivial',
       `--image=${facts.pauseImage}`,
@@ -70,32 +70,29 @@ describeWithKubeNode('the local Kubernetes node', () => {
       '--restart=Never',
       '--overrides={"spec":{"securityContext":{"runAsNonRoot":true,"runAsUser":65535}}}',
     );
-    await kubectl('wait', '--for=condition=Ready', 'pod/trivial', '--timeout=120s');
-    const pod = JSON.parse(await kubectl('get', 'pod', 'trivial', '-o', 'json'));
+    await k('wait', '--for=condition=Ready', 'pod/trivial', '--timeout=120s');
+    const pod = await kubectlJson(facts, ['get', 'pod', 'trivial']);
     expect(pod.spec.nodeName).toBe(facts.nodeName);
     expect(pod.status.podIP).toMatch(/^10\.244\.0\.\d+$/);
-    const dns = JSON.parse(
-      await kubectl(
-        '-n',
-        'kube-system',
-        'get',
-        'endpointslices',
-        '-l',
-        'kubernetes.io/service-name=kube-dns',
-        '-o',
-        'json',
-      ),
-    );
+    const dns = await kubectlJson(facts, [
+      '-n',
+      'kube-system',
+      'get',
+      'endpointslices',
+      '-l',
+      'kubernetes.io/service-name=kube-dns',
+    ]);
     expect(dns.items.flatMap((s: { endpoints: unknown[] }) => s.endpoints)).not.toHaveLength(0);
     // metrics-server scrapes the kubelet every 15 s: the node's figures come with the first scrape.
     await eventually(
       'the node in the metrics API',
       async () =>
-        (await kubectl('get', '--raw', '/apis/metrics.k8s.io/v1beta1/nodes')).includes(facts.nodeName)
+        (await k('get', '--raw', '/apis/metrics.k8s.io/v1beta1/nodes')).includes(facts.nodeName)
           ? true
           : undefined,
       90_000,
     );
+    await k('delete', 'pod', 'trivial', '--wait=false');
   }, 180_000);
 
   it('a second kube:up while up changes nothing', async () => {
@@ -104,67 +101,77 @@ describeWithKubeNode('the local Kubernetes node', () => {
     expect(lastLine(out)).toBe(`KUBECONFIG=${facts.kubeconfig}`);
   }, 60_000);
 
-  describeWithTool(STACK_TOOLS.helm, 'chart on a real node', () => {
+  chartOnTheNode(() => facts);
+
+  it('kube:down leaves nothing of the node behind and restores the host', async () => {
+    down = true;
+    await bringDown(facts, before);
+  }, 300_000);
+});
+
+function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
+  describeWithKubeNode('chart on a real node', () => {
     const release = 'nsfwdetector';
     const ns = 'nsfwdetector';
+    let facts: KubeNodeFacts;
+    let images: NodeImages;
     let gateway: string;
-    const helm = async (...args: string[]) =>
-      (
-        await execFileAsync(STACK_TOOLS.helm.find() as string, ['--kubeconfig', facts.kubeconfig, ...args], {
-          encoding: 'utf8',
-          cwd: REPO,
-        })
-      ).stdout;
-
+    let key: string;
+    const email = 'load@example.com';
+    const k = (...args: string[]) => kubectl(facts, args);
+    const kj = (...args: string[]) => kubectlJson(facts, args);
+    /** The admin CLI in a gateway pod's quota container (it has the Redis the chart runs). */
+    const admin = async (...args: string[]) =>
+      JSON.parse(
+        await k(
+          '-n',
+          ns,
+          'exec',
+          `deploy/${release}-gateway`,
+          '-c',
+          'quota',
+          '--',
+          'node',
+          'dist/services/quota/admin-cli.js',
+          ...args,
+          '--json',
+        ),
+      );
+    const usedToday = async (): Promise<number> => (await admin('usage', email)).usage.day.used;
     beforeAll(async () => {
-      const out = await runNodeScript('image.sh');
-      console.log(
-        out
-          .split('\n')
-          .filter((l) => l.startsWith('kube-image:'))
-          .join('\n'),
-      );
-      expect(lastLine(out)).toMatch(new RegExp(`^${facts.registry}/nsfwdetector@sha256:[0-9a-f]{64}$`));
-      await helm(
-        'install',
-        release,
-        'charts/nsfwdetector',
-        '--namespace',
-        ns,
-        '--create-namespace',
-        '-f',
-        join(facts.stateDir, 'image-values.yaml'),
-        '-f',
-        'tools/kube-node/values-node.yaml',
-        '--wait',
-        '--timeout',
-        '15m',
-      );
-      const svc = JSON.parse(await kubectl('-n', ns, 'get', 'service', `${release}-gateway`, '-o', 'json'));
+      facts = nodeFacts();
+      images = await pushImages(facts);
+      const started = performance.now();
+      await installChart(facts, images, { release, namespace: ns, valuesFiles: [SUITE_VALUES] });
+      log(`helm install ${images.chart} --version ${images.chartVersion} --wait: ${seconds(started)} s`);
+      const svc = await kj('-n', ns, 'get', 'service', `${release}-gateway`);
       gateway = `http://${svc.spec.clusterIP}:${svc.spec.ports[0].port}`;
+      await admin('create-account', '--email', email, '--tier', 'pro');
+      key = (await admin('issue-key', email, '--name', 'load')).secret;
+      expect(key).toMatch(/^nsk_live_/);
     }, 1_800_000);
 
     it('every Deployment and StatefulSet Ready, helm test passes, no pod restarted', async () => {
       for (const kind of ['deployments', 'statefulsets']) {
-        const list = JSON.parse(await kubectl('-n', ns, 'get', kind, '-o', 'json'));
+        const list = await kj('-n', ns, 'get', kind);
         expect(list.items.length, kind).toBeGreaterThan(0);
         for (const w of list.items)
           expect(w.status.readyReplicas ?? 0, `${kind}/${w.metadata.name}`).toBe(w.spec.replicas);
       }
-      console.log((await helm('test', release, '--namespace', ns, '--timeout', '5m')).trim());
-      const pods = JSON.parse(await kubectl('-n', ns, 'get', 'pods', '-o', 'json'));
-      for (const pod of pods.items)
+      console.log((await helmOnNode(facts, ['test', release, '--namespace', ns, '--timeout', '5m'])).trim());
+      const all = await kj('-n', ns, 'get', 'pods');
+      for (const pod of all.items)
         for (const c of pod.status.containerStatuses ?? [])
           expect(c.restartCount, `${pod.metadata.name}/${c.name} restarts`).toBe(0);
       // detect's Ready time after its container started (the kubelet's second-granular clocks).
-      for (const pod of pods.items.filter(
+      for (const pod of all.items.filter(
         (p: Pod) => p.metadata.labels?.['app.kubernetes.io/component'] === 'detect',
       )) {
         const started = Date.parse(pod.status.containerStatuses[0].state.running.startedAt);
         const ready = Date.parse(
           pod.status.conditions.find((c: { type: string }) => c.type === 'Ready').lastTransitionTime,
         );
-        console.log(
+        log(
           `detect pod ${pod.metadata.name}: Ready ${(ready - started) / 1000} s after its container started`,
         );
       }
@@ -173,23 +180,442 @@ describeWithKubeNode('the local Kubernetes node', () => {
     it('health and detect through the gateway Service answer as the spec says', async () => {
       const health = await get(gateway, '/api/public/health');
       expect(health.status, JSON.stringify(health.body)).toBe(200);
-      const values = JSON.parse(
-        await helm('get', 'values', release, '--namespace', ns, '--all', '-o', 'json'),
-      );
-      expectAnonymousJpegScored(await post(gateway, '/api/public/detect'), String(values.config.anonPerDay));
+      expectAnonymousJpegScored(await post(gateway, '/api/public/detect'), await anonPerDay());
       const noKey = await post(gateway, '/api/open/detect');
       expect({ status: noKey.status, code: noKey.code }).toEqual({
         status: 401,
         code: ERRORS.INVALID_API_KEY.code,
       });
+      const keyed = await post(gateway, '/api/open/detect', { headers: { authorization: `Bearer ${key}` } });
+      expect({ status: keyed.status, code: keyed.code, tier: keyed.headers.get('x-quota-tier') }).toEqual({
+        status: 200,
+        code: 0,
+        tier: 'pro',
+      });
     }, 120_000);
-  });
 
-  it('kube:down leaves nothing of the node behind and restores the sysctls', async () => {
-    down = true;
-    await runNodeScript('down.sh');
-    expect(nodeLeftovers(facts)).toEqual([]);
-    expect(hostSysctls()).toEqual(sysctlsBefore);
-    expect(hostPaths()).toEqual(pathsBefore);
-  }, 300_000);
-});
+    const anonPerDay = async () =>
+      String(
+        JSON.parse(
+          await helmOnNode(facts, ['get', 'values', release, '--namespace', ns, '--all', '-o', 'json']),
+        ).config.anonPerDay,
+      );
+
+    it('NetworkPolicies: only the gateway is reachable from other pods; detect and health from the gateway', async () => {
+      const svc = async (name: string, port: number) => {
+        const s = await kj('-n', ns, 'get', 'service', name);
+        return { host: s.spec.clusterIP as string, port };
+      };
+      const targets = {
+        gateway: await svc(`${release}-gateway`, 80),
+        detect: await svc(`${release}-detect`, 8080),
+        health: await svc(`${release}-health`, 8080),
+        'quota sidecar': await svc(`${release}-gateway`, 8081),
+        redis: await svc(`${release}-redis`, 6379),
+      };
+      const elsewhere = 'probe-elsewhere';
+      await k('create', 'namespace', elsewhere);
+      try {
+        await Promise.all([startProbe(facts, images, ns), startProbe(facts, images, elsewhere)]);
+        const closedToOthers = {
+          gateway: 'open',
+          detect: 'closed',
+          health: 'closed',
+          'quota sidecar': 'closed',
+          redis: 'closed',
+        };
+        const fromSameNamespace = await probe(facts, ['-n', ns, 'probe'], targets);
+        const fromElsewhere = await probe(facts, ['-n', elsewhere, 'probe'], targets);
+        // From a gateway pod (its labels are what the policies admit): the upstreams are there.
+        const fromGateway = await probe(
+          facts,
+          ['-n', ns, `deploy/${release}-gateway`, '-c', 'quota'],
+          targets,
+        );
+        log(`reachable from a pod in ${ns}: ${JSON.stringify(fromSameNamespace)}`);
+        log(`reachable from a pod in ${elsewhere}: ${JSON.stringify(fromElsewhere)}`);
+        log(`reachable from the gateway pod: ${JSON.stringify(fromGateway)}`);
+        expect(fromSameNamespace).toEqual(closedToOthers);
+        expect(fromElsewhere).toEqual(closedToOthers);
+        expect(fromGateway).toMatchObject({ gateway: 'open', detect: 'open', health: 'open', redis: 'open' });
+      } finally {
+        await k('-n', ns, 'delete', 'pod', 'probe', '--wait=false');
+        await k('delete', 'namespace', elsewhere, '--wait=false');
+      }
+    }, 300_000);
+
+    it('identity headers a client sends through the gateway change nothing', async () => {
+      const forged = {
+        'x-account-id': 'acct_forged',
+        'x-quota-tier': 'pro',
+        'x-edge-secret': 'a-guess-at-the-edge-secret',
+        'x-charge-id': 'charge_forged',
+      };
+      const first = await post(gateway, '/api/public/detect');
+      const second = await post(gateway, '/api/public/detect', { headers: forged });
+      // Still the anonymous tier, counted against the same client: one fewer left today.
+      expectAnonymousJpegScored(second, await anonPerDay());
+      expect(Number(second.headers.get('x-ratelimit-remaining'))).toBe(
+        Number(first.headers.get('x-ratelimit-remaining')) - 1,
+      );
+      const keyless = await post(gateway, '/api/open/detect', { headers: forged });
+      expect({ status: keyless.status, code: keyless.code }).toEqual({
+        status: 401,
+        code: ERRORS.INVALID_API_KEY.code,
+      });
+      const usedBefore = await usedToday();
+      const keyed = await post(gateway, '/api/open/detect', {
+        headers: { ...forged, 'x-quota-tier': 'free', authorization: `Bearer ${key}` },
+      });
+      expect({ status: keyed.status, tier: keyed.headers.get('x-quota-tier') }).toEqual({
+        status: 200,
+        tier: 'pro',
+      });
+      expect(await usedToday()).toBe(usedBefore + 1);
+    }, 120_000);
+
+    it('fairness: 30 slow uploads from one key hold only its bound; another account and anonymous clients are served', async () => {
+      const values = JSON.parse(
+        await helmOnNode(facts, ['get', 'values', release, '--namespace', ns, '--all', '-o', 'json']),
+      );
+      // One detect pod here (the HPA's floor): its per-client bound is the whole of it. The check is over
+      // well within UPLOAD_MIN_RATE_GRACE_MS, after which the stalled uploads would be cut as too slow.
+      const bound = Number(values.config.maxUploadsPerClient);
+      const uploads = 30;
+      const keyOf = async (who: string) => {
+        await admin('create-account', '--email', `${who}@example.com`, '--tier', 'pro');
+        return {
+          authorization: `Bearer ${(await admin('issue-key', `${who}@example.com`, '--name', who)).secret}`,
+        };
+      };
+      const greedy = await keyOf('greedy');
+      const other = await keyOf('other');
+      const stalled = Array.from({ length: uploads }, () =>
+        partialUpload(gateway, { path: '/api/open/detect', headers: greedy }),
+      );
+      try {
+        await Promise.all(stalled.map((u) => u.started));
+        await expect
+          .poll(() => stalled.filter((u) => u.answered).length, { timeout: 60_000 })
+          .toBe(uploads - bound);
+        const refused = await Promise.all(stalled.filter((u) => u.answered).map((u) => u.done));
+        for (const answer of refused)
+          expect({ status: answer.status, code: answer.code }).toEqual({
+            status: 503,
+            code: ERRORS.UNAVAILABLE.code,
+          });
+        const otherAnswer = await post(gateway, '/api/open/detect', { headers: other });
+        const anonymous = await post(gateway, '/api/public/detect');
+        log(
+          `${uploads} stalled uploads from one key: ${bound} held, ${refused.length} refused 503/5001; meanwhile another account ${otherAnswer.status}, anonymous ${anonymous.status}`,
+        );
+        expect(otherAnswer.status, JSON.stringify(otherAnswer.body)).toBe(200);
+        expectAnonymousJpegScored(anonymous, String(values.config.anonPerDay));
+      } finally {
+        for (const upload of stalled) upload.abort();
+        await Promise.allSettled(stalled.map((u) => u.done));
+      }
+    }, 180_000);
+
+    it('a second release in the namespace (fullnameOverride) does not collide with the first', async () => {
+      const other = 'other';
+      const prefix = 'nsfwd-b';
+      // Minimal: no detect pod (health does not need one), small requests, its own Redis.
+      await installChart(facts, images, {
+        release: other,
+        namespace: ns,
+        set: {
+          fullnameOverride: prefix,
+          'detect.autoscaling.enabled': 'false',
+          'detect.replicas': '0',
+          'detect.podDisruptionBudget.enabled': 'false',
+          'tests.enabled': 'false',
+          'gateway.resources.requests.cpu': '10m',
+          'gateway.quotaResources.requests.cpu': '10m',
+          'health.resources.requests.cpu': '10m',
+          'redis.resources.requests.cpu': '10m',
+        },
+      });
+      try {
+        const envoy = await kj('-n', ns, 'get', 'configmap', `${prefix}-envoy`);
+        expect(envoy.data['envoy.yaml']).toContain(`"address": "${prefix}-detect"`);
+        const otherSvc = await kj('-n', ns, 'get', 'service', `${prefix}-gateway`);
+        const otherGateway = `http://${otherSvc.spec.clusterIP}:${otherSvc.spec.ports[0].port}`;
+        const answers = {
+          [release]: (await get(gateway, '/api/public/health')).status,
+          [other]: (await get(otherGateway, '/api/public/health')).status,
+        };
+        log(`health through each release's own gateway: ${JSON.stringify(answers)}`);
+        expect(answers).toEqual({ [release]: 200, [other]: 200 });
+        // The first release's detect is still its own.
+        const keyed = await post(gateway, '/api/open/detect', {
+          headers: { authorization: `Bearer ${key}` },
+        });
+        expect(keyed.status).toBe(200);
+      } finally {
+        await helmOnNode(facts, ['uninstall', other, '--namespace', ns, '--wait']);
+        await k('-n', ns, 'delete', 'pvc', '-l', `app.kubernetes.io/instance=${other}`, '--wait=false');
+      }
+    }, 900_000);
+
+    it('helm upgrade to a new image tag and configuration under steady load: no request fails', async () => {
+      await tagInRegistry(facts, images.digest, 'upgrade');
+      const load = startLoad(gateway, key, 4);
+      let counts: Counts;
+      let unanswered: number;
+      const started = performance.now();
+      try {
+        await sleep(5_000);
+        await helmOnNode(facts, [
+          'upgrade',
+          release,
+          images.chart,
+          '--version',
+          images.chartVersion,
+          '--namespace',
+          ns,
+          '--plain-http',
+          '--reuse-values',
+          '--set',
+          'image.digest=',
+          '--set',
+          'image.tag=upgrade',
+          '--set',
+          'config.logLevel=warn',
+          '--wait',
+          '--timeout',
+          '10m',
+        ]);
+        log(`helm upgrade --wait under load: ${seconds(started)} s`);
+        await sleep(5_000);
+      } finally {
+        ({ counts, unanswered } = await load.stop());
+      }
+      log(`answers during the upgrade: ${JSON.stringify(counts)}; cut by stopping k6: ${unanswered}`);
+      for (const component of ['detect', 'gateway', 'health'])
+        for (const pod of (
+          await kj('-n', ns, 'get', 'pods', '-l', `app.kubernetes.io/component=${component}`)
+        ).items)
+          if (!pod.metadata.deletionTimestamp)
+            expect(pod.spec.containers.map((c: { image: string }) => c.image)).toContain(
+              `${facts.registry}/nsfwdetector:upgrade`,
+            );
+      expect(counts['200']).toBeGreaterThan(0);
+      expect({ ...counts, '200': 0 }).toEqual(zeroCounts());
+    }, 900_000);
+
+    it('heals under load: a detect, a gateway and the Redis pod deleted; nothing else answered, nothing lost', async () => {
+      const usedBefore = await usedToday();
+      const load = startLoad(gateway, key, 4);
+      let counts: Counts;
+      let unanswered: number;
+      let usedBeforeRedis: number;
+      try {
+        await sleep(5_000);
+        await deleteOnePod(facts, ns, 'detect');
+        await sleep(15_000);
+        await deleteOnePod(facts, ns, 'gateway');
+        await sleep(15_000);
+        usedBeforeRedis = await usedToday();
+        await sleep(2_000);
+        await deleteOnePod(facts, ns, 'redis');
+        await sleep(5_000);
+        await k('-n', ns, 'rollout', 'status', `statefulset/${release}-redis`, '--timeout=300s');
+        for (const d of ['detect', 'gateway'])
+          await k('-n', ns, 'rollout', 'status', `deployment/${release}-${d}`, '--timeout=300s');
+        await sleep(5_000);
+      } finally {
+        ({ counts, unanswered } = await load.stop());
+      }
+      log(`answers while pods were deleted: ${JSON.stringify(counts)}; cut by stopping k6: ${unanswered}`);
+      const allowed = { ...counts, '200': 0, '429': 0, '503/5001': 0 };
+      expect(allowed).toEqual(zeroCounts());
+      expect(counts['200']).toBeGreaterThan(0);
+      // The account and key made before Redis went still work; its counts came back from the volume.
+      const after = await post(gateway, '/api/open/detect', { headers: { authorization: `Bearer ${key}` } });
+      expect(after.status, JSON.stringify(after.body)).toBe(200);
+      await sleep(3_000); // fire-and-forget refunds of the last 503s
+      const usedAfter = await usedToday();
+      log(
+        `usage of the load account: ${usedBefore} before, ${usedBeforeRedis} before Redis was deleted, ${usedAfter} after (${counts['200']} + 1 answered 200)`,
+      );
+      expect(usedAfter).toBeGreaterThanOrEqual(usedBeforeRedis);
+      // No 503 was charged: the day's count grew by the 200s alone (and the requests k6's stop cut
+      // before their answer, which were sent and may have been served).
+      expectChargedFor(usedAfter - usedBefore, counts['200'] + 1, unanswered);
+    }, 900_000);
+
+    it('HPA: load pushes detect from 1 to 2 pods, and back to 1 after it', async () => {
+      const hpa = `${release}-detect`;
+      const replicas = async () => (await kj('-n', ns, 'get', 'deployment', hpa)).spec.replicas as number;
+      await eventually(
+        'detect back at 1 replica before the load',
+        async () => ((await replicas()) === 1 ? true : undefined),
+        300_000,
+      );
+      const usedBefore = await usedToday();
+      const load = startLoad(gateway, key, 12);
+      const started = performance.now();
+      let counts: Counts;
+      let unanswered: number;
+      let up: number;
+      let ready: number;
+      try {
+        await eventually(
+          'the HPA scaling detect to 2',
+          async () => ((await replicas()) === 2 ? true : undefined),
+          300_000,
+        );
+        up = seconds(started);
+        await k('-n', ns, 'rollout', 'status', `deployment/${hpa}`, '--timeout=300s');
+        ready = seconds(started);
+        await sleep(5_000);
+      } finally {
+        ({ counts, unanswered } = await load.stop());
+      }
+      log(`HPA: detect scaled 1 -> 2 ${up} s after the load started, the second pod Ready at ${ready} s`);
+      log(`answers during the scale-up: ${JSON.stringify(counts)}; cut by stopping k6: ${unanswered}`);
+      expect({ ...counts, '200': 0, '429': 0, '503/5001': 0 }).toEqual(zeroCounts());
+      await sleep(3_000);
+      expectChargedFor((await usedToday()) - usedBefore, counts['200'], unanswered);
+      const stopped = performance.now();
+      await eventually(
+        'the HPA scaling detect back to 1',
+        async () => ((await replicas()) === 1 ? true : undefined),
+        300_000,
+      );
+      log(`HPA: detect back to 1 pod ${seconds(stopped)} s after the load stopped`);
+    }, 900_000);
+  }, [STACK_TOOLS.helm, STACK_TOOLS.k6]);
+}
+
+const seconds = (since: number) => Math.round((performance.now() - since) / 100) / 10;
+
+const OUTCOMES = ['200', '429', '503/5001', '503/other', '502', '504', 'connection error', 'other'] as const;
+type Counts = Record<(typeof OUTCOMES)[number], number>;
+const zeroCounts = (): Counts => Object.fromEntries(OUTCOMES.map((o) => [o, 0])) as Counts;
+
+/** loadtests/steady.js: `rate` key detects per second through the gateway until stopped; its counts. */
+function startLoad(gateway: string, key: string, rate: number) {
+  const dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-k6-'));
+  const summaryFile = join(dir, 'counts.json');
+  const child: Child = spawnChild(
+    'k6',
+    STACK_TOOLS.k6.find() as string,
+    ['run', '--quiet', '--no-color', join(REPO, 'loadtests/steady.js')],
+    {
+      cwd: REPO,
+      env: {
+        ...process.env,
+        K6_NO_USAGE_REPORT: 'true',
+        BASE_URL: gateway,
+        IMAGE: fixture('320x240.jpg'),
+        KEY: key,
+        RATE: String(rate),
+        SUMMARY_JSON: summaryFile,
+      },
+    },
+  );
+  return {
+    /** Stops k6; the answers by outcome, and how many requests the stop cut before their answer. */
+    async stop(): Promise<{ counts: Counts; unanswered: number }> {
+      try {
+        // SIGINT: k6 stops the scenario and still writes the summary (a SIGTERM would abort it).
+        if (child.running()) child.proc.kill('SIGINT');
+        await Promise.race([child.exited, sleep(60_000)]);
+        await child.stop(5_000);
+        let summary: { counts: Counts; sent: number };
+        try {
+          summary = JSON.parse(readFileSync(summaryFile, 'utf8'));
+        } catch {
+          throw new Error(`k6 wrote no counts:\n${child.output().slice(-4000)}`);
+        }
+        const counts = { ...zeroCounts(), ...summary.counts };
+        const answered = Object.values(counts).reduce((a, b) => a + b, 0);
+        return { counts, unanswered: summary.sent - answered };
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  };
+}
+
+/** The day's count grew by the answers 200 alone: no 503 charged (give or take requests k6's stop cut). */
+function expectChargedFor(charged: number, answered200: number, unanswered: number): void {
+  expect(charged, 'charged at least every 200').toBeGreaterThanOrEqual(answered200);
+  expect(charged, 'no 503 charged').toBeLessThanOrEqual(answered200 + unanswered);
+}
+
+/** Deletes the first live pod of a component (not waiting for it to go). */
+async function deleteOnePod(facts: KubeNodeFacts, ns: string, component: string): Promise<void> {
+  const list = await kubectlJson(facts, [
+    '-n',
+    ns,
+    'get',
+    'pods',
+    '-l',
+    `app.kubernetes.io/component=${component}`,
+  ]);
+  const pod = list.items.find((p: Pod) => !p.metadata.deletionTimestamp && p.status.phase === 'Running');
+  expect(pod, `a running ${component} pod`).toBeDefined();
+  await kubectl(facts, ['-n', ns, 'delete', 'pod', pod.metadata.name, '--wait=false']);
+  log(`deleted pod ${pod.metadata.name}`);
+}
+
+/** A pod running the service image idle (node is all it needs), not labelled as any of the chart's. */
+async function startProbe(facts: KubeNodeFacts, images: NodeImages, ns: string): Promise<void> {
+  const pod = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'probe', namespace: ns, labels: { app: 'probe' } },
+    spec: {
+      terminationGracePeriodSeconds: 0,
+      securityContext: { runAsNonRoot: true, runAsUser: 1000, seccompProfile: { type: 'RuntimeDefault' } },
+      containers: [
+        {
+          name: 'probe',
+          image: images.image,
+          args: ['-e', 'setInterval(() => {}, 1 << 30)'],
+          securityContext: {
+            allowPrivilegeEscalation: false,
+            readOnlyRootFilesystem: true,
+            capabilities: { drop: ['ALL'] },
+          },
+          resources: { requests: { cpu: '10m', memory: '32Mi' } },
+        },
+      ],
+    },
+  };
+  await kubectl(facts, ['apply', '-f', '-'], JSON.stringify(pod));
+  await kubectl(facts, ['-n', ns, 'wait', '--for=condition=Ready', 'pod/probe', '--timeout=120s']);
+}
+
+// Connects to each target from inside a pod: "open" when the TCP handshake completes within 3 s.
+const PROBE_SCRIPT = `
+const net = require('node:net');
+const targets = JSON.parse(process.argv[1]);
+Promise.all(Object.entries(targets).map(([name, t]) => new Promise((resolve) => {
+  const socket = net.connect({ host: t.host, port: t.port });
+  const done = (state) => { socket.destroy(); resolve([name, state]); };
+  socket.setTimeout(3000, () => done('closed'));
+  socket.on('connect', () => done('open'));
+  socket.on('error', () => done('closed'));
+}))).then((states) => console.log(JSON.stringify(Object.fromEntries(states))));
+`;
+
+async function probe(
+  facts: KubeNodeFacts,
+  where: string[],
+  targets: Record<string, { host: string; port: number }>,
+): Promise<Record<string, string>> {
+  const out = await kubectl(facts, [
+    'exec',
+    ...where,
+    '--',
+    'node',
+    '-e',
+    PROBE_SCRIPT,
+    JSON.stringify(targets),
+  ]);
+  return JSON.parse(lastLine(out));
+}

@@ -1,13 +1,22 @@
 // The local single-node Kubernetes cluster (tools/kube-node: npm run kube:up / kube:down / kube:image)
-// for the node suites: its facts, `describeWithKubeNode`, the scripts run as children, and the list of
-// anything of the node's still on the machine (processes, bridge, iptables chains, ipsets, mounts,
-// cgroups, pod network namespaces).
+// for the node suites: its facts, `describeWithKubeNode`, the scripts run as children, kubectl and helm
+// on it, the chart installed from the pushed OCI artifact, and the list of anything of the node's still
+// on the machine (processes, bridge, iptables chains, ipsets, nf_tables tables, mounts, cgroups, pod
+// network namespaces).
+//
+// A node suite's lifecycle: beforeAll `bringUp()` (kube:up, with its preconditions), then `pushImages()`
+// (kube:image) and `installChart()`; afterAll `bringDown()` (kube:down, then the leftovers checked).
 
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { expect } from 'vitest';
+import { helmOk, removeHelmHome } from '../chart/helm.ts';
 import { spawnChild } from './children.ts';
 import { describeWithTool, type Tool } from './tools.ts';
+
+const execFileAsync = promisify(execFile);
 
 const REPO = new URL('../../', import.meta.url).pathname;
 const SCRIPTS = join(REPO, 'tools/kube-node');
@@ -46,6 +55,144 @@ export const KUBE_NODE: Tool = {
 
 export function describeWithKubeNode(name: string, body: () => void, also: Tool[] = []): void {
   describeWithTool([KUBE_NODE, ...also], name, body);
+}
+
+/** kubectl on the node; resolves with its stdout (`input`: its stdin). */
+export async function kubectl(facts: KubeNodeFacts, args: string[], input?: string): Promise<string> {
+  const run = execFileAsync(facts.kubectl, ['--kubeconfig', facts.kubeconfig, ...args], {
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if (input !== undefined) {
+    run.child.stdin?.end(input);
+  }
+  return (await run).stdout;
+}
+
+/** `kubectl get … -o json`, parsed. */
+// biome-ignore lint/suspicious/noExplicitAny: Kubernetes objects, read field by field by each suite
+export async function kubectlJson(facts: KubeNodeFacts, args: string[]): Promise<any> {
+  return JSON.parse(await kubectl(facts, [...args, '-o', 'json']));
+}
+
+/** helm on the node (its caches in a temp directory, removed by bringDown); resolves with its stdout. */
+export async function helmOnNode(facts: KubeNodeFacts, args: string[]): Promise<string> {
+  return (await helmOk(args, { kubeconfig: facts.kubeconfig })).stdout;
+}
+
+/** What kube:image pushed: the service image, the chart as an OCI artifact, Helm values naming the images. */
+export interface NodeImages {
+  /** <registry>/nsfwdetector@sha256:… */
+  image: string;
+  digest: string;
+  /** oci://<registry>/charts/nsfwdetector */
+  chart: string;
+  chartVersion: string;
+  /** Helm values naming the three images by digest. */
+  valuesFile: string;
+}
+
+/** npm run kube:image; prints its `kube-image:` lines. */
+export async function pushImages(facts: KubeNodeFacts): Promise<NodeImages> {
+  const out = await runNodeScript('image.sh');
+  console.log(
+    out
+      .split('\n')
+      .filter((l) => l.startsWith('kube-image:'))
+      .map((l) => `kube-node: ${l}`)
+      .join('\n'),
+  );
+  const image = lastLine(out);
+  expect(image).toMatch(new RegExp(`^${facts.registry}/nsfwdetector@sha256:[0-9a-f]{64}$`));
+  const chart = /kube-image: chart (oci:\/\/\S+) --version (\S+)/.exec(out);
+  if (!chart) throw new Error(`kube:image printed no chart reference:\n${out}`);
+  return {
+    image,
+    digest: image.split('@')[1] as string,
+    chart: chart[1] as string,
+    chartVersion: chart[2] as string,
+    valuesFile: join(facts.stateDir, 'image-values.yaml'),
+  };
+}
+
+/**
+ * `helm install` of the pushed chart (oci://…) with the pushed images and tools/kube-node/values-node.yaml,
+ * then `valuesFiles` and `set`, waiting for every workload.
+ */
+export async function installChart(
+  facts: KubeNodeFacts,
+  images: NodeImages,
+  opts: { release: string; namespace: string; valuesFiles?: string[]; set?: Record<string, string> },
+): Promise<void> {
+  const args = [
+    'install',
+    opts.release,
+    images.chart,
+    '--version',
+    images.chartVersion,
+    '--namespace',
+    opts.namespace,
+    '--create-namespace',
+    '--plain-http',
+    '-f',
+    images.valuesFile,
+    '-f',
+    join(SCRIPTS, 'values-node.yaml'),
+  ];
+  for (const file of opts.valuesFiles ?? []) args.push('-f', file);
+  for (const [k, v] of Object.entries(opts.set ?? {})) args.push('--set', `${k}=${v}`);
+  await helmOnNode(facts, [...args, '--wait', '--timeout', '15m']);
+}
+
+/** Pushes `tag` for the image already in the registry at `digest` (its manifest under a second name). */
+export async function tagInRegistry(facts: KubeNodeFacts, digest: string, tag: string): Promise<void> {
+  const base = `http://${facts.registry}/v2/nsfwdetector/manifests`;
+  const accept = [
+    'application/vnd.oci.image.index.v1+json',
+    'application/vnd.oci.image.manifest.v1+json',
+    'application/vnd.docker.distribution.manifest.list.v2+json',
+    'application/vnd.docker.distribution.manifest.v2+json',
+  ].join(', ');
+  const manifest = await fetch(`${base}/${digest}`, { headers: { accept } });
+  expect(manifest.status).toBe(200);
+  const put = await fetch(`${base}/${tag}`, {
+    method: 'PUT',
+    headers: { 'content-type': manifest.headers.get('content-type') ?? '' },
+    body: await manifest.arrayBuffer(),
+  });
+  expect(put.status, await put.text()).toBe(201);
+}
+
+/** The machine's state kube:down must restore, taken before kube:up. */
+export interface HostBefore {
+  sysctls: Record<string, string>;
+  paths: Record<string, boolean>;
+  nftTables: string[];
+}
+
+/** kube:up on a clean machine (checked first); prints its milestones. */
+export async function bringUp(facts: KubeNodeFacts): Promise<HostBefore> {
+  expect(nodeLeftovers(facts), 'the machine has the node running or its remains before kube:up').toEqual([]);
+  const before = { sysctls: hostSysctls(), paths: hostPaths(), nftTables: hostNftTables() };
+  const out = await runNodeScript('up.sh');
+  console.log(
+    out
+      .split('\n')
+      .filter((l) => l.includes('kube-node: ['))
+      .join('\n'),
+  );
+  expect(lastLine(out)).toBe(`KUBECONFIG=${facts.kubeconfig}`);
+  return before;
+}
+
+/** kube:down, then nothing of the node left and the host as it was before kube:up. */
+export async function bringDown(facts: KubeNodeFacts, before: HostBefore): Promise<void> {
+  removeHelmHome();
+  await runNodeScript('down.sh');
+  expect(nodeLeftovers(facts)).toEqual([]);
+  expect(hostSysctls()).toEqual(before.sysctls);
+  expect(hostPaths()).toEqual(before.paths);
+  expect(hostNftTables()).toEqual(before.nftTables);
 }
 
 /** Runs tools/kube-node/<script>; resolves with its output, rejects with it on a non-zero exit. */
@@ -152,4 +299,13 @@ export function hostSysctls(): Record<string, string> {
     'kernel.panic': read('/proc/sys/kernel/panic'),
     'kernel.panic_on_oops': read('/proc/sys/kernel/panic_on_oops'),
   };
+}
+
+/** The nf_tables tables on this machine (`family name`), sorted; kube:down removes those the node made. */
+export function hostNftTables(): string[] {
+  return sh('nft', ['list', 'tables'])
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => l.replace(/^table /, ''))
+    .sort();
 }

@@ -54,6 +54,15 @@ for ipt in iptables ip6tables; do
   done
 done
 for s in $(ipset list -n 2>/dev/null | grep -E '^(KUBE-|kube-router)'); do ipset destroy "$s" 2>/dev/null; done
+# The nf_tables tables the node's iptables, kube-proxy and kube-router made (not there before kube:up), once
+# nothing is left in them but empty chains; a table that was there before, or holds anyone's rules, stays.
+if [[ -f "$S/host-nft-tables" ]]; then
+  nft list tables 2>/dev/null | while read -r _ family name; do
+    grep -qx "table $family $name" "$S/host-nft-tables" && continue
+    nft list table "$family" "$name" 2>/dev/null | grep -qvE '^\s*(table .*\{|chain .*\{|type .*;|policy .*;|\}|)$' && continue
+    nft delete table "$family" "$name"
+  done
+fi
 
 ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE"
 # Veths of pods whose namespaces are gone disappear with them; the kubelet's cgroups (cgroupfs driver),

@@ -28,7 +28,7 @@ NODE_BINARIES=("$ETCD_BIN" "$BIN/kube-apiserver-$KUBE_VERSION" "$BIN/kube-contro
   "$CONTAINERD_DIR/containerd" "$CONTAINERD_DIR/containerd-shim-runc-v2" "$CONTAINERD_DIR/ctr"
   "$BIN/coredns-$COREDNS_VERSION" "$BIN/kube-router-$KUBE_ROUTER_VERSION"
   "$TOOLS_DIR/metrics-server-$METRICS_SERVER_VERSION/metrics-server" "$TOOLS_DIR/registry-$REGISTRY_VERSION/registry"
-  "$BIN/pause-$KUBE_VERSION" "$KUBECTL" /usr/sbin/runc /usr/lib/cni/bridge /usr/sbin/iptables /usr/sbin/ipset)
+  "$BIN/pause-$KUBE_VERSION" "$KUBECTL" /usr/sbin/runc /usr/lib/cni/bridge /usr/sbin/iptables /usr/sbin/ipset /usr/sbin/nft)
 
 # The node's network: a bridge of its own whose address is the node IP (the apiserver, the kubelet and
 # etcd listen there, so nothing collides with services on loopback), pods in 10.244.0.0/24, Services in

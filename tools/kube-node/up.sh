@@ -48,6 +48,8 @@ touch "$STATE_DIR/started"
 # Host settings changed below, recorded first so that kube:down restores them.
 if [[ ! -f "$STATE_DIR/host-sysctl" ]]; then
   for k in net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables; do echo "$k=$(sysctl -n "$k")"; done >"$STATE_DIR/host-sysctl"
+  # The nf_tables tables already here: those iptables, kube-proxy and kube-router add are kube:down's to remove.
+  nft list tables >"$STATE_DIR/host-nft-tables"
   [[ -d /var/log/containers ]] || touch "$STATE_DIR/made-var-log-containers"
   claim_run_containerd
 fi
