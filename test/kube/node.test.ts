@@ -132,7 +132,7 @@ function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
           'quota',
           '--',
           'node',
-          'dist/services/quota/admin-cli.js',
+          'dist/services/admin/cli.js',
           ...args,
           '--json',
         ),

@@ -16,7 +16,20 @@ import { SKIPS_DIR_VAR } from './tools.ts';
 /** Temp dirs a test leaves behind: this run's, by name. */
 export const LEFTOVER = /^nsfw/;
 
+// Every project of the config inherits this globalSetup, all in one process: the first sets the run up,
+// the others share it (nested run dirs would make paths too long for Chromium's socket).
+const ACTIVE = Symbol.for('nsfwdetector.run-guard');
+type Holder = { [ACTIVE]?: number };
+
 export default function setup(): () => void {
+  const holder = globalThis as Holder;
+  if (holder[ACTIVE]) {
+    holder[ACTIVE]++;
+    return () => {
+      (holder[ACTIVE] as number)--;
+    };
+  }
+  holder[ACTIVE] = 1;
   const runDir = mkdtempSync(join(tmpdir(), 'vitest-run-'));
   const tmp = join(runDir, 'tmp');
   mkdirSync(tmp);
@@ -26,6 +39,7 @@ export default function setup(): () => void {
   process.env[SKIPS_DIR_VAR] = join(runDir, 'skips');
 
   return () => {
+    holder[ACTIVE] = 0;
     const problems: string[] = [];
     const alive = processesOfRun(basename(runDir));
     for (const p of alive) {
