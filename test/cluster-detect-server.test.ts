@@ -60,7 +60,8 @@ describe('the detect server', () => {
     expect(detect.port).toBeGreaterThan(0);
     expect((await fetch(`${detect.url}/internal/live`)).status).toBe(200);
     await waitForStatus(detect, '/internal/ready', 200);
-    expect(detect.logLines().some((l) => l.msg === 'model loaded')).toBe(true);
+    // Its stdout is a pipe of its own: the line may arrive after the ready answer.
+    await expect.poll(() => detect.logLines().some((l) => l.msg === 'model loaded')).toBe(true);
   });
 
   it('refuses detect requests that did not come through the edge (401/4011)', async () => {
