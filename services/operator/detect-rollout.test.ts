@@ -44,12 +44,12 @@ describe('templateModel', () => {
 });
 
 describe('rolloutProgress', () => {
-  const at = (generation: number, replicas: number, status: V1Deployment['status']) => {
+  const at = (generation: number, replicas: number, status: V1Deployment['status'], settled = false) => {
     const d = detect({});
     d.metadata = { generation };
     (d.spec as { replicas?: number }).replicas = replicas;
     d.status = status;
-    return rolloutProgress(d);
+    return rolloutProgress(d, settled);
   };
 
   it('is incomplete until the controller has observed the generation', () => {
@@ -93,5 +93,21 @@ describe('rolloutProgress', () => {
         unavailableReplicas: 3,
       }).complete,
     ).toBe(true);
+  });
+
+  it('is incomplete while a pod drains, unless the generation had rolled out already (an HPA scale-down)', () => {
+    const draining = {
+      observedGeneration: 2,
+      replicas: 1,
+      updatedReplicas: 1,
+      availableReplicas: 1,
+      terminatingReplicas: 1,
+    };
+    expect(at(2, 1, draining)).toEqual({
+      complete: false,
+      detail: '1 of 1 replica(s) updated, 1 available, 0 unavailable, 1 terminating',
+    });
+    expect(at(2, 1, draining, true).complete).toBe(true);
+    expect(at(2, 1, { ...draining, terminatingReplicas: 0 }).complete).toBe(true);
   });
 });

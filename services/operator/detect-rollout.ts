@@ -45,8 +45,13 @@ export interface RolloutProgress {
  * pod of an older template is left, and an updated pod is available. Not `kubectl rollout status`'s
  * "every wanted replica available": an HPA scale-up (new pods starting, of the current template) would
  * then turn the policy's Ready off although its model is in force everywhere.
+ *
+ * Nor is any pod terminating (status.terminatingReplicas, Kubernetes 1.35 and later): an old pod still
+ * answers what reaches it while it drains on SIGTERM (kube-proxy and Envoy let go of it within
+ * seconds), with the old model. The status cannot tell an old pod from a current one scaled down by the
+ * HPA, so once a generation is `settled` (rolled out already) terminating pods no longer count.
  */
-export function rolloutProgress(deployment: V1Deployment): RolloutProgress {
+export function rolloutProgress(deployment: V1Deployment, settled = false): RolloutProgress {
   const generation = deployment.metadata?.generation ?? 0;
   const s: V1DeploymentStatus = deployment.status ?? {};
   const wanted = deployment.spec?.replicas ?? 1;
@@ -54,16 +59,18 @@ export function rolloutProgress(deployment: V1Deployment): RolloutProgress {
   const updated = s.updatedReplicas ?? 0;
   const available = s.availableReplicas ?? 0;
   const unavailable = s.unavailableReplicas ?? 0;
+  const terminating = settled ? 0 : (s.terminatingReplicas ?? 0);
   if ((s.observedGeneration ?? 0) < generation) {
     return {
       complete: false,
       detail: `generation ${generation} not yet observed by the deployment controller`,
     };
   }
-  const complete = updated === replicas && (wanted === 0 || available > 0);
+  const complete = updated === replicas && (wanted === 0 || available > 0) && terminating === 0;
+  const draining = terminating > 0 ? `, ${terminating} terminating` : '';
   return {
     complete,
-    detail: `${updated} of ${replicas} replica(s) updated, ${available} available, ${unavailable} unavailable`,
+    detail: `${updated} of ${replicas} replica(s) updated, ${available} available, ${unavailable} unavailable${draining}`,
   };
 }
 

@@ -155,7 +155,7 @@ export async function reconcilePolicy(
           `Model ${doc.model}: Deployment ${detect.name} rolls its pods (annotation nsfwdetector.io/model)`,
         );
     }
-    const progress = rolloutProgress(deployment);
+    const progress = rolloutProgress(deployment, was('Ready', 'RolledOut'));
     rollout = progress.complete
       ? { complete: true, message: `${rendered}; Deployment ${detect.name} runs model ${doc.model}` }
       : {
