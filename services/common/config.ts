@@ -115,7 +115,7 @@ export function loadCoreConfig(env: Env): CoreConfig {
     traceSampleRatio: numberVar(env, 'TRACE_SAMPLE_RATIO', 1, 0, 1),
     redisTarget: redisTargetVar(env),
     redis: {
-      commandTimeoutMs: intVar(env, 'REDIS_COMMAND_TIMEOUT_MS', 100, 1, 60_000),
+      commandTimeoutMs: intVar(env, 'REDIS_COMMAND_TIMEOUT_MS', 500, 1, 60_000),
       socketTimeoutMs: intVar(env, 'REDIS_SOCKET_TIMEOUT_MS', 1000, 1, 600_000),
       connectTimeoutMs: intVar(env, 'REDIS_CONNECT_TIMEOUT_MS', 1000, 1, 60_000),
       keyPrefix: stringVar(env, 'REDIS_KEY_PREFIX', 'nsfwd:'),

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { loadCoreConfig } from '../../services/common/config.ts';
 import { ERRORS } from '../../services/common/errors.ts';
 import {
   MAX_REQUEST_HEADER_BYTES,
@@ -97,7 +98,11 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
     expect(authz.failure_mode_allow).toBe(false);
     expect(authz.status_on_error).toEqual({ code: 'ServiceUnavailable' });
     expect(authz.http_service.server_uri.timeout).toMatch(/^\d+(\.\d+)?s$/);
-    expect(Number.parseFloat(authz.http_service.server_uri.timeout)).toBeLessThanOrEqual(1);
+    // Above the quota service's own worst case (a Cluster's two Redis commands, each at the default
+    // bound), so that it answers a Redis failure itself; and still a quick 503 when it cannot answer.
+    const seconds = Number.parseFloat(authz.http_service.server_uri.timeout);
+    expect(seconds * 1000).toBeGreaterThan(2 * loadCoreConfig({}).redis.commandTimeoutMs);
+    expect(seconds).toBeLessThanOrEqual(2);
     // No body to the quota service: the upload is never buffered at the edge.
     expect(authz.with_request_body).toBeUndefined();
   });
