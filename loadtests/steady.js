@@ -1,17 +1,21 @@
-// k6 steady traffic for the node suite (test/kube/node.test.ts): RATE key detects per second through the
-// gateway for up to DURATION (the suite stops it with SIGINT once the rollout, the deletions or the
-// scaling it watches are over), counting every answer by outcome. Nothing is checked here: the suite
+// k6 steady traffic for the node suites (test/support/steady-load.ts): RATE detects per second through the
+// gateway (with KEY on the key endpoint, without it on the anonymous one) for up to DURATION (the suite
+// stops it with SIGINT once the rollout, the deletions or the scaling it watches are over), counting
+// every answer by outcome. Nothing is checked here: the suite
 // reads the counts (SUMMARY_JSON: the answers by outcome, and how many requests were sent) and decides
 // what was allowed.
 //
-// Env: BASE_URL, IMAGE (a JPEG path), KEY, RATE (default 4), DURATION (default 10m), SUMMARY_JSON.
+// Env: BASE_URL, IMAGE (a JPEG path), KEY (optional), RATE (default 4), DURATION (default 10m), SUMMARY_JSON.
 
 import http from 'k6/http';
 import { Counter } from 'k6/metrics';
 
 const BASE_URL = __ENV.BASE_URL;
 const IMAGE = open(__ENV.IMAGE, 'b');
-const HEADERS = { 'content-type': 'image/jpeg', authorization: `Bearer ${__ENV.KEY}` };
+const HEADERS = __ENV.KEY
+  ? { 'content-type': 'image/jpeg', authorization: `Bearer ${__ENV.KEY}` }
+  : { 'content-type': 'image/jpeg' };
+const PATH = __ENV.KEY ? '/api/open/detect' : '/api/public/detect';
 
 // One counter per outcome the suite tells apart.
 const OUTCOMES = ['200', '429', '503/5001', '503/other', '502', '504', 'connection error', 'other'];
@@ -50,7 +54,7 @@ function outcome(res) {
 
 export default function () {
   started.add(1);
-  const res = http.post(`${BASE_URL}/api/open/detect`, IMAGE, { headers: HEADERS, timeout: '60s' });
+  const res = http.post(`${BASE_URL}${PATH}`, IMAGE, { headers: HEADERS, timeout: '60s' });
   counters[outcome(res)].add(1);
 }
 

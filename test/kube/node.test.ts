@@ -7,14 +7,10 @@
 // nf_tables tables, mounts, kubepods cgroups) and the host's sysctls as they were.
 // Every figure is printed on a line starting `kube-node:`.
 
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ERRORS } from '../../services/common/errors.ts';
-import { fixture } from '../fixtures/corpus.ts';
-import { type Child, spawnChild } from '../support/children.ts';
 import { eventually } from '../support/eventually.ts';
 import {
   bringDown,
@@ -33,10 +29,11 @@ import {
   runNodeScript,
   tagInRegistry,
 } from '../support/kube-node.ts';
+import { REPO } from '../support/paths.ts';
 import { expectAnonymousJpegScored, get, partialUpload, post } from '../support/stack-client.ts';
 import { STACK_TOOLS } from '../support/stack-tools.ts';
+import { type Counts, startLoad, zeroCounts } from '../support/steady-load.ts';
 
-const REPO = new URL('../../', import.meta.url).pathname;
 const SUITE_VALUES = join(REPO, 'test/kube/values-suite.yaml');
 
 interface Pod {
@@ -360,7 +357,7 @@ function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
 
     it('helm upgrade to a new image tag and configuration under steady load: no request fails', async () => {
       await tagInRegistry(facts, images.digest, 'upgrade');
-      const load = startLoad(gateway, key, 4);
+      const load = startLoad(gateway, 4, key);
       let counts: Counts;
       let unanswered: number;
       const started = performance.now();
@@ -406,7 +403,7 @@ function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
 
     it('heals under load: a detect, a gateway and the Redis pod deleted; nothing else answered, nothing lost', async () => {
       const usedBefore = await usedToday();
-      const load = startLoad(gateway, key, 4);
+      const load = startLoad(gateway, 4, key);
       let counts: Counts;
       let unanswered: number;
       let usedBeforeRedis: number;
@@ -454,7 +451,7 @@ function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
         300_000,
       );
       const usedBefore = await usedToday();
-      const load = startLoad(gateway, key, 12);
+      const load = startLoad(gateway, 12, key);
       const started = performance.now();
       let counts: Counts;
       let unanswered: number;
@@ -490,55 +487,6 @@ function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
 }
 
 const seconds = (since: number) => Math.round((performance.now() - since) / 100) / 10;
-
-const OUTCOMES = ['200', '429', '503/5001', '503/other', '502', '504', 'connection error', 'other'] as const;
-type Counts = Record<(typeof OUTCOMES)[number], number>;
-const zeroCounts = (): Counts => Object.fromEntries(OUTCOMES.map((o) => [o, 0])) as Counts;
-
-/** loadtests/steady.js: `rate` key detects per second through the gateway until stopped; its counts. */
-function startLoad(gateway: string, key: string, rate: number) {
-  const dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-k6-'));
-  const summaryFile = join(dir, 'counts.json');
-  const child: Child = spawnChild(
-    'k6',
-    STACK_TOOLS.k6.find() as string,
-    ['run', '--quiet', '--no-color', join(REPO, 'loadtests/steady.js')],
-    {
-      cwd: REPO,
-      env: {
-        ...process.env,
-        K6_NO_USAGE_REPORT: 'true',
-        BASE_URL: gateway,
-        IMAGE: fixture('320x240.jpg'),
-        KEY: key,
-        RATE: String(rate),
-        SUMMARY_JSON: summaryFile,
-      },
-    },
-  );
-  return {
-    /** Stops k6; the answers by outcome, and how many requests the stop cut before their answer. */
-    async stop(): Promise<{ counts: Counts; unanswered: number }> {
-      try {
-        // SIGINT: k6 stops the scenario and still writes the summary (a SIGTERM would abort it).
-        if (child.running()) child.proc.kill('SIGINT');
-        await Promise.race([child.exited, sleep(60_000)]);
-        await child.stop(5_000);
-        let summary: { counts: Counts; sent: number };
-        try {
-          summary = JSON.parse(readFileSync(summaryFile, 'utf8'));
-        } catch {
-          throw new Error(`k6 wrote no counts:\n${child.output().slice(-4000)}`);
-        }
-        const counts = { ...zeroCounts(), ...summary.counts };
-        const answered = Object.values(counts).reduce((a, b) => a + b, 0);
-        return { counts, unanswered: summary.sent - answered };
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
-    },
-  };
-}
 
 /** The day's count grew by the answers 200 alone: no 503 charged (give or take requests k6's stop cut). */
 function expectChargedFor(charged: number, answered200: number, unanswered: number): void {

@@ -20,11 +20,12 @@ import {
   nodeLeftovers,
   runNodeScript,
 } from '../support/kube-node.ts';
+import { REPO } from '../support/paths.ts';
 import { post } from '../support/stack-client.ts';
 import { STACK_TOOLS } from '../support/stack-tools.ts';
+import { startLoad, zeroCounts } from '../support/steady-load.ts';
 
 const execFileAsync = promisify(execFile);
-const REPO = new URL('../../', import.meta.url).pathname;
 const RELEASE = 'nsfwdetector';
 const NS = 'nsfwdetector';
 
@@ -97,6 +98,34 @@ spec:
   };
   const thresholdsOf = (allow: number, block: number) => JSON.stringify({ allow, block });
   const failed = (answers: readonly TrafficAnswer[]) => answers.filter((a) => a.status !== 200);
+  /** The failed answers, with the namespace's events beside them when there are any (to place them). */
+  const failures = async (answers: readonly TrafficAnswer[]) => {
+    const bad = failed(answers);
+    if (bad.length > 0) {
+      const events = await kubectl([
+        'get',
+        'events',
+        '--sort-by=.lastTimestamp',
+        '-o',
+        'custom-columns=AT:.lastTimestamp,OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message',
+      ]);
+      // The quota sidecars' warnings name a store fault behind a 503 (their refusal summaries).
+      const quota = await kubectl([
+        'logs',
+        '-l',
+        'app.kubernetes.io/component=gateway',
+        '-c',
+        'quota',
+        '--since=5m',
+        '--prefix',
+      ]);
+      const warnings = quota.split('\n').filter((l) => /"level":(40|50)/.test(l));
+      console.log(
+        `kube-node: failed answers ${JSON.stringify(bad)}; events:\n${events}\nquota warnings:\n${warnings.join('\n')}`,
+      );
+    }
+    return bad;
+  };
 
   beforeAll(async () => {
     facts = kubeNodeFacts();
@@ -155,18 +184,20 @@ spec:
     console.log(
       `kube-node: policy change: kubectl apply -> kubectl wait Ready ${seconds(ms)} s; first answer with the new thresholds ${firstNew ? seconds(firstNew.at - applied) : '-'} s after apply; answers ${JSON.stringify(countAnswers(answers))}: ${answers.filter((a) => a.thresholds === before).length} old, ${answers.filter((a) => a.thresholds === after).length} new`,
     );
-    expect(failed(answers)).toEqual([]);
+    expect(await failures(answers)).toEqual([]);
     for (const a of answers) expect([before, after]).toContain(a.thresholds);
     // After Ready every pod applies it: no answer sent after the wait returned has the old thresholds.
     expect(answers.filter((a) => a.at >= applied + ms && a.thresholds !== after)).toEqual([]);
   }, 600_000);
 
-  it('a model change rolls detect and back (Progressing, then Ready with observedGeneration) with no failed request', async () => {
+  it('a model change rolls detect and back (Progressing, then Ready with observedGeneration) with no failed request, two clients and k6 sending throughout', async () => {
     const scores = async () => JSON.stringify((await post(gateway, '/api/public/detect')).body.data.scores);
     const mobilenet = await scores();
     const seen: Record<string, string> = {};
     for (const model of ['InceptionV3', 'MobileNetV2']) {
+      // Two clients sending one request after the other, every answer kept, and k6 at a steady rate.
       const traffic = detectTraffic(gateway);
+      const load = startLoad(gateway, 4);
       await new Promise((r) => setTimeout(r, 2_000));
       const started = Date.now();
       await kubectl(['apply', '-f', '-'], policy({ allow: 0.3, block: 0.7, model }));
@@ -184,10 +215,12 @@ spec:
       seen[model] = await scores();
       await new Promise((r) => setTimeout(r, 1_000));
       const answers = await traffic.stop();
+      const { counts, unanswered } = await load.stop();
       console.log(
-        `kube-node: model rollout to ${model}: kubectl apply -> Ready ${seconds(ms)} s; answers during it ${JSON.stringify(countAnswers(answers))}`,
+        `kube-node: model rollout to ${model}: kubectl apply -> Ready ${seconds(ms)} s; answers during it ${JSON.stringify(countAnswers(answers))}; k6 at 4/s: ${JSON.stringify(counts)}, cut by stopping k6: ${unanswered}`,
       );
-      expect(failed(answers)).toEqual([]);
+      expect(await failures(answers)).toEqual([]);
+      expect({ ...counts, '200': 0 }).toEqual(zeroCounts());
       const deployment = JSON.parse(await kubectl(['get', 'deployment', `${RELEASE}-detect`, '-o', 'json']));
       expect(deployment.spec.template.metadata.annotations['nsfwdetector.io/model']).toBe(model);
       expect(deployment.status.updatedReplicas).toBe(deployment.status.replicas);
@@ -288,4 +321,4 @@ spec:
     await runNodeScript('down.sh');
     expect(nodeLeftovers(facts)).toEqual([]);
   }, 300_000);
-}, [STACK_TOOLS.helm]);
+}, [STACK_TOOLS.helm, STACK_TOOLS.k6]);

@@ -20,12 +20,12 @@ import {
   nodeLeftovers,
   runNodeScript,
 } from '../support/kube-node.ts';
+import { REPO } from '../support/paths.ts';
 import { get, post } from '../support/stack-client.ts';
 import { STACK_TOOLS } from '../support/stack-tools.ts';
 import { KUBE_TOOLS } from '../support/tools.ts';
 
 const execFileAsync = promisify(execFile);
-const REPO = new URL('../../', import.meta.url).pathname;
 
 const SKAFFOLD = KUBE_TOOLS.skaffold;
 

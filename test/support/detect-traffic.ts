@@ -9,6 +9,8 @@ export interface TrafficAnswer {
   code: number | undefined;
   thresholds: string | undefined;
   scores: string | undefined;
+  /** The envelope's message of a refusal: tells detect's own 503 from one Envoy made. */
+  message?: string;
   error?: string;
 }
 
@@ -35,6 +37,7 @@ export function detectTraffic(
           code: a.code,
           thresholds: a.body?.data?.thresholds ? JSON.stringify(a.body.data.thresholds) : undefined,
           scores: a.body?.data?.scores ? JSON.stringify(a.body.data.scores) : undefined,
+          ...(a.code ? { message: a.body?.message } : {}),
         });
       } catch (err) {
         answers.push({

@@ -14,11 +14,11 @@ import { promisify } from 'node:util';
 import { expect } from 'vitest';
 import { helmOk, removeHelmHome } from '../chart/helm.ts';
 import { spawnChild } from './children.ts';
+import { REPO } from './paths.ts';
 import { describeWithTool, type Tool } from './tools.ts';
 
 const execFileAsync = promisify(execFile);
 
-const REPO = new URL('../../', import.meta.url).pathname;
 const SCRIPTS = join(REPO, 'tools/kube-node');
 
 export interface KubeNodeFacts {
