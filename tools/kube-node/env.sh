@@ -63,20 +63,27 @@ start_bg() {
   echo $! >"$STATE_DIR/$name.pid"
 }
 
-# stop NAME...: SIGTERM by pid file, SIGKILL after 10 s; never by name.
+# stop NAME...: SIGTERM by pid file to all of them at once (their shutdowns overlap: one wait, not one
+# per process), SIGKILL to any still running 10 s later; never by name.
 stop() {
   local n f p i
+  local -a files=() pids=() alive
   for n in "$@"; do
     f=$STATE_DIR/$n.pid
     [[ -f "$f" ]] || continue
+    files+=("$f")
     p=$(<"$f")
-    if kill -0 "$p" 2>/dev/null; then
-      kill "$p" 2>/dev/null || true
-      for i in $(seq 1 40); do kill -0 "$p" 2>/dev/null || break; sleep 0.25; done
-      kill -9 "$p" 2>/dev/null || true
-    fi
-    rm -f "$f"
+    kill "$p" 2>/dev/null && pids+=("$p")
   done
+  for i in $(seq 1 40); do
+    alive=()
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive+=("$p"); done
+    pids=("${alive[@]}")
+    ((${#pids[@]} > 0)) || break
+    sleep 0.25
+  done
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  rm -f "${files[@]}"
 }
 
 # containerd shims (the node's, and those of dockerd's own containerd) put their sockets in
