@@ -188,9 +188,10 @@ def review_server(request, log_dir):
 
 @pytest.fixture(scope="session")
 def limited_server(request, log_dir):
-    """One anonymous request per minute, and thresholds 0 / 0 so that the one allowed answer is block."""
+    """One anonymous request per minute, and thresholds 0 / 0.000001 (allow must stay below block) so
+    that the one allowed answer is block."""
     return _server(request, log_dir, "limited", {
-        "ANON_PER_MINUTE": "1", "ANON_PER_DAY": "1000", "THRESHOLD_ALLOW": "0", "THRESHOLD_BLOCK": "0",
+        "ANON_PER_MINUTE": "1", "ANON_PER_DAY": "1000", "THRESHOLD_ALLOW": "0", "THRESHOLD_BLOCK": "0.000001",
     })
 
 
