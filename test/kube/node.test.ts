@@ -23,6 +23,7 @@ import {
   kubectl,
   kubectlJson,
   kubeNodeFacts,
+  NODE_UP_TIMEOUT,
   lastLine,
   type NodeImages,
   pushImages,
@@ -52,7 +53,7 @@ describeWithKubeNode('the local Kubernetes node', () => {
   beforeAll(async () => {
     facts = kubeNodeFacts();
     before = await bringUp(facts);
-  }, 900_000);
+  }, NODE_UP_TIMEOUT);
 
   afterAll(async () => {
     if (!down) await runNodeScript('down.sh');

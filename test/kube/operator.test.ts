@@ -16,6 +16,7 @@ import {
   describeWithKubeNode,
   type KubeNodeFacts,
   kubeNodeFacts,
+  NODE_UP_TIMEOUT,
   lastLine,
   nodeLeftovers,
   runNodeScript,
@@ -162,7 +163,7 @@ spec:
     console.log(
       `kube-node: operator: the first policy in force in every ready pod ${seconds(first.ms)} s after kubectl apply`,
     );
-  }, 1_800_000);
+  }, NODE_UP_TIMEOUT);
 
   afterAll(async () => {
     if (!down) await runNodeScript('down.sh');

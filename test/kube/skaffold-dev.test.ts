@@ -17,6 +17,7 @@ import {
   describeWithKubeNode,
   type KubeNodeFacts,
   kubeNodeFacts,
+  NODE_UP_TIMEOUT,
   nodeLeftovers,
   runNodeScript,
 } from '../support/kube-node.ts';
@@ -133,7 +134,7 @@ describeWithKubeNode('skaffold dev on the local node', () => {
     console.log(
       `kube-node: skaffold dev: first build, deploy (status check on) and 200 in ${seconds(Date.now() - started)} s`,
     );
-  }, 1_800_000);
+  }, NODE_UP_TIMEOUT);
 
   afterAll(async () => {
     if (skaffold?.running()) await skaffold.stop(120_000);

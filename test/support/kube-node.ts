@@ -38,6 +38,8 @@ export interface KubeNodeFacts {
   binaries: string[];
   /** Those not built yet. */
   missing: string[];
+  /** A build of the missing ones is under way (.ci/run starts one in the background); kube:up waits for it. */
+  building: boolean;
 }
 
 export function kubeNodeFacts(): KubeNodeFacts {
@@ -46,12 +48,21 @@ export function kubeNodeFacts(): KubeNodeFacts {
 
 const INSTALL = 'bash .ci/install-k8s-tools.sh --node, as root (about 20 CPU-minutes the first time)';
 
-/** The node's components, built, and root to run them. */
+/** The node's components, built or being built, and root to run them. */
 export const KUBE_NODE: Tool = {
   name: 'the local Kubernetes node (root and its built components)',
   install: INSTALL,
-  find: () => (process.getuid?.() === 0 && kubeNodeFacts().missing.length === 0 ? SCRIPTS : undefined),
+  find: () => {
+    const facts = process.getuid?.() === 0 ? kubeNodeFacts() : undefined;
+    return facts && (facts.missing.length === 0 || facts.building) ? SCRIPTS : undefined;
+  },
 };
+
+/**
+ * The bound on a node suite's first hook: kube:up, which may first wait for the node's components that
+ * .ci/run builds in the background on a machine that has built nothing, then the suite's installs.
+ */
+export const NODE_UP_TIMEOUT = 45 * 60_000;
 
 export function describeWithKubeNode(name: string, body: () => void, also: Tool[] = []): void {
   describeWithTool([KUBE_NODE, ...also], name, body);
