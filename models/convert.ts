@@ -24,6 +24,7 @@ import {
 import { kerasToOnnx } from './keras-to-onnx.ts';
 import { loadKerasModel, nsfwjsVersion } from './keras-weights.ts';
 import { serializeModel } from './onnx-graph.ts';
+import { packWeights } from './pack-weights.ts';
 
 export const MODELS_DIR = path.dirname(fileURLToPath(import.meta.url));
 export const CHECKSUMS_FILE = path.join(MODELS_DIR, 'checksums.json');
@@ -52,9 +53,15 @@ export async function writeChecksums(checksums: Checksums, file = CHECKSUMS_FILE
   await writeFile(file, `${JSON.stringify(sorted, null, 2)}\n`);
 }
 
-/** Builds the ONNX bytes in memory. Pure: the same nsfwjs files give the same bytes. */
-export function convertToBytes(name: FloatModelName): Uint8Array {
-  return serializeModel(kerasToOnnx(loadKerasModel(name)));
+/**
+ * Builds the ONNX bytes in memory. Pure: the same nsfwjs files give the same bytes. Packed (the
+ * default, what models/<name>.onnx holds): the quantised weights at a quarter of their float32 size,
+ * unpacked by onnxruntime at load into the same float32 tensors (models/pack-weights.ts). Unpacked:
+ * plain float32 initializers, for tools that rewrite weights (the int8 quantisation).
+ */
+export function convertToBytes(name: FloatModelName, opts: { packed?: boolean } = {}): Uint8Array {
+  const graph = kerasToOnnx(loadKerasModel(name));
+  return serializeModel(opts.packed === false ? graph : packWeights(graph));
 }
 
 export class ChecksumMismatchError extends Error {}

@@ -1,6 +1,6 @@
 // Builds an ONNX ModelProto (onnx/onnx.proto, IR 7 / opset 13) with the protobuf writer.
-// Only what the converter uses: float32/int64 initializers stored as raw_data, int/float/ints
-// attributes, tensor inputs/outputs with static or symbolic dimensions.
+// Only what the converter uses: float32/int64/uint8/uint16 initializers stored as raw_data,
+// int/float/ints attributes, tensor inputs/outputs with static or symbolic dimensions.
 
 import { endianness } from 'node:os';
 import { ProtoWriter } from './protobuf.ts';
@@ -9,6 +9,8 @@ export const IR_VERSION = 7;
 export const OPSET = 13;
 
 const DATA_TYPE_FLOAT = 1;
+const DATA_TYPE_UINT8 = 2;
+const DATA_TYPE_UINT16 = 4;
 const DATA_TYPE_INT64 = 7;
 const ATTR_FLOAT = 1;
 const ATTR_INT = 2;
@@ -38,7 +40,7 @@ export interface OnnxNode {
 export interface Initializer {
   name: string;
   dims: readonly number[];
-  data: Float32Array | BigInt64Array;
+  data: Float32Array | BigInt64Array | Uint8Array | Uint16Array;
 }
 
 /** A float32 graph input/output; a string dimension is symbolic (e.g. the batch size). */
@@ -88,7 +90,14 @@ function encodeInitializer(t: Initializer): ProtoWriter {
   // raw_data is little-endian; a typed array's bytes are in host order.
   if (endianness() !== 'LE') throw new Error('the ONNX writer needs a little-endian host');
   const raw = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
-  const dataType = t.data instanceof Float32Array ? DATA_TYPE_FLOAT : DATA_TYPE_INT64;
+  const dataType =
+    t.data instanceof Float32Array
+      ? DATA_TYPE_FLOAT
+      : t.data instanceof BigInt64Array
+        ? DATA_TYPE_INT64
+        : t.data instanceof Uint16Array
+          ? DATA_TYPE_UINT16
+          : DATA_TYPE_UINT8;
   return new ProtoWriter().packedInts(1, t.dims).int(2, dataType).string(8, t.name).bytes(9, raw);
 }
 

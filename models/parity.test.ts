@@ -6,11 +6,19 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { CLASS_NAMES, type ClassScores } from '../services/detect/model/classifier.ts';
 import { createOnnxClassifier, type OnnxClassifier } from '../services/detect/model/onnx-classifier.ts';
 import { MODEL_INPUT_SIZE, type ModelName } from '../services/policy/model-catalogue.ts';
-import { ChecksumMismatchError, convertModel, ensureModel, modelFile, readChecksums } from './convert.ts';
+import {
+  ChecksumMismatchError,
+  convertModel,
+  convertToBytes,
+  ensureModel,
+  modelFile,
+  readChecksums,
+} from './convert.ts';
 import { referenceScoresFromRgb, referenceScoresFromTensor } from './nsfwjs-reference.ts';
 
 const TOLERANCE = 1e-4;
@@ -129,6 +137,36 @@ describe('conversion', () => {
       expect(first.bytes).toBe(recorded?.bytes);
       expect(Buffer.compare(await readFile(first.file), await readFile(second.file))).toBe(0);
     },
+  );
+
+  // The packed weights (models/pack-weights.ts) are unpacked by onnxruntime into the unpacked model's
+  // float32 tensors: the same scores to the bit, in a quarter of the bytes.
+  test.each(['mobilenet_v2', 'inception_v3'] as const)(
+    '%s packed scores exactly as unpacked, in at most a third of the bytes',
+    async (model) => {
+      const packed = convertToBytes(model);
+      const unpacked = convertToBytes(model, { packed: false });
+      expect(packed.length).toBeLessThan(unpacked.length / 3);
+      const size = MODEL_INPUT_SIZE[model];
+      const input = new ort.Tensor(
+        'float32',
+        Float32Array.from(noiseRgb(size, 7), (v) => v / 255),
+        [1, size, size, 3],
+      );
+      const scores = async (bytes: Uint8Array) => {
+        const session = await ort.InferenceSession.create(bytes, { graphOptimizationLevel: 'all' });
+        try {
+          const data = (await session.run({ input })).probabilities?.data as Float32Array;
+          return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+        } finally {
+          await session.release();
+        }
+      };
+      const [a, b] = [await scores(packed), await scores(unpacked)];
+      expect(a.length).toBe(4 * CLASS_NAMES.length);
+      expect(a.equals(b), `${a.toString('hex')} vs ${b.toString('hex')}`).toBe(true);
+    },
+    120_000,
   );
 
   test('--if-missing keeps a good file and replaces a corrupted one', async () => {

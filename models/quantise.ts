@@ -22,7 +22,7 @@ import { probeHeader } from '../services/detect/image/probe.ts';
 import { sniffFormat } from '../services/detect/image/sniff.ts';
 import { TOOLS_DIR } from '../services/stack/tools.ts';
 import { CORPUS, fixture } from '../test/fixtures/corpus.ts';
-import { CHECKSUMS_FILE, ensureModel, MODELS_DIR, readChecksums, writeChecksums } from './convert.ts';
+import { CHECKSUMS_FILE, convertToBytes, MODELS_DIR, readChecksums, writeChecksums } from './convert.ts';
 
 /** Keep in step with .ci/install-tools.sh (the venv's name carries the version). */
 export const ORT_QUANTISATION_VERSION = '1.30.0';
@@ -190,9 +190,11 @@ export async function quantiseModel(opts: QuantiseOptions = {}): Promise<Quantis
       `${QUANTISE_PYTHON} is missing: run bash .ci/install-tools.sh (onnxruntime ${ORT_QUANTISATION_VERSION} from PyPI, in its own venv)`,
     );
   }
-  const floatModel = await ensureModel('mobilenet_v2');
   const work = await mkdtemp(path.join(tmpdir(), 'nsfwdetector-calibration-'));
   try {
+    // The quantiser rewrites Conv and Gemm weights it finds as float initializers: the unpacked model.
+    const floatModel = path.join(work, 'mobilenet_v2.float.onnx');
+    await writeFile(floatModel, convertToBytes('mobilenet_v2', { packed: false }));
     // Calibration tensors named in list order, so the reader (which sorts by name) keeps that order.
     await Promise.all(
       CALIBRATION_IMAGES.map(async (name, i) => {
