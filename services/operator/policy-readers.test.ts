@@ -1,7 +1,7 @@
 // Ready = in force, on fakes: the reconciler with a recording Kube and pod answers given here, and the
 // pod reader against a real HTTP server answering GET /internal/policy (the API server's EndpointSlice
 // list faked). The real API server runs it in test/operator/operator.test.ts, the real node in
-// test/kube/operator.test.ts.
+// test/kube/operator.suite.ts.
 
 import type { DiscoveryV1Api, V1EndpointSlice } from '@kubernetes/client-node';
 import Fastify from 'fastify';

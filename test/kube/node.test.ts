@@ -2,8 +2,9 @@
 // started and Ready on it, a second up a no-op; then the chart, installed from the OCI artifact kube:image
 // pushed, on one install shared by every check: Ready, helm test, the contract through the gateway, the
 // NetworkPolicies enforced, client-sent identity headers ignored, a second release beside it, a
-// zero-downtime upgrade, self-healing and HPA scaling under k6 load; finally down leaving nothing of the
-// node behind (processes, bridge, veths, pod network namespaces, KUBE-* iptables chains, ipsets,
+// zero-downtime upgrade, self-healing and HPA scaling under k6 load; then, on the same node, the
+// operator's suite (operator.suite.ts) and skaffold dev's (skaffold-dev.suite.ts), each leaving the node
+// as it found it; finally down leaving nothing of the node behind (processes, bridge, veths, pod network namespaces, KUBE-* iptables chains, ipsets,
 // nf_tables tables, mounts, kubepods cgroups) and the host's sysctls as they were.
 // Every figure is printed on a line starting `kube-node:`.
 
@@ -23,10 +24,11 @@ import {
   kubectl,
   kubectlJson,
   kubeNodeFacts,
-  NODE_UP_TIMEOUT,
   lastLine,
+  NODE_UP_TIMEOUT,
   type NodeImages,
   pushImages,
+  removeRelease,
   runNodeScript,
   tagInRegistry,
 } from '../support/kube-node.ts';
@@ -34,6 +36,8 @@ import { REPO } from '../support/paths.ts';
 import { expectAnonymousJpegScored, get, partialUpload, post } from '../support/stack-client.ts';
 import { STACK_TOOLS } from '../support/stack-tools.ts';
 import { type Counts, startLoad, zeroCounts } from '../support/steady-load.ts';
+import { operatorOnTheNode } from './operator.suite.ts';
+import { skaffoldDevOnTheNode } from './skaffold-dev.suite.ts';
 
 const SUITE_VALUES = join(REPO, 'test/kube/values-suite.yaml');
 
@@ -100,6 +104,8 @@ describeWithKubeNode('the local Kubernetes node', () => {
   }, 60_000);
 
   chartOnTheNode(() => facts);
+  operatorOnTheNode(() => facts);
+  skaffoldDevOnTheNode(() => facts);
 
   it('kube:down leaves nothing of the node behind and restores the host', async () => {
     down = true;
@@ -148,6 +154,10 @@ function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
       key = (await admin('issue-key', email, '--name', 'load')).secret;
       expect(key).toMatch(/^nsk_live_/);
     }, 1_800_000);
+
+    afterAll(async () => {
+      if (facts) await removeRelease(facts, release, ns);
+    }, 600_000);
 
     it('every Deployment and StatefulSet Ready, helm test passes, no pod restarted', async () => {
       for (const kind of ['deployments', 'statefulsets']) {

@@ -4,8 +4,10 @@
 // on the machine (processes, bridge, iptables chains, ipsets, nf_tables tables, mounts, cgroups, pod
 // network namespaces).
 //
-// A node suite's lifecycle: beforeAll `bringUp()` (kube:up, with its preconditions), then `pushImages()`
-// (kube:image) and `installChart()`; afterAll `bringDown()` (kube:down, then the leftovers checked).
+// One node for every node suite (test/kube/node.test.ts): beforeAll `bringUp()` (kube:up, with its
+// preconditions); each suite then `pushImages()` (kube:image, once a run) and installs what it tests,
+// and removes it after (`removeRelease()`), leaving the node as it found it; last `bringDown()`
+// (kube:down, then the leftovers checked).
 
 import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -103,8 +105,15 @@ export interface NodeImages {
   valuesFile: string;
 }
 
-/** npm run kube:image; prints its `kube-image:` lines. */
-export async function pushImages(facts: KubeNodeFacts): Promise<NodeImages> {
+let pushed: Promise<NodeImages> | undefined;
+
+/** npm run kube:image, once for every suite on the node; prints its `kube-image:` lines. */
+export function pushImages(facts: KubeNodeFacts): Promise<NodeImages> {
+  pushed ??= runImageScript(facts);
+  return pushed;
+}
+
+async function runImageScript(facts: KubeNodeFacts): Promise<NodeImages> {
   const out = await runNodeScript('image.sh');
   console.log(
     out
@@ -155,6 +164,22 @@ export async function installChart(
   await helmOnNode(facts, [...args, '--wait', '--timeout', '15m']);
 }
 
+/**
+ * What a suite installed, gone: the custom resources first (the operator releases their finalizers), the
+ * release, then its namespace and everything left in it (PVCs), waited for, so the next suite starts on
+ * an empty node.
+ */
+export async function removeRelease(facts: KubeNodeFacts, release: string, namespace: string): Promise<void> {
+  const k = (...args: string[]) => kubectl(facts, ['-n', namespace, ...args]);
+  const crds = await kubectl(facts, ['get', 'crd', '-o', 'name']);
+  for (const kind of ['apiaccounts', 'detectionpolicies'])
+    if (crds.includes(`/${kind}.`)) await k('delete', kind, '--all', '--wait', '--timeout=120s');
+  const releases = await helmOnNode(facts, ['list', '--namespace', namespace, '-q']);
+  if (releases.split('\n').includes(release))
+    await helmOnNode(facts, ['uninstall', release, '--namespace', namespace, '--wait', '--timeout', '5m']);
+  await kubectl(facts, ['delete', 'namespace', namespace, '--ignore-not-found', '--wait', '--timeout=300s']);
+}
+
 /** Pushes `tag` for the image already in the registry at `digest` (its manifest under a second name). */
 export async function tagInRegistry(facts: KubeNodeFacts, digest: string, tag: string): Promise<void> {
   const base = `http://${facts.registry}/v2/nsfwdetector/manifests`;
@@ -181,11 +206,20 @@ export interface HostBefore {
   nftTables: string[];
 }
 
-/** kube:up on a clean machine (checked first); prints its milestones. */
+/**
+ * kube:up on a clean machine (checked first); prints its milestones. On a machine that has built
+ * nothing, it first waits for the node's components that .ci/run builds in the background.
+ */
 export async function bringUp(facts: KubeNodeFacts): Promise<HostBefore> {
   expect(nodeLeftovers(facts), 'the machine has the node running or its remains before kube:up').toEqual([]);
   const before = { sysctls: hostSysctls(), paths: hostPaths(), nftTables: hostNftTables() };
+  const waited = performance.now();
+  if (facts.building) console.log('kube-node: waiting for the build of its components under way');
   const out = await runNodeScript('up.sh');
+  if (facts.building)
+    console.log(
+      `kube-node: kube:up, with the wait for the build, took ${((performance.now() - waited) / 1000).toFixed(1)} s`,
+    );
   console.log(
     out
       .split('\n')
