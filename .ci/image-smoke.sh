@@ -2,7 +2,7 @@
 # Builds services/Dockerfile on the local Node base (.ci/docker-base.sh) and starts each entry point in
 # the image as CI would deploy it: non-root, read-only root filesystem, /tmp a tmpfs, no capabilities.
 # Each must answer its readiness probe; the all-in-one server scores a PNG and a JPEG (the libjpeg fast
-# path); tsx is absent.
+# path); tsx is absent. --build-only: build, start nothing.
 # Containers use the host's network, each entry point on a free loopback port. Starts a private dockerd
 # when none runs (and stops it at the end). Fails when docker cannot run.
 set -euo pipefail
@@ -31,6 +31,8 @@ t=$SECONDS
 # Host network: the private dockerd has no bridge, and the build stage runs npm ci.
 docker build --quiet --network host -f services/Dockerfile --build-arg "NODE_BASE=$base" -t "$image" . >/dev/null
 echo "image-smoke: built $image on $base in $((SECONDS - t)) s: $(($(docker image inspect -f '{{.Size}}' "$image") / 1000000)) MB"
+# --build-only: the image into the daemon's cache, nothing started (.ci/run builds it beside the tools).
+[[ "${1:-}" == --build-only ]] && exit 0
 
 run_args=(--detach --read-only --tmpfs /tmp:rw,size=64m --cap-drop ALL --security-opt no-new-privileges
   --network host -e HOST=127.0.0.1)

@@ -283,12 +283,13 @@ NODE_BUILD_LOCK=$TOOLS_DIR/locks/node-build
 
 # --node: only what the local node needs (npm run kube:up builds what is missing this way; .ci/run
 # starts it in the background, niced, so that it soaks up the CPU the other builds and the tests leave).
-# --base: only what the suites before the node's need (.ci/install-tools.sh runs it beside its other
-# installs). --building: prints whether a node build is under way (true/false), builds nothing.
-# Neither: both.
+# --base: only what the suites before the node's need; --base-kube: those without skaffold
+# (.ci/install-tools.sh builds skaffold in a lane of its own). --building: prints whether a node build
+# is under way (true/false), builds nothing. None: everything.
 main() {
   local base=(build_kube_apiserver build_etcd install_kubectl build_skaffold)
   case "${1:-}" in
+    --base-kube) run_steps build_kube_apiserver build_etcd install_kubectl ;;
     --building)
       if [[ -f "$NODE_BUILD_LOCK" ]] && ! flock -n "$NODE_BUILD_LOCK" true; then echo true; else echo false; fi
       return 0 ;;
@@ -296,9 +297,16 @@ main() {
     --base) run_steps "${base[@]}" ;;
     *) run_steps "${base[@]}" "${NODE_STEPS[@]}" ;;
   esac
-  ln -sf "kube-apiserver-${KUBE_VERSION}" "$TOOLS_DIR/bin/kube-apiserver"
-  ln -sf "etcd-${ETCD_VERSION}" "$TOOLS_DIR/bin/etcd"
-  [[ -x "$TOOLS_DIR/bin/skaffold-${SKAFFOLD_VERSION}" ]] && ln -sf "skaffold-${SKAFFOLD_VERSION}" "$TOOLS_DIR/bin/skaffold"
+  link_tools
+}
+
+# The unversioned names the suites look for, for what is built.
+link_tools() {
+  local name version
+  for name in kube-apiserver:${KUBE_VERSION} etcd:${ETCD_VERSION} skaffold:${SKAFFOLD_VERSION}; do
+    version=${name#*:} name=${name%%:*}
+    [[ -x "$TOOLS_DIR/bin/$name-$version" ]] && ln -sf "$name-$version" "$TOOLS_DIR/bin/$name"
+  done
   return 0
 }
 

@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 TOOLS_DIR="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}"
 # The Kubernetes steps, apt_install, missing_packages, NODE_PACKAGES and run_steps (each step timed and
 # locked, so that this and a background node build never build the same thing twice).
+# --debian: only the Debian packages.
 . .ci/install-k8s-tools.sh --functions-only
 
 # Debian packages, with the file that tells each is installed:
@@ -139,12 +140,17 @@ lane() {
   LANE_PID[$name]=$!
 }
 
-T0=$SECONDS
-# Debian packages first and alone: the other lanes' builds and venvs may need one (python3-venv, gcc).
+# --debian: the Debian packages alone (.ci/run installs them first: every later step may need one).
 install_debian_packages
+[[ "${1:-}" == --debian ]] && exit 0
+T0=$SECONDS
+# Go builds are CPU-bound but spend long stretches on one core (linking, module downloads): four lanes
+# keep both cores busy.
 lane python install_python_packages install_envoy install_schemathesis install_python_peer install_quantisation
-lane kubernetes "main --base"
-lane go-tools install_k6 install_helm build_jaeger
+lane kubernetes "main --base-kube"
+lane skaffold build_skaffold
+lane go-tools install_k6 install_helm
+lane jaeger build_jaeger
 
 failed=()
 for name in "${!LANE_PID[@]}"; do
@@ -157,5 +163,6 @@ for name in "${!LANE_PID[@]}"; do
   fi
   rm -f "${LANE_LOG[$name]}"
 done
+link_tools
 echo "install-tools: $((SECONDS - T0)) s"
 ((${#failed[@]} == 0))
