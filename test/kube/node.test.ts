@@ -473,7 +473,11 @@ function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
           'the HPA scaling detect to 2',
           async () => ((await replicas()) === 2 ? true : undefined),
           300_000,
-        );
+        ).catch(async (err) => {
+          // What the HPA saw (its metrics and conditions) tells a load too light from missing metrics.
+          const status = (await kj('-n', ns, 'get', 'hpa', hpa)).status;
+          throw new Error(`${(err as Error).message}; the HPA's status: ${JSON.stringify(status)}`);
+        });
         up = seconds(started);
         await k('-n', ns, 'rollout', 'status', `deployment/${hpa}`, '--timeout=300s');
         ready = seconds(started);

@@ -73,6 +73,7 @@ if [[ -d /var/log/containers ]]; then
   find /var/log/containers -maxdepth 1 -type l -lname "$S/pod-logs/*" -delete 2>/dev/null
   [[ -f "$S/made-var-log-containers" ]] && rmdir /var/log/containers 2>/dev/null
 fi
+for d in kubelet cni; do [[ -f "$S/made-var-lib-$d" ]] && rm -rf "/var/lib/$d"; done
 release_run_containerd
 if [[ -f "$S/host-sysctl" ]]; then
   while IFS= read -r kv; do sysctl -qw "$kv"; done <"$S/host-sysctl"

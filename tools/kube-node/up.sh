@@ -51,6 +51,10 @@ if [[ ! -f "$STATE_DIR/host-sysctl" ]]; then
   # The nf_tables tables already here: those iptables, kube-proxy and kube-router add are kube:down's to remove.
   nft list tables >"$STATE_DIR/host-nft-tables"
   [[ -d /var/log/containers ]] || touch "$STATE_DIR/made-var-log-containers"
+  # Fixed paths whatever the flags: the kubelet's device-plugin socket directory
+  # (/var/lib/kubelet/device-plugins) and containerd's CNI result cache (/var/lib/cni/results).
+  [[ -d /var/lib/kubelet ]] || touch "$STATE_DIR/made-var-lib-kubelet"
+  [[ -d /var/lib/cni ]] || touch "$STATE_DIR/made-var-lib-cni"
   claim_run_containerd
 fi
 
