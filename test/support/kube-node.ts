@@ -267,17 +267,27 @@ function sh(command: string, args: string[]): string {
   }
 }
 
+/**
+ * Whether a process's command line is the node's: it names one of the node's binaries or directories as a
+ * whole path (so a background build's `go build -o <binary>.tmp` is not). etcd, kube-apiserver and kubectl
+ * are not counted (the chart suites run them too), nor the Debian binaries.
+ */
+export function isNodeProcess(
+  facts: Pick<KubeNodeFacts, 'binaries' | 'nodeDir' | 'runDir'>,
+  cmdline: string,
+): boolean {
+  const shared = /\/(etcd|kube-apiserver|kubectl)[^/]*$/;
+  const dirs = [facts.nodeDir, facts.runDir];
+  const ours = (path: string) =>
+    (facts.binaries.includes(path) && !path.startsWith('/usr/') && !shared.test(path)) ||
+    dirs.some((d) => path === d || path.startsWith(`${d}/`));
+  // Paths stand between spaces, quotes (a `sh -c` script), `=` (--flag=path) and list separators.
+  return cmdline.split(/[\s'"=,:]+/).some(ours);
+}
+
 /** Everything of the node's left on this machine, one line each; empty when the machine is clean. */
 export function nodeLeftovers(facts: KubeNodeFacts): string[] {
   const left: string[] = [];
-  // Its processes name its directories or binaries; not etcd, kube-apiserver and kubectl, which the chart
-  // suites run too, nor the Debian binaries.
-  const shared = /\/(etcd|kube-apiserver|kubectl)[^/]*$/;
-  const ours = [
-    ...facts.binaries.filter((b) => !b.startsWith('/usr/') && !shared.test(b)),
-    facts.nodeDir,
-    facts.runDir,
-  ];
   for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
     let cmdline: string;
     try {
@@ -285,7 +295,7 @@ export function nodeLeftovers(facts: KubeNodeFacts): string[] {
     } catch {
       continue;
     }
-    if (ours.some((path) => cmdline.includes(path))) left.push(`process ${pid}: ${cmdline.slice(0, 160)}`);
+    if (isNodeProcess(facts, cmdline)) left.push(`process ${pid}: ${cmdline.slice(0, 160)}`);
   }
   if (existsSync(`/sys/class/net/${facts.bridge}`)) left.push(`network link ${facts.bridge}`);
   for (const link of readdirSync('/sys/class/net').filter((l) => l.startsWith('veth')))
