@@ -6,50 +6,47 @@
 //   own sampling) whenever the file has more than one scan — every progressive JPEG, and baseline
 //   ones with separate scans — whatever the output size. Pixels: a JPEG up to FULL_DECODE_MAX_PIXELS
 //   the fast path declines is decoded whole by sharp (3 bytes a pixel, 4 for CMYK); a larger one is
-//   shrunk on load to 1/8 of each edge.
+//   shrunk on load to 1/8 of each edge (that image twice: libjpeg's and libvips's). APPn and COM
+//   segments: JPEG_METADATA_FACTOR bytes per byte (libjpeg's saved markers, libvips's blobs).
 // - PNG: libspng's output at the file's depth and channels (16-bit RGBA: 8 bytes a pixel), then the
-//   8-bit sRGB image libvips makes of it.
-// - GIF, WebP: the first frame as RGBA, plus the decoder's own buffer of the same size.
-// - TIFF: up to 16-bit RGBA strips or tiles decoded whole, then 8-bit RGBA.
-// - BMP: decoded in JavaScript into RGB.
+//   8-bit sRGB image libvips makes of it; ancillary chunks (text, EXIF, ICC): PNG_ANCILLARY_FACTOR
+//   bytes per byte. Compressed text and profiles inflate within libspng's chunk limits (measured: a
+//   1 MB zTXt, iTXt or iCCP inflating to 256 MB costs under 4 MB), so their file bytes are the measure.
+// - GIF: the first frame as RGBA, plus the decoder's own buffer of the same size.
+// - WebP: the RGBA frame, libwebp's own planes, the sRGB copy (12 bytes a pixel, measured ≤ 10.4).
+// - TIFF: strips or tiles decoded at the file's sample size (tiffPixelBytes), then 8-bit RGBA; at
+//   least 12 bytes a pixel.
+// - BMP: decoded in JavaScript into RGB(A), handed to sharp, flattened (12 bytes a pixel, measured ≤ 6).
 // Every image also costs the model input and decoder bookkeeping (PER_IMAGE_BYTES).
+// decode-memory-peak.test.ts decodes each kind and checks the measured peak stays under the estimate.
 
 import { FULL_DECODE_MAX_PIXELS } from '../scoring/image-scorer.ts';
-import { jpegFrameLayout } from './probe.ts';
+import { jpegStructure, pngAncillaryBytes, tiffPixelBytes } from './probe.ts';
 import type { ProbedImage } from './types.ts';
 
-const PER_IMAGE_BYTES = 8 * 1024 * 1024;
+const PER_IMAGE_BYTES = 16 * 1024 * 1024;
+
+/** Memory per byte of JPEG APPn/COM segments: libjpeg's saved copy, libvips's blobs (measured ≤ 2.4). */
+const JPEG_METADATA_FACTOR = 3;
+
+/** Memory per byte of PNG ancillary chunks: libspng's copy, libvips's strings (measured ≤ 6.0). */
+const PNG_ANCILLARY_FACTOR = 8;
 
 /** Progressive SOFs (DCT, Huffman and arithmetic): always several scans. */
 const PROGRESSIVE_SOF = new Set([0xc2, 0xc6, 0xca, 0xce]);
 
-/** SOS markers in the data: entropy-coded bytes never hold FF DA (an FF there is stuffed or a RST). */
-function scanCount(bytes: Uint8Array, atMost: number): number {
-  const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  let count = 0;
-  for (let at = data.indexOf(0xff); at >= 0 && count < atMost; at = data.indexOf(0xff, at + 1)) {
-    if (data[at + 1] === 0xda) count += 1;
-  }
-  return count;
-}
-
 function jpegBytes(bytes: Uint8Array, { width, height }: ProbedImage): number {
-  const { marker, sampling } = jpegFrameLayout(bytes);
-  const hMax = Math.max(...sampling.map(([h]) => h));
-  const vMax = Math.max(...sampling.map(([, v]) => v));
+  const s = jpegStructure(bytes);
   let coefficients = 0;
-  if (PROGRESSIVE_SOF.has(marker) || scanCount(bytes, 2) > 1) {
-    for (const [h, v] of sampling) {
-      // Whole MCUs: each component's blocks cover the image rounded up to the MCU.
-      const mcuColumns = Math.ceil(width / (8 * hMax));
-      const mcuRows = Math.ceil(height / (8 * vMax));
-      coefficients += mcuColumns * h * mcuRows * v * 64 * 2;
-    }
+  if (PROGRESSIVE_SOF.has(s.marker) || s.scans > 1) {
+    // Whole MCUs of every component, 64 coefficients of 2 bytes a block.
+    for (const blocks of s.componentBlocks) coefficients += blocks * 64 * 2;
   }
   const pixels = width * height;
-  const channels = sampling.length === 4 ? 4 : 3;
-  const output = pixels > FULL_DECODE_MAX_PIXELS ? Math.ceil(pixels / 64) * channels : pixels * channels;
-  return coefficients + output;
+  const channels = s.components.length === 4 ? 4 : 3;
+  // Shrunk on load: libjpeg's 1/8-scale output and the image libvips makes of it.
+  const output = pixels > FULL_DECODE_MAX_PIXELS ? Math.ceil(pixels / 64) * channels * 2 : pixels * channels;
+  return coefficients + output + s.metadataBytes * JPEG_METADATA_FACTOR;
 }
 
 /** PNG IHDR: bytes per pixel of the decoded file (bit depth × channels, at least one byte). */
@@ -68,17 +65,19 @@ export function decodeMemoryBytes(bytes: Uint8Array, probed: ProbedImage): numbe
       decoder = jpegBytes(bytes, probed);
       break;
     case 'png':
-      decoder = pixels * (pngBytesPerPixel(bytes) + 4);
+      decoder = pixels * (pngBytesPerPixel(bytes) + 4) + pngAncillaryBytes(bytes) * PNG_ANCILLARY_FACTOR;
       break;
     case 'gif':
-    case 'webp':
       decoder = pixels * 8;
       break;
-    case 'tiff':
+    case 'webp':
       decoder = pixels * 12;
       break;
+    case 'tiff':
+      decoder = pixels * Math.max(12, tiffPixelBytes(bytes) + 4);
+      break;
     case 'bmp':
-      decoder = pixels * 4;
+      decoder = pixels * 12;
       break;
   }
   return decoder + PER_IMAGE_BYTES;

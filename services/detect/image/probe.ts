@@ -6,7 +6,10 @@
 // Every parser is guarded: all reads are bounds-checked, every loop advances by at least one byte per
 // iteration (or is capped), and nothing but ApiError leaves this module:
 //   4005 (UNDECODABLE)          — header truncated before the size, zero or inconsistent dimensions;
-//   4004 (DIMENSIONS_EXCEEDED)  — a well-formed header whose size exceeds the limits.
+//   4004 (DIMENSIONS_EXCEEDED)  — a well-formed header whose size exceeds the limits;
+//   4005 (UNDECODABLE)          — a JPEG whose scans would cost more than any real one (more than
+//                                 MAX_JPEG_SCANS scans, or MAX_JPEG_SCAN_BLOCKS blocks walked), or with
+//                                 other than 1, 3 or 4 components (docs/image-cost.md).
 // Width and height are those of the first frame / page as stored, i.e. before EXIF rotation.
 // `checkImageData`, run by decode just before the decoder, asks the next header-only question: can
 // the data hold the image its header claims (JPEG: one bit per block; TIFF: first page inside the
@@ -131,17 +134,124 @@ function findJpegFrame(r: Bytes): { marker: number; p: number } {
   }
 }
 
-/** The first frame's SOF marker and each component's sampling factors [h, v] (1 when out of range). */
-export function jpegFrameLayout(bytes: Uint8Array): { marker: number; sampling: Array<[number, number]> } {
+/**
+ * More scans than any encoder writes: libjpeg's progressive default writes 10 (colour) or 6 (grey), and
+ * 2 + 4 per component past three; mozjpeg's scan search picks from 64 candidates; jpegtran's scan
+ * scripts stop at 100. Each scan is a pass over every block of its components, so a script of one
+ * coefficient per scan and every refinement (883 scans grey, 2,647 colour) multiplies the decode time.
+ */
+export const MAX_JPEG_SCANS = 100;
+
+/**
+ * The most 8×8 blocks the scans of one JPEG may walk together: 2^27, i.e. 43 passes over one component
+ * of the largest allowed image (200 MP: 3.1 M blocks). The largest CMYK progressive JPEG libjpeg writes
+ * (18 scans, 24 component passes) walks 75 M; a 10-scan 4:4:4 colour one 37.5 M. docs/image-cost.md
+ * gives what a block costs (CPU) and so the bound per image.
+ */
+export const MAX_JPEG_SCAN_BLOCKS = 2 ** 27;
+
+/** Components a JPEG may have: greyscale, YCbCr/RGB, CMYK/YCCK. Each costs 2 bytes a pixel of coefficients. */
+const JPEG_COMPONENTS = new Set([1, 3, 4]);
+
+/** What decoding a JPEG will cost, from its markers (entropy-coded data skipped, never decoded). */
+export interface JpegStructure {
+  /** The first frame's SOF marker. */
+  marker: number;
+  /** Each component's id and sampling factors (1..4). */
+  components: Array<{ id: number; h: number; v: number }>;
+  /** Blocks of each component, padded to whole MCUs (what libjpeg allocates). */
+  componentBlocks: number[];
+  scans: number;
+  /** 8×8 blocks the scans walk together: each scan walks every block of each of its components. */
+  scanBlocks: number;
+  /** Bytes of APPn and COM segments (EXIF, XMP, ICC, IPTC, comments): decoders keep copies. */
+  metadataBytes: number;
+}
+
+const RST_OR_STUFFING = (byte: number) => byte === 0x00 || (byte >= 0xd0 && byte <= 0xd7);
+
+/**
+ * Walks every marker of a JPEG up to EOI or the end of the data. An SOS segment is followed by its
+ * entropy-coded data, which ends at the first FF not followed by 00 (stuffing) or a restart marker.
+ */
+export function jpegStructure(bytes: Uint8Array): JpegStructure {
   const r = new Bytes(bytes);
-  const { marker, p } = findJpegFrame(r);
-  const components = r.has(p + 7, 1) ? r.u8(p + 7) : 0;
-  const sampling: Array<[number, number]> = [];
-  for (let i = 0; i < components && r.has(p + 8 + i * 3, 3); i++) {
-    const hv = r.u8(p + 8 + i * 3 + 1);
-    sampling.push([Math.min(4, Math.max(1, hv >> 4)), Math.min(4, Math.max(1, hv & 0x0f))]);
+  const { marker, p: sofAt } = findJpegFrame(r);
+  r.need(sofAt, 8, 'frame size');
+  const height = r.u16be(sofAt + 3);
+  const width = r.u16be(sofAt + 5);
+  const count = r.u8(sofAt + 7);
+  const components: JpegStructure['components'] = [];
+  for (let i = 0; i < count && r.has(sofAt + 8 + i * 3, 3); i++) {
+    const hv = r.u8(sofAt + 8 + i * 3 + 1);
+    components.push({
+      id: r.u8(sofAt + 8 + i * 3),
+      h: Math.min(4, Math.max(1, hv >> 4)),
+      v: Math.min(4, Math.max(1, hv & 0x0f)),
+    });
   }
-  return { marker, sampling: sampling.length ? sampling : [[1, 1]] };
+  if (components.length === 0) components.push({ id: 1, h: 1, v: 1 });
+  const hMax = Math.max(...components.map((c) => c.h));
+  const vMax = Math.max(...components.map((c) => c.v));
+  const mcuColumns = Math.ceil(width / (8 * hMax));
+  const mcuRows = Math.ceil(height / (8 * vMax));
+  const componentBlocks = components.map((c) => mcuColumns * c.h * mcuRows * c.v);
+  const mostBlocks = Math.max(...componentBlocks);
+
+  const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const n = data.length;
+  let scans = 0;
+  let scanBlocks = 0;
+  let metadataBytes = 0;
+  let p = 2;
+  while (p < n) {
+    while (p < n && data[p] !== 0xff) p++;
+    while (p < n && data[p] === 0xff) p++;
+    if (p >= n) break;
+    const m = data[p] as number;
+    p += 1;
+    if (m === 0xd9) break; // EOI
+    if (m === 0x00 || m === 0x01 || (m >= 0xd0 && m <= 0xd8)) continue; // no length
+    if (p + 2 > n) break;
+    const length = data.readUInt16BE(p);
+    if (length < 2) break;
+    if ((m >= 0xe0 && m <= 0xef) || m === 0xfe) metadataBytes += length - 2;
+    if (m === 0xda) {
+      scans += 1;
+      const inScan = p + 2 < n ? (data[p + 2] as number) : 0;
+      for (let i = 0; i < inScan && p + 3 + i * 2 < n; i++) {
+        const index = components.findIndex((c) => c.id === data[p + 3 + i * 2]);
+        scanBlocks += index >= 0 ? (componentBlocks[index] as number) : mostBlocks;
+      }
+      p += length;
+      // The scan's entropy-coded data.
+      for (p = data.indexOf(0xff, p); p >= 0 && p + 1 < n; p = data.indexOf(0xff, p + 1)) {
+        if (!RST_OR_STUFFING(data[p + 1] as number) && data[p + 1] !== 0xff) break;
+      }
+      if (p < 0 || p + 1 >= n) break;
+      continue;
+    }
+    p += length;
+  }
+  return { marker, components, componentBlocks, scans, scanBlocks, metadataBytes };
+}
+
+/** A JPEG whose scans would cost more than any real one: 4005, before any decoding. */
+function checkJpegCost(bytes: Uint8Array): void {
+  const s = jpegStructure(bytes);
+  if (!JPEG_COMPONENTS.has(s.components.length)) {
+    throw new HeaderError(`${s.components.length} components (1, 3 or 4 are decoded)`);
+  }
+  if (s.scans > MAX_JPEG_SCANS) {
+    throw new HeaderError(
+      `${s.scans} scans, over the limit of ${MAX_JPEG_SCANS} (no encoder writes more; each scan is a pass over the image)`,
+    );
+  }
+  if (s.scanBlocks > MAX_JPEG_SCAN_BLOCKS) {
+    throw new HeaderError(
+      `its ${s.scans} scans walk ${s.scanBlocks} blocks, over the limit of ${MAX_JPEG_SCAN_BLOCKS} (too costly to decode)`,
+    );
+  }
 }
 
 function probeJpeg(r: Bytes): Dims {
@@ -201,6 +311,29 @@ function probePng(r: Bytes): Dims {
     p += 12 + length;
   }
   return { width, height, frames };
+}
+
+/** Chunks a PNG decoder keeps no copy of: the image data (IDAT, APNG frames), the header and the end. */
+const PNG_IMAGE_CHUNKS = new Set(['IHDR', 'IDAT', 'fdAT', 'IEND']);
+
+/**
+ * Bytes of every other chunk of a PNG (text, ICC profile, EXIF, unknown ones; PLTE and tRNS are small),
+ * with their 12 bytes of framing: the decoder reads them into buffers of its own, then libvips copies
+ * the text and EXIF into the image's metadata (measured: ~6 bytes of memory per byte of tEXt).
+ * Chunk headers only, anywhere in the file (text may follow the image data).
+ */
+export function pngAncillaryBytes(bytes: Uint8Array): number {
+  const r = new Bytes(bytes);
+  let total = 0;
+  let p = 8;
+  while (r.has(p, 8)) {
+    const length = r.u32be(p);
+    const type = r.ascii(p + 4, 4);
+    if (type === 'IEND') break;
+    if (!PNG_IMAGE_CHUNKS.has(type)) total += Math.min(length, r.length - p - 8) + 12;
+    p += 12 + length;
+  }
+  return total;
 }
 
 // ----------------------------------------------------------------------------------------------- GIF
@@ -493,6 +626,22 @@ function firstTiffIfd(r: Bytes): { t: TiffLayout; first: number; ifd: Ifd } {
   return { t, first, ifd };
 }
 
+/**
+ * Bytes a pixel of a TIFF's first page holds once decoded: SamplesPerPixel × BitsPerSample (the
+ * largest), at least one byte a sample. 3 (8-bit RGB) when the tags are absent or unreadable.
+ */
+export function tiffPixelBytes(bytes: Uint8Array): number {
+  try {
+    const r = new Bytes(bytes);
+    const { t, ifd } = firstTiffIfd(r);
+    const samples = tiffTagValue(r, t, ifd, 277) ?? 1;
+    const bits = Math.max(8, ...(tiffTagValues(r, t, ifd, 258) ?? [8]));
+    return Math.ceil((Math.min(samples, 65_535) * Math.min(bits, 64)) / 8);
+  } catch {
+    return 3;
+  }
+}
+
 function probeTiff(r: Bytes): Dims {
   const { t, first, ifd } = firstTiffIfd(r);
   const width = tiffTagValue(r, t, ifd, 256) ?? 0;
@@ -556,6 +705,14 @@ export function probeHeader(
   }
   const probed: ProbedImage = { format, ...dims };
   enforceLimits(probed, limits);
+  if (format === 'jpeg') {
+    try {
+      checkJpegCost(bytes);
+    } catch (err) {
+      const detail = err instanceof HeaderError ? err.message : 'malformed header';
+      throw new ApiError('UNDECODABLE', `Undecodable JPEG image: ${detail}`);
+    }
+  }
   return probed;
 }
 

@@ -3,14 +3,12 @@
 // (`npm install` runs it); where it could not be built, every JPEG goes through sharp as before.
 
 import { createRequire } from 'node:module';
+import { MAX_JPEG_SCANS } from '../probe.ts';
 
 /** JPEG_DECODER: `auto` uses the fast path when it was built; `libjpeg` requires it; `sharp` never uses it. */
 export const JPEG_DECODERS = ['auto', 'libjpeg', 'sharp'] as const;
 export type JpegDecoderChoice = (typeof JPEG_DECODERS)[number];
 export type JpegDecoder = 'libjpeg' | 'sharp';
-
-/** Progressive scans the fast path decodes; past that the image goes to sharp (and its timeout). */
-export const MAX_SCANS = 100;
 
 export interface JpegTensor {
   /** NHWC float32 [1, size, size, 3] in [0, 1]. */
@@ -65,5 +63,5 @@ export function resolveJpegDecoder(choice: JpegDecoderChoice): JpegDecoder {
 export function jpegToTensor(bytes: Uint8Array, size: number, maxPixels: number): JpegTensor | string {
   const state = load();
   if ('error' in state) return state.error;
-  return state.addon.decodeToTensor(bytes, size, maxPixels, MAX_SCANS);
+  return state.addon.decodeToTensor(bytes, size, maxPixels, MAX_JPEG_SCANS);
 }
