@@ -12,7 +12,8 @@ import {
   writeProgressiveJpeg,
 } from '../../../test/support/hostile-images.ts';
 import { ApiError } from '../../common/errors.ts';
-import { jpegStructure, MAX_JPEG_SCAN_BLOCKS, MAX_JPEG_SCANS, probeHeader } from './probe.ts';
+import { MAX_JPEG_SCAN_BLOCKS, MAX_JPEG_SCANS } from './image-cost.ts';
+import { jpegStructure, probeHeader } from './probe.ts';
 
 function refusal(bytes: Buffer): ApiError {
   try {

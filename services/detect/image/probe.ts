@@ -16,6 +16,7 @@
 // data)? If not: 4005, in microseconds, instead of a grey half-decoded canvas.
 
 import { ApiError, isApiError } from '../../common/errors.ts';
+import { MAX_JPEG_SCAN_BLOCKS, MAX_JPEG_SCANS } from './image-cost.ts';
 import {
   DEFAULT_DIMENSION_LIMITS,
   type DimensionLimits,
@@ -133,22 +134,6 @@ function findJpegFrame(r: Bytes): { marker: number; p: number } {
     p += length;
   }
 }
-
-/**
- * More scans than any encoder writes: libjpeg's progressive default writes 10 (colour) or 6 (grey), and
- * 2 + 4 per component past three; mozjpeg's scan search picks from 64 candidates; jpegtran's scan
- * scripts stop at 100. Each scan is a pass over every block of its components, so a script of one
- * coefficient per scan and every refinement (883 scans grey, 2,647 colour) multiplies the decode time.
- */
-export const MAX_JPEG_SCANS = 100;
-
-/**
- * The most 8×8 blocks the scans of one JPEG may walk together: 2^27, i.e. 43 passes over one component
- * of the largest allowed image (200 MP: 3.1 M blocks). The largest CMYK progressive JPEG libjpeg writes
- * (18 scans, 24 component passes) walks 75 M; a 10-scan 4:4:4 colour one 37.5 M. docs/image-cost.md
- * gives what a block costs (CPU) and so the bound per image.
- */
-export const MAX_JPEG_SCAN_BLOCKS = 2 ** 27;
 
 /** Components a JPEG may have: greyscale, YCbCr/RGB, CMYK/YCCK. Each costs 2 bytes a pixel of coefficients. */
 const JPEG_COMPONENTS = new Set([1, 3, 4]);
