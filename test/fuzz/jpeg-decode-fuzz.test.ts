@@ -12,7 +12,14 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, expect, it } from 'vitest';
 import { spawnChild } from '../support/children.ts';
 import { C_COMPILER, CLANG, describeWithTool } from '../support/tools.ts';
-import { artifactsDir, FUZZ_SECONDS, isJpegName, writeCorpusSeeds, writeJpegSeeds } from './seeds.ts';
+import {
+  artifactsDir,
+  FUZZ_SECONDS,
+  isJpegName,
+  writeCorpusSeeds,
+  writeHostileSeeds,
+  writeJpegSeeds,
+} from './seeds.ts';
 
 const TARGET = fileURLToPath(new URL('jpeg-decode.fuzz.c', import.meta.url));
 const DECODER = fileURLToPath(new URL('../../services/detect/image/libjpeg/jpeg-decode.c', import.meta.url));
@@ -53,7 +60,10 @@ describeWithTool([CLANG, C_COMPILER], 'native JPEG decoder under libFuzzer (ASan
     const corpus = join(dir, 'corpus'); // libFuzzer adds what it finds here, the seeds stay as they are
     mkdirSync(seeds, { recursive: true });
     mkdirSync(corpus, { recursive: true });
-    const count = writeJpegSeeds(seeds, join(dir, 'build')) + writeCorpusSeeds(seeds, isJpegName);
+    const count =
+      writeJpegSeeds(seeds, join(dir, 'build')) +
+      writeCorpusSeeds(seeds, isJpegName) +
+      writeHostileSeeds(seeds, (format) => format === 'jpeg');
     expect(readdirSync(seeds)).toHaveLength(count);
     const artifacts = artifactsDir('jpeg-decode');
     const child = spawnChild('libFuzzer', fuzzer, [

@@ -10,7 +10,14 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, expect, it } from 'vitest';
 import { spawnChild } from '../support/children.ts';
 import { C_COMPILER, describeWithTool } from '../support/tools.ts';
-import { artifactsDir, FUZZ_SECONDS, writeBmpSeeds, writeCorpusSeeds, writeJpegSeeds } from './seeds.ts';
+import {
+  artifactsDir,
+  FUZZ_SECONDS,
+  writeBmpSeeds,
+  writeCorpusSeeds,
+  writeHostileSeeds,
+  writeJpegSeeds,
+} from './seeds.ts';
 
 const CHILD = fileURLToPath(new URL('parsers-fuzz-child.ts', import.meta.url));
 const SEED = process.env.FUZZ_SEED ?? '1';
@@ -25,7 +32,11 @@ describeWithTool(C_COMPILER, 'TS parsers under a mutation fuzzer', () => {
     const seeds = join(dir, 'seeds');
     const build = join(dir, 'build');
     mkdirSync(seeds, { recursive: true });
-    const count = writeJpegSeeds(seeds, build) + writeCorpusSeeds(seeds) + writeBmpSeeds(seeds);
+    const count =
+      writeJpegSeeds(seeds, build) +
+      writeCorpusSeeds(seeds) +
+      writeBmpSeeds(seeds) +
+      writeHostileSeeds(seeds);
     expect(readdirSync(seeds)).toHaveLength(count);
     const artifacts = artifactsDir('parsers');
     const child = spawnChild('parsers fuzzer', process.execPath, [

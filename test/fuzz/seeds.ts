@@ -8,7 +8,14 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BI, buildBmp, packRows } from '../fixtures/bmp.ts';
 import { CORPUS, fixture } from '../fixtures/corpus.ts';
-import { buildMakeJpeg, type JpegCase, makeJpegs, representativeCases } from '../jpeg-space/jpeg-space.ts';
+import {
+  buildMakeJpeg,
+  incompleteAndManyScanCases,
+  type JpegCase,
+  makeJpegs,
+  representativeCases,
+} from '../jpeg-space/jpeg-space.ts';
+import { hostileSeeds } from '../support/hostile-images.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -23,9 +30,12 @@ export function artifactsDir(fuzzer: string): string {
 
 const MAX_SEED_BYTES = 256 * 1024;
 
-/** The representative JPEGs, no larger than 48 × 300 (the tall ones still make the fast path skip rows). */
+/**
+ * The representative JPEGs and the incomplete and many-scan progressions, no larger than 48 × 300 (the
+ * tall ones still make the fast path skip rows).
+ */
 export function writeJpegSeeds(dir: string, buildDir: string): number {
-  const cases: JpegCase[] = representativeCases().map((c) => ({
+  const cases: JpegCase[] = [...representativeCases(), ...incompleteAndManyScanCases()].map((c) => ({
     ...c,
     width: Math.min(c.width, 48),
     height: Math.min(c.height, 300),
@@ -47,6 +57,16 @@ export function writeCorpusSeeds(dir: string, keep: (name: string) => boolean = 
 }
 
 export const isJpegName = (name: string) => /\.jpe?g$/i.test(name);
+
+/** The hostile shapes' small files (hostile-images.ts): many-scan progressions, metadata-heavy files. */
+export function writeHostileSeeds(
+  dir: string,
+  keep: (format: 'jpeg' | 'png') => boolean = () => true,
+): number {
+  const seeds = hostileSeeds().filter((s) => keep(s.format));
+  for (const seed of seeds) writeFileSync(join(dir, `hostile-${seed.name}`), seed.bytes);
+  return seeds.length;
+}
 
 /** BMPs of every header size and pixel encoding decodeBmp supports. */
 export function writeBmpSeeds(dir: string): number {

@@ -15,7 +15,10 @@ import { fileURLToPath } from 'node:url';
 
 const SOURCE = fileURLToPath(new URL('make-jpeg.c', import.meta.url));
 
-export type Scans = 'sequential' | 'separate' | 'progressive';
+/** `incomplete` and `many` are progressions no plain encoder writes: coefficients left without all their
+ * bits (libjpeg-turbo then smooths blocks, differently in each release) and one coefficient a scan with
+ * every refinement (hundreds of scans). They are not in MODES: INCOMPLETE_AND_MANY_SCAN_CASES has them. */
+export type Scans = 'sequential' | 'separate' | 'progressive' | 'incomplete' | 'many';
 export type Coding = 'huffman' | 'arithmetic';
 
 export interface JpegCase {
@@ -39,6 +42,36 @@ export const MODES: ReadonlyArray<Pick<JpegCase, 'scans' | 'coding' | 'restart'>
   { scans: 'sequential', coding: 'huffman', restart: 1 },
   { scans: 'separate', coding: 'arithmetic', restart: 3 },
 ];
+
+/**
+ * The progressive shapes no plain encoder writes, over one sampling of each kind (grey, 4:4:4, 4:2:0,
+ * 4:2:2, one that does not fit an interleaved MCU) and sizes that make the fast path skip rows: every
+ * `incomplete` variant (the seed picks it) in both codings, and `many` (694 scans grey, 2,080 colour).
+ */
+export function incompleteAndManyScanCases(): JpegCase[] {
+  const cases: JpegCase[] = [];
+  const samplingsOf = ['1x1', '1x1,1x1,1x1', '2x2,1x1,1x1', '2x1,1x1,1x1', '4x2,1x1,2x2'];
+  const sizes: Array<[number, number]> = [
+    [67, 45],
+    [250, 260],
+    [40, 1000],
+  ];
+  for (const [i, sampling] of samplingsOf.entries())
+    for (const [j, [width, height]] of sizes.entries()) {
+      for (let variant = 0; variant < 4; variant++)
+        cases.push({
+          sampling,
+          scans: 'incomplete',
+          coding: variant % 2 ? 'arithmetic' : 'huffman',
+          restart: 0,
+          width,
+          height,
+          seed: 4 * (i * sizes.length + j) + variant + 4,
+        });
+      cases.push({ sampling, scans: 'many', coding: 'huffman', restart: 0, width, height, seed: i + 1 });
+    }
+  return cases;
+}
 
 /** Heights over the model input (224) make the fast path skip rows; 2 px wide makes chroma 1 px wide. */
 export const SIZES: ReadonlyArray<readonly [number, number]> = [

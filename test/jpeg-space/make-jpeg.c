@@ -6,7 +6,9 @@
 //   sampling  HxV of each component: "2x2,1x1,1x1" (YCbCr) or "1x4" (greyscale)
 //   scans     sequential (interleaved when an MCU fits, else one scan per component) | separate (one
 //             scan per component) | progressive (libjpeg's default script when an MCU fits, else a
-//             per-component one)
+//             per-component one) | incomplete (a progression that leaves coefficients without all
+//             their bits, chosen by the seed: AC unrefined, DC unrefined, luma AC 1-5 only, DC only)
+//             | many (one coefficient a scan, then every refinement from a point transform of 10)
 //   coding    huffman | arithmetic
 //   restart   restart interval in MCUs (0: none)
 //
@@ -73,6 +75,46 @@ static jpeg_scan_info *separate_scans(int components, int progressive, int *coun
   return scans;
 }
 
+// The DC of every component: one interleaved scan when an MCU fits, else one per component.
+static int dc_scans(jpeg_scan_info *scans, int components, int fits, int al) {
+  if (fits) {
+    scans[0] = (jpeg_scan_info){components, {0, 1, 2}, 0, 0, 0, al};
+    return 1;
+  }
+  for (int c = 0; c < components; c++) scans[c] = (jpeg_scan_info){1, {c}, 0, 0, 0, al};
+  return components;
+}
+
+// Progressions that leave coefficients incomplete (libjpeg only requires every component's DC).
+static jpeg_scan_info *incomplete_scans(int components, int fits, uint32_t variant, int *count) {
+  static jpeg_scan_info scans[16];
+  int n = dc_scans(scans, components, fits, variant % 4 == 1 ? 1 : 0);
+  for (int c = 0; c < components; c++) {
+    switch (variant % 4) {
+    case 0: scans[n++] = (jpeg_scan_info){1, {c}, 1, 63, 0, 1}; break; // AC without its last bit
+    case 1: scans[n++] = (jpeg_scan_info){1, {c}, 1, 63, 0, 0}; break; // DC without its last bit
+    case 2: scans[n++] = (jpeg_scan_info){1, {c}, 1, c == 0 ? 5 : 63, 0, 0}; break; // luma 6-63 missing
+    default: break;                                                         // DC only
+    }
+  }
+  *count = n;
+  return scans;
+}
+
+// One coefficient a scan, first at a point transform of 10 (libjpeg's encoder limit), then every
+// refinement: 1 + 63 × 11 scans per component.
+static jpeg_scan_info *many_scans(int components, int fits, int *count) {
+  static jpeg_scan_info scans[3 + 3 * 63 * 11];
+  int n = dc_scans(scans, components, fits, 0);
+  for (int c = 0; c < components; c++)
+    for (int k = 1; k < 64; k++) {
+      scans[n++] = (jpeg_scan_info){1, {c}, k, k, 0, 10};
+      for (int al = 10; al > 0; al--) scans[n++] = (jpeg_scan_info){1, {c}, k, k, al, al - 1};
+    }
+  *count = n;
+  return scans;
+}
+
 typedef struct {
   int width, height, components, restart, quality;
   int factors[3][2];
@@ -98,7 +140,15 @@ static void encode(struct jpeg_compress_struct *cinfo, const Job *job, FILE *out
   }
   int fits = job->components == 1 || blocks <= 10; // libjpeg's limit on blocks in an interleaved MCU
   int progressive = strcmp(job->scans, "progressive") == 0;
-  if (strcmp(job->scans, "separate") == 0 || (!fits && job->components > 1)) {
+  if (strcmp(job->scans, "incomplete") == 0) {
+    int count;
+    cinfo->scan_info = incomplete_scans(job->components, fits, job->seed, &count);
+    cinfo->num_scans = count;
+  } else if (strcmp(job->scans, "many") == 0) {
+    int count;
+    cinfo->scan_info = many_scans(job->components, fits, &count);
+    cinfo->num_scans = count;
+  } else if (strcmp(job->scans, "separate") == 0 || (!fits && job->components > 1)) {
     int count;
     cinfo->scan_info = separate_scans(job->components, progressive, &count);
     cinfo->num_scans = count;

@@ -38,8 +38,8 @@ export interface ScanSpec {
 export interface ProgressiveJpegSpec {
   width: number;
   height: number;
-  /** 1 (greyscale) or 3 (YCbCr), every component sampled 1×1 (4:4:4). */
-  components: 1 | 3;
+  /** 1 (greyscale), 3 (YCbCr) or any other count (up to 255), every component sampled 1×1 (4:4:4). */
+  components: number;
   scans: ScanSpec[];
   /** The DC coefficient (quantised, -127..127) of block (bx, by) of component c. Default: 0 (flat grey). */
   dc?: (c: number, bx: number, by: number) => number;
@@ -200,16 +200,36 @@ export function manyScanScript(components: number): ScanSpec[] {
   return scans;
 }
 
-/** libjpeg's simple progression, shaped for 4:4:4 (10 scans colour, 6 grey): what encoders write. */
-export function simpleScript(components: number): ScanSpec[] {
-  const all = Array.from({ length: components }, (_, c) => c);
-  const scans: ScanSpec[] = [{ components: all, ss: 0, se: 0, ah: 0, al: 1 }];
-  for (const c of all) scans.push({ components: [c], ss: 1, se: 5, ah: 0, al: 2 });
-  for (const c of all) scans.push({ components: [c], ss: 6, se: 63, ah: 0, al: 2 });
-  for (const c of all) scans.push({ components: [c], ss: 1, se: 63, ah: 2, al: 1 });
-  scans.push({ components: all, ss: 0, se: 0, ah: 1, al: 0 });
-  for (const c of all) scans.push({ components: [c], ss: 1, se: 63, ah: 1, al: 0 });
-  return scans;
+/** libjpeg's simple progression (jpeg_simple_progression): 10 scans colour, 6 grey. */
+export function simpleScript(components: 1 | 3): ScanSpec[] {
+  const scan = (c: number[], ss: number, se: number, ah: number, al: number): ScanSpec => ({
+    components: c,
+    ss,
+    se,
+    ah,
+    al,
+  });
+  if (components === 1)
+    return [
+      scan([0], 0, 0, 0, 1),
+      scan([0], 1, 5, 0, 2),
+      scan([0], 6, 63, 0, 2),
+      scan([0], 1, 63, 2, 1),
+      scan([0], 0, 0, 1, 0),
+      scan([0], 1, 63, 1, 0),
+    ];
+  return [
+    scan([0, 1, 2], 0, 0, 0, 1),
+    scan([0], 1, 5, 0, 2),
+    scan([2], 1, 63, 0, 1),
+    scan([1], 1, 63, 0, 1),
+    scan([0], 6, 63, 0, 2),
+    scan([0], 1, 63, 2, 1),
+    scan([0, 1, 2], 0, 0, 1, 0),
+    scan([2], 1, 63, 1, 0),
+    scan([1], 1, 63, 1, 0),
+    scan([0], 1, 63, 1, 0),
+  ];
 }
 
 /** A slow diagonal pattern with some texture, so a decoded image is not flat. */
@@ -218,7 +238,7 @@ const patternDc = (c: number, bx: number, by: number): number =>
 
 // -------------------------------------------------------------------------------------- metadata files
 
-function pngChunk(type: string, data: Buffer): Buffer {
+export function pngChunk(type: string, data: Buffer): Buffer {
   const head = Buffer.alloc(8);
   head.writeUInt32BE(data.length, 0);
   head.write(type, 4, 'latin1');
@@ -283,6 +303,59 @@ function withSegments(jpeg: Buffer, marker: number, prefix: Buffer, segments: nu
 
 /** 760 segments of 65,537 bytes: 49.8 MB of metadata, under the 50 MB file limit with the image. */
 const APPN_SEGMENTS = 760;
+
+/**
+ * Small files of the hostile shapes, for the fuzzers' seed corpora (each under 256 KB): the many-scan
+ * progressions (883 and 2,647 scans), and a JPEG and a PNG carrying every kind of metadata segment or
+ * chunk. Synchronous: no encoder but the writer above.
+ */
+export function hostileSeeds(): Array<{ name: string; bytes: Buffer; format: 'jpeg' | 'png' }> {
+  const grey = writeProgressiveJpeg({
+    width: 64,
+    height: 64,
+    components: 1,
+    scans: manyScanScript(1),
+    dc: patternDc,
+  });
+  const colour = writeProgressiveJpeg({
+    width: 48,
+    height: 48,
+    components: 3,
+    scans: manyScanScript(3),
+    dc: patternDc,
+  });
+  const small = writeProgressiveJpeg({
+    width: 64,
+    height: 48,
+    components: 3,
+    scans: simpleScript(3),
+    dc: patternDc,
+  });
+  const segments: Buffer[] = [];
+  for (const [marker, prefix] of [
+    [0xe1, 'Exif\0\0MM\0*\0\0\0\x08'],
+    [0xe1, 'http://ns.adobe.com/xap/1.0/\0'],
+    [0xe2, 'ICC_PROFILE\0\x01\x01'],
+    [0xed, 'Photoshop 3.0\0'],
+    [0xfe, ''],
+  ] as const)
+    for (let i = 0; i < 3; i++)
+      segments.push(segment(marker, Buffer.concat([Buffer.from(prefix, 'latin1'), noise(4000, marker + i)])));
+  const metadataJpeg = Buffer.concat([small.subarray(0, 2), ...segments, small.subarray(2)]);
+  const metadataPng = pngWithChunks(16, 16, [
+    pngChunk('tEXt', Buffer.concat([Buffer.from('Comment\0'), text(20_000)])),
+    pngChunk('zTXt', Buffer.concat([Buffer.from('Comment\0\0'), deflateSync(text(200_000))])),
+    pngChunk('iTXt', Buffer.concat([Buffer.from('Comment\0\0\0en\0\0'), text(20_000)])),
+    pngChunk('iCCP', Buffer.concat([Buffer.from('icc\0\0'), deflateSync(noise(5000, 1))])),
+    pngChunk('eXIf', Buffer.concat([Buffer.from('MM\0*\0\0\0\x08'), noise(5000, 2)])),
+  ]);
+  return [
+    { name: 'many-scans-grey.jpg', bytes: grey, format: 'jpeg' },
+    { name: 'many-scans-colour.jpg', bytes: colour, format: 'jpeg' },
+    { name: 'metadata.jpg', bytes: metadataJpeg, format: 'jpeg' },
+    { name: 'metadata.png', bytes: metadataPng, format: 'png' },
+  ];
+}
 
 // ------------------------------------------------------------------------ incomplete progressive files
 

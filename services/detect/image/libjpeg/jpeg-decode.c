@@ -10,7 +10,8 @@
 //
 // Only images whose pixels sharp would hand over unchanged are taken: 8-bit YCbCr or greyscale, no
 // embedded ICC profile (sharp would colour-manage it), EXIF orientation absent or 1 (sharp would rotate),
-// at most `maxScans` progressive scans. Anything else, and every libjpeg warning or error, is declined
+// at most `maxScans` progressive scans, every bit of every coefficient present (see
+// coefficients_incomplete). Anything else, and every libjpeg warning or error, is declined
 // with a reason and the caller decodes with sharp as before: its failOn rules, messages and timeouts stay
 // the only ones. The output is bit-identical to sharp + resizeToTensor (test: jpeg-tensor.test.ts):
 // libjpeg's defaults (islow IDCT, fancy upsampling) are libvips's, and the resize is the same double
@@ -187,6 +188,21 @@ static void resize_row(const Resize *z, int r, const uint8_t *top, const uint8_t
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Progressive files whose scans leave some coefficient without all its bits (a script stopping
+// before the last refinement, a band never sent): libjpeg-turbo then smooths the blocks
+// (jdcoefct.c, block smoothing), and how it smooths differs between releases (the system library here
+// and the one inside sharp), so the pixels would not be sharp's. Declined; with every bit of every
+// coefficient present no build smooths, and the decode is exact.
+
+static int coefficients_incomplete(j_decompress_ptr cinfo) {
+  if (!cinfo->progressive_mode || cinfo->coef_bits == NULL) return 0;
+  for (int c = 0; c < cinfo->num_components; c++)
+    for (int k = 0; k < DCTSIZE2; k++)
+      if (cinfo->coef_bits[c][k] != 0) return 1;
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------------
 // The decode. Returns NULL on success, else the reason it was declined.
 
 typedef struct {
@@ -241,7 +257,9 @@ static const char *decode(Decoder *d, const uint8_t *bytes, size_t length, int s
   cinfo->out_color_space = JCS_RGB; // greyscale is replicated, as libvips's b-w -> sRGB does
   cinfo->dct_method = JDCT_ISLOW;
   cinfo->do_fancy_upsampling = TRUE;
+  // A multi-scan file is read whole here (coefficients buffered), so coef_bits is final.
   jpeg_start_decompress(cinfo);
+  if (coefficients_incomplete(cinfo)) return "progressive coefficients incomplete";
   if (cinfo->output_components != 3) return "unexpected output components";
   int w = (int)cinfo->output_width, h = (int)cinfo->output_height;
   size_t stride = (size_t)w * 3;

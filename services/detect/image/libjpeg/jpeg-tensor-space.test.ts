@@ -15,6 +15,7 @@ import {
   allCases,
   buildMakeJpeg,
   caseLabel,
+  incompleteAndManyScanCases,
   type JpegCase,
   MODES,
   makeJpegs,
@@ -27,6 +28,7 @@ import {
 import { C_COMPILER, describeWithTool, JPEG_TENSOR_ADDON } from '../../../../test/support/tools.ts';
 import { isApiError } from '../../../common/errors.ts';
 import { toModelInput } from '../decode.ts';
+import { MAX_JPEG_SCANS } from '../image-cost.ts';
 import { probeHeader } from '../probe.ts';
 import { DEFAULT_DIMENSION_LIMITS } from '../types.ts';
 import { jpegToTensor } from './jpeg-tensor.ts';
@@ -133,6 +135,24 @@ describeWithTool([JPEG_TENSOR_ADDON, C_COMPILER], 'libjpeg fast path over the JP
     expect(verdict.failures).toEqual([]);
     expect(Object.fromEntries(verdict.declined)).toEqual({});
     expect(verdict.taken).toBe(cases.length);
+  });
+
+  // Progressions that leave coefficients incomplete: libjpeg-turbo smooths their blocks, the system
+  // library and sharp's differently (tensors up to 0.043 apart): declined, so sharp decodes them. And
+  // the many-scan progressions (hundreds of scans): declined at the scan limit.
+  it('incomplete and many-scan progressions: declined, never taken with other pixels', {
+    timeout: 600_000,
+  }, async () => {
+    const cases = incompleteAndManyScanCases();
+    const verdict = await compare(cases, dir, makeJpeg);
+    expect(verdict.failures).toEqual([]);
+    const incomplete = cases.filter((c) => c.scans === 'incomplete').map(caseLabel);
+    const many = cases.filter((c) => c.scans === 'many').map(caseLabel);
+    expect(Object.fromEntries(verdict.declined)).toEqual({
+      'progressive coefficients incomplete': incomplete,
+      [`more than ${MAX_JPEG_SCANS} scans`]: many,
+    });
+    expect(verdict.taken).toBe(0);
   });
 
   it('the subset covers every class, mode and size, and each mode with every largest vertical factor', () => {
