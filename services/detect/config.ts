@@ -15,6 +15,7 @@ import {
 import { DEFAULT_MAX_FILE_BYTES, FRAMING_BYTES } from '../common/http-limits.ts';
 import { MODEL_NAMES, type ModelName, OFFERED_MODEL_NAMES } from '../policy/model-catalogue.ts';
 import { loadPolicyConfig, type PolicyConfig } from '../policy/policy-config.ts';
+import { worstJpegDecodeBytes } from './image/image-cost.ts';
 import { JPEG_DECODERS, type JpegDecoderChoice, libjpegUnavailable } from './image/libjpeg/jpeg-tensor.ts';
 import type { WorkGateOptions } from './work-gate.ts';
 
@@ -65,18 +66,25 @@ const MiB = 1024 * 1024;
  * What the process takes besides images: the runtime, the scoring workers' sessions and heaps, the
  * libvips and ORT arenas (measured ~280 MiB at rest with two workers; bench/run.ts prints it), with room.
  */
-const PROCESS_RESERVE_BYTES = 448 * MiB;
+export const PROCESS_RESERVE_BYTES = 448 * MiB;
 
 /**
  * DECODE_MEMORY_BUDGET_BYTES, or — in a container whose memory limit the orchestrator passes as
  * CONTAINER_MEMORY_LIMIT_BYTES (the chart does, from the downward API) — what that limit leaves after
- * the uploads in progress and the process's own reserve; otherwise 640 MiB, which with the default
- * upload bound fits the chart's default 1536 MiB limit.
+ * the uploads in progress and the process's own reserve; otherwise what the worst image within the
+ * JPEG limits may take to decode (~1.7 GiB at the spec's limits: image-cost.ts), so that every image
+ * the limits allow can be admitted, alone if need be. The chart's default memory limit leaves at least
+ * that (docs/image-cost.md).
  */
-function decodeBytesVar(env: Env, uploadBytes: number): number {
+function decodeBytesVar(
+  env: Env,
+  uploadBytes: number,
+  jpegLimits: { maxEdge: number; maxPixels: number },
+): number {
   if (optionalVar(env, 'DECODE_MEMORY_BUDGET_BYTES') !== undefined)
     return intVar(env, 'DECODE_MEMORY_BUDGET_BYTES', 0, 16 * MiB);
-  if (optionalVar(env, 'CONTAINER_MEMORY_LIMIT_BYTES') === undefined) return 640 * MiB;
+  if (optionalVar(env, 'CONTAINER_MEMORY_LIMIT_BYTES') === undefined)
+    return Math.ceil(worstJpegDecodeBytes(jpegLimits, DEFAULT_MAX_FILE_BYTES) / MiB) * MiB;
   const limit = intVar(env, 'CONTAINER_MEMORY_LIMIT_BYTES', 0, 1);
   const budget = limit - uploadBytes - PROCESS_RESERVE_BYTES;
   if (budget < 64 * MiB) {
@@ -105,22 +113,23 @@ export function loadUploadConfig(env: Env): UploadConfig {
     8 * (DEFAULT_MAX_FILE_BYTES + FRAMING_BYTES),
     1,
   );
+  const limits = {
+    jpeg: {
+      maxEdge: intVar(env, 'JPEG_MAX_EDGE', 30_000, 1),
+      maxPixels: intVar(env, 'JPEG_MAX_PIXELS', 200_000_000, 1),
+    },
+    other: {
+      maxEdge: intVar(env, 'OTHER_MAX_EDGE', 8192, 1),
+      maxPixels: intVar(env, 'OTHER_MAX_PIXELS', 36_000_000, 1),
+    },
+  };
   return {
     uploadIdleTimeoutMs: intVar(env, 'UPLOAD_IDLE_TIMEOUT_MS', 30_000, 100),
     // 8 KiB/s is 64 kbit/s: slower than any phone link still in use, a thousand times what a trickling
     // attacker needs to send to hold a connection open.
     uploadMinBytesPerSecond: intVar(env, 'UPLOAD_MIN_BYTES_PER_SECOND', 8192, 0),
     uploadMinRateGraceMs: intVar(env, 'UPLOAD_MIN_RATE_GRACE_MS', 10_000, 0),
-    limits: {
-      jpeg: {
-        maxEdge: intVar(env, 'JPEG_MAX_EDGE', 30_000, 1),
-        maxPixels: intVar(env, 'JPEG_MAX_PIXELS', 200_000_000, 1),
-      },
-      other: {
-        maxEdge: intVar(env, 'OTHER_MAX_EDGE', 8192, 1),
-        maxPixels: intVar(env, 'OTHER_MAX_PIXELS', 36_000_000, 1),
-      },
-    },
+    limits,
     concurrency: {
       // Handed to the scoring pool at once: up to three per worker decode or infer (scoring-pool.ts),
       // the rest wait there, bodies read. Measured through HTTP at concurrency 8 in alternating pairs: 6
@@ -132,7 +141,7 @@ export function loadUploadConfig(env: Env): UploadConfig {
       uploads: intVar(env, 'MAX_UPLOADS', 64, 1, 100_000),
       uploadsPerClient: intVar(env, 'MAX_UPLOADS_PER_CLIENT', 16, 1, 100_000),
       uploadBytes,
-      decodeBytes: decodeBytesVar(env, uploadBytes),
+      decodeBytes: decodeBytesVar(env, uploadBytes, limits.jpeg),
       retryAfterSeconds: intVar(env, 'OVERLOAD_RETRY_AFTER_SECONDS', 1, 1, 3600),
     },
   };

@@ -20,17 +20,14 @@
 // Every image also costs the model input and decoder bookkeeping (PER_IMAGE_BYTES).
 // decode-memory-peak.test.ts decodes each kind and checks the measured peak stays under the estimate.
 
-import { FULL_DECODE_MAX_PIXELS } from '../scoring/image-scorer.ts';
+import {
+  JPEG_METADATA_FACTOR,
+  PER_IMAGE_BYTES,
+  PNG_ANCILLARY_FACTOR,
+  SHRINK_ON_LOAD_ABOVE_PIXELS,
+} from './image-cost.ts';
 import { jpegStructure, pngAncillaryBytes, tiffPixelBytes } from './probe.ts';
 import type { ProbedImage } from './types.ts';
-
-const PER_IMAGE_BYTES = 16 * 1024 * 1024;
-
-/** Memory per byte of JPEG APPn/COM segments: libjpeg's saved copy, libvips's blobs (measured ≤ 2.4). */
-const JPEG_METADATA_FACTOR = 3;
-
-/** Memory per byte of PNG ancillary chunks: libspng's copy, libvips's strings (measured ≤ 6.0). */
-const PNG_ANCILLARY_FACTOR = 8;
 
 /** Progressive SOFs (DCT, Huffman and arithmetic): always several scans. */
 const PROGRESSIVE_SOF = new Set([0xc2, 0xc6, 0xca, 0xce]);
@@ -45,7 +42,8 @@ function jpegBytes(bytes: Uint8Array, { width, height }: ProbedImage): number {
   const pixels = width * height;
   const channels = s.components.length === 4 ? 4 : 3;
   // Shrunk on load: libjpeg's 1/8-scale output and the image libvips makes of it.
-  const output = pixels > FULL_DECODE_MAX_PIXELS ? Math.ceil(pixels / 64) * channels * 2 : pixels * channels;
+  const output =
+    pixels > SHRINK_ON_LOAD_ABOVE_PIXELS ? Math.ceil(pixels / 64) * channels * 2 : pixels * channels;
   return coefficients + output + s.metadataBytes * JPEG_METADATA_FACTOR;
 }
 

@@ -18,3 +18,38 @@ export const MAX_JPEG_SCANS = 100;
  * gives what a block costs (CPU) and so the bound per image.
  */
 export const MAX_JPEG_SCAN_BLOCKS = 2 ** 27;
+
+/** Components a JPEG may have: greyscale, YCbCr/RGB, CMYK/YCCK (each costs 2 bytes a pixel of coefficients). */
+export const JPEG_COMPONENT_COUNTS: ReadonlySet<number> = new Set([1, 3, 4]);
+
+/** Every image's fixed share of the decode budget: the model input, decoder bookkeeping, libvips's buffers. */
+export const PER_IMAGE_BYTES = 16 * 1024 * 1024;
+
+/** Memory per byte of JPEG APPn/COM segments: libjpeg's saved copy, libvips's blobs (measured ≤ 2.4). */
+export const JPEG_METADATA_FACTOR = 3;
+
+/** Memory per byte of PNG ancillary chunks: libspng's copy, libvips's strings (measured ≤ 6.0). */
+export const PNG_ANCILLARY_FACTOR = 8;
+
+/** JPEGs over this many pixels are shrunk on load when sharp decodes them (FULL_DECODE_MAX_PIXELS). */
+export const SHRINK_ON_LOAD_ABOVE_PIXELS = 16_000_000;
+
+/**
+ * The largest decode-memory estimate (decode-memory.ts) of any image within the JPEG limits and the
+ * file size: a progressive JPEG of four components, each at full resolution (2 bytes of coefficients a
+ * pixel each, blocks padded to whole 8×8: at most pixels/64 + (width + height)/8 + 1 blocks), its output
+ * shrunk on load, every byte of the file counted as metadata. Non-JPEG images stay far below it (36 MP
+ * 16-bit RGBA PNG with 50 MB of text: ~870 MB). The default decode budget is this, so that the worst
+ * allowed image is admitted alone (docs/image-cost.md).
+ */
+export function worstJpegDecodeBytes(
+  limits: { maxEdge: number; maxPixels: number },
+  maxFileBytes: number,
+): number {
+  const { maxEdge, maxPixels } = limits;
+  const edges = maxEdge + Math.min(maxEdge, Math.floor(maxPixels / maxEdge));
+  const blocks = Math.ceil(maxPixels / 64 + edges / 8 + 1);
+  const coefficients = 4 * blocks * 64 * 2;
+  const output = maxPixels > SHRINK_ON_LOAD_ABOVE_PIXELS ? Math.ceil(maxPixels / 64) * 4 * 2 : maxPixels * 4;
+  return coefficients + output + maxFileBytes * JPEG_METADATA_FACTOR + PER_IMAGE_BYTES;
+}

@@ -16,7 +16,7 @@
 // data)? If not: 4005, in microseconds, instead of a grey half-decoded canvas.
 
 import { ApiError, isApiError } from '../../common/errors.ts';
-import { MAX_JPEG_SCAN_BLOCKS, MAX_JPEG_SCANS } from './image-cost.ts';
+import { JPEG_COMPONENT_COUNTS, MAX_JPEG_SCAN_BLOCKS, MAX_JPEG_SCANS } from './image-cost.ts';
 import {
   DEFAULT_DIMENSION_LIMITS,
   type DimensionLimits,
@@ -135,9 +135,6 @@ function findJpegFrame(r: Bytes): { marker: number; p: number } {
   }
 }
 
-/** Components a JPEG may have: greyscale, YCbCr/RGB, CMYK/YCCK. Each costs 2 bytes a pixel of coefficients. */
-const JPEG_COMPONENTS = new Set([1, 3, 4]);
-
 /** What decoding a JPEG will cost, from its markers (entropy-coded data skipped, never decoded). */
 export interface JpegStructure {
   /** The first frame's SOF marker. */
@@ -224,7 +221,7 @@ export function jpegStructure(bytes: Uint8Array): JpegStructure {
 /** A JPEG whose scans would cost more than any real one: 4005, before any decoding. */
 function checkJpegCost(bytes: Uint8Array): void {
   const s = jpegStructure(bytes);
-  if (!JPEG_COMPONENTS.has(s.components.length)) {
+  if (!JPEG_COMPONENT_COUNTS.has(s.components.length)) {
     throw new HeaderError(`${s.components.length} components (1, 3 or 4 are decoded)`);
   }
   if (s.scans > MAX_JPEG_SCANS) {
