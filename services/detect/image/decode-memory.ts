@@ -26,11 +26,8 @@ import {
   PNG_ANCILLARY_FACTOR,
   SHRINK_ON_LOAD_ABOVE_PIXELS,
 } from './image-cost.ts';
-import { jpegStructure, pngAncillaryBytes, tiffPixelBytes } from './probe.ts';
+import { jpegStructure, PROGRESSIVE_SOF, pngAncillaryBytes, tiffPixelBytes } from './probe.ts';
 import type { ProbedImage } from './types.ts';
-
-/** Progressive SOFs (DCT, Huffman and arithmetic): always several scans. */
-const PROGRESSIVE_SOF = new Set([0xc2, 0xc6, 0xca, 0xce]);
 
 function jpegBytes(bytes: Uint8Array, { width, height }: ProbedImage): number {
   const s = jpegStructure(bytes);

@@ -43,7 +43,7 @@ import sharp, { type Sharp } from 'sharp';
 import { ApiError, isApiError } from '../../common/errors.ts';
 import { decodeBmp } from './bmp.ts';
 import { type JpegDecoder, jpegToTensor, resolveJpegDecoder } from './libjpeg/jpeg-tensor.ts';
-import { checkImageData } from './probe.ts';
+import { checkImageData, jpegStructure } from './probe.ts';
 import { signatureFormat } from './sniff.ts';
 import {
   DEFAULT_DIMENSION_LIMITS,
@@ -357,7 +357,10 @@ export async function toModelInput(
     (opts.jpegDecoder ?? DEFAULT_JPEG_DECODER()) === 'libjpeg'
   ) {
     guardDecoderInput(bytes, probed);
-    const fast = jpegToTensor(bytes, size, maxPixelsOf(probed, opts));
+    // The fast path would read the whole file before declining these (jpeg-decode.c): not tried.
+    const fast = jpegStructure(bytes).coefficientsComplete
+      ? jpegToTensor(bytes, size, maxPixelsOf(probed, opts))
+      : 'progressive coefficients incomplete';
     if (typeof fast !== 'string') {
       return {
         tensor: fast.tensor,

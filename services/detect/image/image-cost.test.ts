@@ -12,6 +12,7 @@ import {
   writeProgressiveJpeg,
 } from '../../../test/support/hostile-images.ts';
 import { ApiError } from '../../common/errors.ts';
+import { toModelInput } from './decode.ts';
 import { MAX_JPEG_SCAN_BLOCKS, MAX_JPEG_SCANS } from './image-cost.ts';
 import { jpegStructure, probeHeader } from './probe.ts';
 
@@ -41,6 +42,37 @@ describe('JPEG scans: counted from the markers', () => {
     );
     expect(grey.scans).toBe(883);
     expect(grey.scanBlocks).toBe(883 * 64);
+  });
+});
+
+describe('JPEG coefficients: complete or not, from the scan headers', () => {
+  it('complete: one sequential scan, libjpeg and mozjpeg progressions, every refinement sent', async () => {
+    const photo = sharp({ create: { width: 64, height: 48, channels: 3, background: '#803020' } });
+    for (const options of [{}, { progressive: true }, { mozjpeg: true }])
+      expect(jpegStructure(await photo.clone().jpeg(options).toBuffer()).coefficientsComplete).toBe(true);
+    expect(jpegStructure(await hostileImage('jpeg-many-scans-grey-64')).coefficientsComplete).toBe(true);
+  });
+
+  it('incomplete: DC only, AC without its last refinement, a component never sent', async () => {
+    for (const name of ['jpeg-incomplete-dc-only', 'jpeg-incomplete-ac-unrefined'] as const)
+      expect(jpegStructure(await hostileImage(name)).coefficientsComplete).toBe(false);
+    const lumaOnly: ScanSpec[] = [
+      { components: [0, 1, 2], ss: 0, se: 0, ah: 0, al: 0 },
+      { components: [0], ss: 1, se: 63, ah: 0, al: 0 },
+    ];
+    expect(
+      jpegStructure(writeProgressiveJpeg({ width: 16, height: 16, components: 3, scans: lumaOnly }))
+        .coefficientsComplete,
+    ).toBe(false);
+  });
+
+  it('toModelInput does not try the fast path on them: sharp decodes, and says why', async () => {
+    const bytes = await hostileImage('jpeg-incomplete-ac-unrefined');
+    const input = await toModelInput(bytes, probeHeader(bytes, 'jpeg'), 224, { jpegDecoder: 'libjpeg' });
+    expect({ decoder: input.decoder, declined: input.declined }).toEqual({
+      decoder: 'sharp',
+      declined: 'progressive coefficients incomplete',
+    });
   });
 });
 

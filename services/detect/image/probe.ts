@@ -79,6 +79,9 @@ type Dims = Omit<ProbedImage, 'format'>;
 /** SOF0–SOF15 minus DHT (C4), JPG (C8) and DAC (CC). */
 const JPEG_SOF = new Set([0xc0, 0xc1, 0xc2, 0xc3, 0xc5, 0xc6, 0xc7, 0xc9, 0xca, 0xcb, 0xcd, 0xce, 0xcf]);
 
+/** Progressive SOFs (DCT, Huffman and arithmetic). */
+export const PROGRESSIVE_SOF: ReadonlySet<number> = new Set([0xc2, 0xc6, 0xca, 0xce]);
+
 /** Arithmetic-coded SOFs: their coder can spend well under a bit on a block, so no size bound applies. */
 const JPEG_ARITHMETIC_SOF = new Set([0xc9, 0xca, 0xcb, 0xcd, 0xce, 0xcf]);
 
@@ -148,6 +151,12 @@ export interface JpegStructure {
   scanBlocks: number;
   /** Bytes of APPn and COM segments (EXIF, XMP, ICC, IPTC, comments): decoders keep copies. */
   metadataBytes: number;
+  /**
+   * Whether the scans send every bit of every coefficient of every component (always, with one
+   * sequential scan). libjpeg-turbo smooths blocks whose coefficients are incomplete, differently in
+   * each release: the fast path declines those (jpeg-decode.c), and is not even tried (decode.ts).
+   */
+  coefficientsComplete: boolean;
 }
 
 const RST_OR_STUFFING = (byte: number) => byte === 0x00 || (byte >= 0xd0 && byte <= 0xd7);
@@ -185,6 +194,9 @@ export function jpegStructure(bytes: Uint8Array): JpegStructure {
   let scans = 0;
   let scanBlocks = 0;
   let metadataBytes = 0;
+  // Per component and coefficient, the point transform of the last scan that sent it (-1: never), as
+  // libjpeg's coef_bits: complete when every one is 0.
+  const coefficientBits = components.map(() => new Int8Array(64).fill(-1));
   let p = 2;
   while (p < n) {
     while (p < n && data[p] !== 0xff) p++;
@@ -201,9 +213,16 @@ export function jpegStructure(bytes: Uint8Array): JpegStructure {
     if (m === 0xda) {
       scans += 1;
       const inScan = p + 2 < n ? (data[p + 2] as number) : 0;
+      const band = p + 3 + inScan * 2;
+      const ss = band + 2 < n ? (data[band] as number) : 0;
+      const se = band + 2 < n ? Math.min(63, data[band + 1] as number) : 63;
+      const al = band + 2 < n ? (data[band + 2] as number) & 0x0f : 0;
+      const sequential = !PROGRESSIVE_SOF.has(marker);
       for (let i = 0; i < inScan && p + 3 + i * 2 < n; i++) {
         const index = components.findIndex((c) => c.id === data[p + 3 + i * 2]);
         scanBlocks += index >= 0 ? (componentBlocks[index] as number) : mostBlocks;
+        const bits = coefficientBits[index];
+        if (bits) bits.fill(sequential ? 0 : al, sequential ? 0 : ss, sequential ? 64 : se + 1);
       }
       p += length;
       // The scan's entropy-coded data.
@@ -215,7 +234,8 @@ export function jpegStructure(bytes: Uint8Array): JpegStructure {
     }
     p += length;
   }
-  return { marker, components, componentBlocks, scans, scanBlocks, metadataBytes };
+  const coefficientsComplete = coefficientBits.every((bits) => bits.every((b) => b === 0));
+  return { marker, components, componentBlocks, scans, scanBlocks, metadataBytes, coefficientsComplete };
 }
 
 /** A JPEG whose scans would cost more than any real one: 4005, before any decoding. */
