@@ -476,6 +476,17 @@ export const HOSTILE_IMAGES = {
         dc: patternDc,
       }),
   },
+  'jpeg-scan-blocks-at-limit-grey': {
+    about:
+      '14142² grey progressive JPEG whose 42 scans walk 131 M blocks: the most MAX_JPEG_SCAN_BLOCKS allows',
+    make: async () =>
+      writeProgressiveJpeg({
+        width: 14142,
+        height: 14142,
+        components: 1,
+        scans: manyScanScript(1).slice(0, 42),
+      }),
+  },
   'png-text-31mb': {
     about: '64² PNG with a 31 MB tEXt chunk',
     make: async () =>

@@ -112,6 +112,17 @@ const CASES: Array<{ name: string; make: Source; decoders: JpegDecoder[] }> = [
     make: hostile('jpeg-progressive-444-196mp'),
     decoders: ['libjpeg', 'sharp'],
   },
+  {
+    name: 'JPEG grey 200 MP, 42 scans (MAX_JPEG_SCAN_BLOCKS)',
+    make: hostile('jpeg-scan-blocks-at-limit-grey'),
+    decoders: ['libjpeg', 'sharp'],
+  },
+  {
+    name: 'JPEG progressive 4:4:4 quality 100, 24 MP (a large file)',
+    make: () =>
+      photo(6000, 4000).jpeg({ quality: 100, progressive: true, chromaSubsampling: '4:4:4' }).toBuffer(),
+    decoders: ['libjpeg', 'sharp'],
+  },
   { name: 'JPEG 49.8 MB of APP1 Exif', make: hostile('jpeg-app1-exif-50mb'), decoders: ['libjpeg', 'sharp'] },
   { name: 'JPEG 49.8 MB of APP1 XMP', make: hostile('jpeg-app1-xmp-50mb'), decoders: ['libjpeg', 'sharp'] },
   {
@@ -171,6 +182,11 @@ const CASES: Array<{ name: string; make: Source; decoders: JpegDecoder[] }> = [
   {
     name: 'WebP lossy 9 MP',
     make: () => photo(3000, 3000).webp({ effort: 0 }).toBuffer(),
+    decoders: ['sharp'],
+  },
+  {
+    name: 'WebP lossy 36 MP (the largest allowed)',
+    make: () => photo(8192, 4394).webp({ effort: 0 }).toBuffer(),
     decoders: ['sharp'],
   },
   {
