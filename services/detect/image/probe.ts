@@ -162,10 +162,45 @@ export interface JpegStructure {
 const RST_OR_STUFFING = (byte: number) => byte === 0x00 || (byte >= 0xd0 && byte <= 0xd7);
 
 /**
+ * Where a scan's entropy-coded data starting at `p` ends: the first FF followed by neither 00 (stuffing),
+ * a restart marker nor another FF; the data's length if none. A native search jumps to each FF, as long
+ * as they are sparse (about one byte in 256 in real data); where FFs come within 16 bytes of each other
+ * the bytes are walked in place, so that 50 MB of stuffed FF 00 pairs cost one pass, not a search call
+ * per FF (measured on this machine: 0.4 s against 2.2 s).
+ */
+function scanEnd(data: Buffer, start: number): number {
+  const n = data.length;
+  let p = start;
+  while (p + 1 < n) {
+    p = data.indexOf(0xff, p);
+    if (p < 0) return n;
+    for (let last = p; p + 1 < n && p - last < 16; p++) {
+      if (data[p] !== 0xff) continue;
+      last = p;
+      const next = data[p + 1] as number;
+      if (!RST_OR_STUFFING(next) && next !== 0xff) return p;
+    }
+  }
+  return n;
+}
+
+/**
  * Walks every marker of a JPEG up to EOI or the end of the data. An SOS segment is followed by its
  * entropy-coded data, which ends at the first FF not followed by 00 (stuffing) or a restart marker.
  */
 export function jpegStructure(bytes: Uint8Array): JpegStructure {
+  let structure = walked.get(bytes);
+  if (!structure) {
+    structure = walkJpeg(bytes);
+    walked.set(bytes, structure);
+  }
+  return structure;
+}
+
+/** The walk of each buffer, kept while the buffer lives: probe, estimate and decode all ask. */
+const walked = new WeakMap<Uint8Array, JpegStructure>();
+
+function walkJpeg(bytes: Uint8Array): JpegStructure {
   const r = new Bytes(bytes);
   const { marker, p: sofAt } = findJpegFrame(r);
   r.need(sofAt, 8, 'frame size');
@@ -224,12 +259,8 @@ export function jpegStructure(bytes: Uint8Array): JpegStructure {
         const bits = coefficientBits[index];
         if (bits) bits.fill(sequential ? 0 : al, sequential ? 0 : ss, sequential ? 64 : se + 1);
       }
-      p += length;
-      // The scan's entropy-coded data.
-      for (p = data.indexOf(0xff, p); p >= 0 && p + 1 < n; p = data.indexOf(0xff, p + 1)) {
-        if (!RST_OR_STUFFING(data[p + 1] as number) && data[p + 1] !== 0xff) break;
-      }
-      if (p < 0 || p + 1 >= n) break;
+      p = scanEnd(data, p + length);
+      if (p + 1 >= n) break;
       continue;
     }
     p += length;
