@@ -92,7 +92,9 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
           decision = await opts.authorizer.authorize({ ...facts, requestId: randomUUID() });
         } else {
           if (!opts.gate.hasRoom) throw await refuseWithoutRoom();
-          const lookup = opts.gate.tryLookup(`ip:${request.clientKey}`);
+          const lookup = opts.authorizer.looksUp(facts)
+            ? opts.gate.tryLookup(`ip:${request.clientKey}`)
+            : () => {};
           if (!lookup) throw opts.gate.busy('too many API key lookups in progress from this address');
           try {
             decision = await opts.authorizer.authorize({ ...facts, requestId: randomUUID() });
