@@ -54,6 +54,12 @@ export interface Authorizer {
    * uncharged 503. An `allowed` answer counts nothing and carries no requestId.
    */
   check(facts: RequestFacts): Promise<Decision>;
+  /**
+   * Whether `authorize(facts)` needs a store lookup to answer: false when the answer is known without
+   * one (a missing or malformed key: 401; an identity the edge established), so that the per-address
+   * bound on lookups in progress never turns such an answer into a 503.
+   */
+  looksUp(facts: RequestFacts): boolean;
   /** Takes back the charge of a counted request answered 503 (idempotent; never rejects). */
   refund(requestId: string): Promise<void>;
 }

@@ -5,6 +5,7 @@
 // validates nothing it does not use.
 
 import { isAbsolute, resolve } from 'node:path';
+import { IPV6_PREFIX_LENGTH } from './client-key.ts';
 import { type RedisTarget, redisTargetVar } from './redis-target.ts';
 
 export class ConfigError extends Error {
@@ -76,6 +77,8 @@ export interface CoreConfig {
   logLevel: LogLevel;
   /** How many X-Forwarded-For hops the trusted edge adds (0 = use the socket address). */
   trustedProxyHops: number;
+  /** Per-address limits count an IPv6 client by its network of this many bits (client-key.ts). */
+  clientIpv6PrefixLength: number;
   shutdownGraceMs: number;
   /**
    * On SIGTERM, how long a service first keeps serving, not ready and closing each connection after its
@@ -101,6 +104,7 @@ export interface CoreConfig {
 }
 
 export function loadCoreConfig(env: Env): CoreConfig {
+  const ipv6 = IPV6_PREFIX_LENGTH;
   return {
     host: stringVar(env, 'HOST', '0.0.0.0'),
     logLevel: enumVar(
@@ -110,6 +114,7 @@ export function loadCoreConfig(env: Env): CoreConfig {
       'info',
     ),
     trustedProxyHops: intVar(env, 'TRUSTED_PROXY_HOPS', 0, 0, 10),
+    clientIpv6PrefixLength: intVar(env, 'CLIENT_IPV6_PREFIX_LENGTH', ipv6.fallback, ipv6.min, 128),
     shutdownGraceMs: intVar(env, 'SHUTDOWN_GRACE_MS', 25_000, 0),
     shutdownDelayMs: intVar(env, 'SHUTDOWN_DELAY_MS', 0, 0, 60_000),
     traceSampleRatio: numberVar(env, 'TRACE_SAMPLE_RATIO', 1, 0, 1),

@@ -4,6 +4,7 @@
 
 import type { Server } from 'node:http';
 import Fastify, { type FastifyInstance, LogController } from 'fastify';
+import { decorateClientKey } from './client-key.ts';
 import type { CoreConfig } from './config.ts';
 import { handleClientError, installExpectGuard, type LingerOptions } from './connection-guards.ts';
 import { allowedMethods, installEnvelopeHandlers } from './envelope.ts';
@@ -12,7 +13,8 @@ import { traceContextMixin } from './logging.ts';
 import { RefusalLog } from './refusal-log.ts';
 
 export interface RootAppOptions {
-  config: Pick<CoreConfig, 'logLevel' | 'trustedProxyHops'> & { maxFileBytes: number };
+  config: Pick<CoreConfig, 'logLevel' | 'trustedProxyHops'> &
+    Partial<Pick<CoreConfig, 'clientIpv6PrefixLength'>> & { maxFileBytes: number };
   /** Tests pass `false` to keep output quiet. */
   logger?: boolean | undefined;
   /** Where log lines go (default stdout); tests capture them. */
@@ -62,6 +64,8 @@ export function createRootApp({
         onRefused: (code) => refusals.record(code),
       }),
   });
+  // The one client identity every per-address limit keys on (an IPv6 client is its network).
+  decorateClientKey(app, config.clientIpv6PrefixLength);
   const refusals = new RefusalLog(app.log, refusalLogIntervalMs);
   const linger = refusedBodyBounds(config.maxFileBytes);
   // Behind a proxy (Envoy streams the body on), a refused body is read to its end before the answer.

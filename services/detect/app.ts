@@ -71,7 +71,7 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
         }
         const facts: RequestFacts = {
           endpoint,
-          clientIp: request.ip,
+          clientIp: request.clientKey,
           deviceId: headerValue(request.headers['x-device-id']),
           authorization: headerValue(request.headers.authorization),
           edgeIdentity: request.edgeIdentity,
@@ -85,14 +85,16 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
         let admission: Admission | undefined;
         let decision: Decision;
         if (endpoint === 'public') {
-          admission = opts.gate.tryAdmit(`ip:${request.ip}`);
+          admission = opts.gate.tryAdmit(`ip:${request.clientKey}`);
           if (!admission) throw await refuseWithoutRoom();
           request.admission = admission;
           reply.raw.once('close', admission.release);
           decision = await opts.authorizer.authorize({ ...facts, requestId: randomUUID() });
         } else {
           if (!opts.gate.hasRoom) throw await refuseWithoutRoom();
-          const lookup = opts.gate.tryLookup(`ip:${request.ip}`);
+          const lookup = opts.authorizer.looksUp(facts)
+            ? opts.gate.tryLookup(`ip:${request.clientKey}`)
+            : () => {};
           if (!lookup) throw opts.gate.busy('too many API key lookups in progress from this address');
           try {
             decision = await opts.authorizer.authorize({ ...facts, requestId: randomUUID() });

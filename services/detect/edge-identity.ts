@@ -89,5 +89,10 @@ export class EdgeAuthorizer implements Authorizer {
     return this.authorize(facts);
   }
 
+  // The edge established the identity: nothing to look up.
+  looksUp(): boolean {
+    return false;
+  }
+
   async refund(): Promise<void> {}
 }

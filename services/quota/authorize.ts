@@ -177,6 +177,10 @@ export class QuotaAuthorizer implements Authorizer {
     }
   }
 
+  looksUp(facts: RequestFacts): boolean {
+    return facts.endpoint === 'public' || bearerKey(facts.authorization) !== undefined;
+  }
+
   refund(requestId: string): Promise<void> {
     return this.#opts.quotaStore.refund(requestId).catch((err: unknown) => {
       // While the store is down every refund fails the same way: one line per interval, with a count.
@@ -281,6 +285,10 @@ export class AllowAllAuthorizer implements Authorizer {
 
   check(): Promise<Decision> {
     return this.authorize();
+  }
+
+  looksUp(): boolean {
+    return false;
   }
 
   async refund(): Promise<void> {}

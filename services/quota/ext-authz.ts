@@ -74,7 +74,7 @@ export default async function extAuthz(app: FastifyInstance, opts: ExtAuthzOptio
     if (endpoint === undefined || request.method !== 'POST') return reply.code(200).send();
     const decision = await opts.authorizer.authorize({
       endpoint,
-      clientIp: request.ip,
+      clientIp: request.clientKey,
       deviceId: headerValue(request.headers['x-device-id']),
       authorization: headerValue(request.headers.authorization),
     });

@@ -305,4 +305,24 @@ describe('refusals before capacity', () => {
     expect(statuses.filter((s) => s === 401)).toHaveLength(4);
     expect(statuses.filter((s) => s === 503)).toHaveLength(6);
   });
+
+  it('answers a missing or malformed key 401 even from an address at its lookup bound: it needs no lookup', async () => {
+    const app = await start({ TRUSTED_PROXY_HOPS: '1', MAX_UPLOADS_PER_CLIENT: '4' });
+    const held = heldStore(app);
+    const flood = Array.from({ length: 4 }, () => detect(app, madeUp, from('203.0.113.1')));
+    await until(() => held.pending === 4);
+    // The bound is reached: a fifth well-formed key from there is told to come back later, uncounted …
+    expectError(await detect(app, madeUp, from('203.0.113.1')), 503, 5001);
+    // … while what is answered without the store is answered, whatever the lookups in progress.
+    for (const authorization of [
+      undefined,
+      'Bearer nope',
+      `Bearer nsk_live_${'5a'.repeat(15)}`,
+      'Basic eA==',
+    ]) {
+      expectError(await detect(app, authorization, from('203.0.113.1')), 401, 4011);
+    }
+    held.release();
+    expect((await Promise.all(flood)).map((r) => r.statusCode)).toEqual([401, 401, 401, 401]);
+  });
 });

@@ -36,6 +36,10 @@ export class MeteredAuthorizer implements Authorizer {
     return this.#inner.check(facts);
   }
 
+  looksUp(facts: RequestFacts): boolean {
+    return this.#inner.looksUp(facts);
+  }
+
   refund(requestId: string): Promise<void> {
     return this.#inner.refund(requestId);
   }

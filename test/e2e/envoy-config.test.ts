@@ -212,6 +212,59 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
     expect(log.trace_id).toBe('%TRACE_ID%');
   });
 
+  it('bounds slow and idle clients, and sheds load on connections and heap before either runs out (docs/edge.md)', () => {
+    const config = deployed as Json;
+    const seconds = (d: string) => {
+      expect(d).toMatch(/^\d+(\.\d+)?s$/);
+      return Number.parseFloat(d);
+    };
+    // A request's headers, however they trickle, and a connection with nothing in flight are bounded.
+    const requestHeaders = seconds(hcm(deployed).request_headers_timeout);
+    const idle = seconds(hcm(deployed).common_http_protocol_options.idle_timeout);
+    const streamIdle = seconds(hcm(deployed).stream_idle_timeout);
+    expect(requestHeaders).toBeGreaterThan(0);
+    expect(requestHeaders).toBeLessThan(streamIdle);
+    expect(idle).toBeGreaterThan(0);
+    expect(idle).toBeLessThan(3600);
+    const om = config.overload_manager;
+    const monitors = om.resource_monitors.map((m: Json) => m.name);
+    expect(monitors).toEqual([
+      'envoy.resource_monitors.global_downstream_max_connections',
+      'envoy.resource_monitors.fixed_heap',
+    ]);
+    // The heap bound is below the gateway container's memory limit (256 Mi by default).
+    expect(om.resource_monitors[1].typed_config.max_heap_size_bytes).toBeLessThan(256 * 1024 * 1024);
+    const action = (name: string) => om.actions.find((a: Json) => a.name === name);
+    // Both pressures shrink the idle and stream-idle times, to minimums below the unpressed ones.
+    const reduce = action('envoy.overload_actions.reduce_timeouts');
+    expect(reduce.triggers.map((t: Json) => t.name)).toEqual(monitors);
+    for (const t of reduce.triggers)
+      expect(t.scaled.scaling_threshold).toBeLessThan(t.scaled.saturation_threshold);
+    const minimum = (timer: string) =>
+      seconds(reduce.typed_config.timer_scale_factors.find((f: Json) => f.timer === timer).min_timeout);
+    expect(minimum('HTTP_DOWNSTREAM_CONNECTION_IDLE')).toBeLessThan(idle);
+    expect(minimum('HTTP_DOWNSTREAM_STREAM_IDLE')).toBeLessThan(requestHeaders);
+    // On the heap: keep-alive off, then shrink and reset the largest streams, then refuse connections,
+    // then requests — in that order of pressure.
+    const at = (name: string) => action(name).triggers[0].threshold.value;
+    const refuseConnections = om.loadshed_points.find(
+      (p: Json) => p.name === 'envoy.load_shed_points.tcp_listener_accept',
+    ).triggers[0].threshold.value;
+    const order = [
+      at('envoy.overload_actions.disable_http_keepalive'),
+      at('envoy.overload_actions.shrink_heap'),
+      refuseConnections,
+      at('envoy.overload_actions.stop_accepting_requests'),
+    ];
+    expect(order).toEqual([...order].sort((a, b) => a - b));
+    expect(order.at(-1)).toBeLessThan(1);
+    expect(action('envoy.overload_actions.reset_high_memory_stream').triggers[0].scaled).toBeDefined();
+    expect(om.buffer_factory_config.minimum_account_to_track_power_of_two).toBeGreaterThan(0);
+    // The local stack runs the same bounds.
+    expect((local as Json).overload_manager).toEqual(om);
+    expect(hcm(local).request_headers_timeout).toBe(hcm(deployed).request_headers_timeout);
+  });
+
   it('routes each path to its service; health and console skip ext_authz, detect does not', () => {
     const routes: Json[] = hcm(deployed).route_config.virtual_hosts[0].routes;
     const target = (path: string) =>

@@ -20,13 +20,64 @@ admin:
   # Loopback only: the admin interface can stop the server and dump its configuration.
   address:
     socket_address: { address: 127.0.0.1, port_value: {{ $e.admin.port }} }
-# Bounded downstream connections: past the limit new connections are refused, not queued.
+# Load shedding (docs/edge.md). Two pressures: open client connections (of maxDownstreamConnections;
+# past it new connections are refused, not queued) and the heap (of overload.maxHeapBytes). As either
+# rises, idle connections and requests whose headers or body stall get less time, so that slow
+# clients give their slots back to others; near the heap's bound Envoy refuses new connections and
+# requests and resets the streams holding the most memory, before the container runs out.
+{{- $o := $e.overload }}
+{{- $monitors := list "envoy.resource_monitors.global_downstream_max_connections" "envoy.resource_monitors.fixed_heap" }}
 overload_manager:
+  refresh_interval: {{ $o.refreshInterval }}
   resource_monitors:
     - name: envoy.resource_monitors.global_downstream_max_connections
       typed_config:
         "@type": type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig
         max_active_downstream_connections: {{ $e.maxDownstreamConnections }}
+    - name: envoy.resource_monitors.fixed_heap
+      typed_config:
+        "@type": type.googleapis.com/envoy.extensions.resource_monitors.fixed_heap.v3.FixedHeapConfig
+        max_heap_size_bytes: {{ int64 $o.maxHeapBytes }}
+  actions:
+    - name: envoy.overload_actions.reduce_timeouts
+      triggers:
+{{- range $monitors }}
+        - name: {{ . }}
+          scaled: { scaling_threshold: {{ $o.scaleTimeoutsFrom }}, saturation_threshold: {{ $o.scaleTimeoutsFully }} }
+{{- end }}
+      typed_config:
+        "@type": type.googleapis.com/envoy.config.overload.v3.ScaleTimersOverloadActionConfig
+        timer_scale_factors:
+          # A connection with no request in flight (idleTimeout), including one that has sent nothing.
+          - timer: HTTP_DOWNSTREAM_CONNECTION_IDLE
+            min_timeout: {{ $o.minIdleTimeout }}
+          # A request that sends nothing for this long, its headers included (streamIdleTimeout).
+          - timer: HTTP_DOWNSTREAM_STREAM_IDLE
+            min_timeout: {{ $o.minStreamIdleTimeout }}
+    - name: envoy.overload_actions.disable_http_keepalive
+      triggers:
+        - name: envoy.resource_monitors.fixed_heap
+          threshold: { value: {{ $o.heap.disableKeepalive }} }
+    - name: envoy.overload_actions.shrink_heap
+      triggers:
+        - name: envoy.resource_monitors.fixed_heap
+          threshold: { value: {{ $o.heap.shrink }} }
+    - name: envoy.overload_actions.reset_high_memory_stream
+      triggers:
+        - name: envoy.resource_monitors.fixed_heap
+          scaled: { scaling_threshold: {{ $o.heap.shrink }}, saturation_threshold: {{ $o.heap.stopAcceptingRequests }} }
+    - name: envoy.overload_actions.stop_accepting_requests
+      triggers:
+        - name: envoy.resource_monitors.fixed_heap
+          threshold: { value: {{ $o.heap.stopAcceptingRequests }} }
+  loadshed_points:
+    - name: envoy.load_shed_points.tcp_listener_accept
+      triggers:
+        - name: envoy.resource_monitors.fixed_heap
+          threshold: { value: {{ $o.heap.stopAcceptingConnections }} }
+  # Streams' buffers are accounted (from 1 MiB each), so that reset_high_memory_stream can find them.
+  buffer_factory_config:
+    minimum_account_to_track_power_of_two: 20
 static_resources:
   listeners:
     - name: edge
@@ -44,11 +95,16 @@ static_resources:
                 xff_num_trusted_hops: {{ $e.xffNumTrustedHops }}
                 generate_request_id: true
                 stream_idle_timeout: {{ $e.streamIdleTimeout }}
+                # A slow client (one header byte now and then) holds its connection at most this long
+                # before its request line and headers are complete.
+                request_headers_timeout: {{ $e.requestHeadersTimeout }}
                 # The services' framing limits (services/common/http-limits.ts): what passes here is never
                 # refused by a service for its headers after ext_authz has counted it.
                 max_request_headers_kb: {{ $e.maxRequestHeadersKb }}
                 common_http_protocol_options:
                   max_headers_count: {{ $e.maxRequestHeaders }}
+                  # A connection with no request in flight, including one that never sends a byte.
+                  idle_timeout: {{ $e.idleTimeout }}
                 # HTTP/1.0 is served, as the services serve it.
                 http_protocol_options:
                   accept_http_10: true

@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { decorateClientKey } from '../../common/client-key.ts';
 import { installEnvelopeHandlers } from '../../common/envelope.ts';
 import { accountSubject } from '../authorize.ts';
 import { type LocalAccountStore, memoryAccountStore } from '../stores/local-account-store.ts';
@@ -25,6 +26,7 @@ interface Ctx {
 
 async function build(attemptLimits?: ConsoleAttemptLimits, now?: () => number): Promise<Ctx> {
   const app = Fastify({ logger: false, trustProxy: true });
+  decorateClientKey(app);
   installEnvelopeHandlers(app);
   const accounts = memoryAccountStore();
   const quota = new MemoryQuotaStore(now);

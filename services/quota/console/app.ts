@@ -231,7 +231,7 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
     const { email, password } = credentials(request.body);
     if (password.length < PASSWORD_MIN)
       throw new ApiError('BAD_REQUEST', `Use a password of at least ${PASSWORD_MIN} characters`);
-    await limit(`console:signup:ip:${request.ip}`, limits.signupPerIp, 'sign-ups from this address');
+    await limit(`console:signup:ip:${request.clientKey}`, limits.signupPerIp, 'sign-ups from this address');
     const passwordHash = await hashPassword(password, scryptParams);
     let account: Account;
     try {
@@ -249,7 +249,11 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
   app.post('/console/api/login', small, async (request, reply) => {
     assertSameOrigin(request);
     const { email, password } = credentials(request.body);
-    await limit(`console:login:ip:${request.ip}`, limits.loginPerIp, 'login attempts from this address');
+    await limit(
+      `console:login:ip:${request.clientKey}`,
+      limits.loginPerIp,
+      'login attempts from this address',
+    );
     const account = await opts.accounts.findAccountByEmail(email);
     // A device that has logged in to this account before has its own limit (so a stranger exhausting
     // the email's limit cannot lock the owner out); every other attempt counts against the email.
