@@ -24,7 +24,8 @@ TOOLS_DIR="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}"
 # - the local node's packages (NODE_PACKAGES), so that one apt-get run installs everything.
 DEBIAN_PACKAGES=(chromium:/usr/bin/chromium fonts-liberation:/usr/share/fonts/truetype/liberation
   fonts-dejavu-core:/usr/share/fonts/truetype/dejavu redis-server:/usr/bin/redis-server gcc:/usr/bin/cc
-  libc6-dev:/usr/include/stdio.h libjpeg62-turbo-dev:/usr/include/jpeglib.h clang:/usr/bin/clang
+  libc6-dev:/usr/include/stdio.h libjpeg62-turbo-dev:/usr/include/jpeglib.h libjpeg-turbo-progs:/usr/bin/jpegtran
+  clang:/usr/bin/clang
   libclang-rt-14-dev:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a
   prometheus:/usr/bin/promtool debootstrap:/usr/sbin/debootstrap "${NODE_PACKAGES[@]}")
 install_debian_packages() {
