@@ -9,7 +9,11 @@ import { fixture } from '../../test/fixtures/corpus.ts';
 import { embeddedApp } from '../../test/support/embedded-app.ts';
 import { FakeClassifier } from '../../test/support/fake-classifier.ts';
 import { multipart } from '../../test/support/multipart.ts';
+import { DEFAULT_DIMENSION_LIMITS } from './image/types.ts';
+import { DecoderPool } from './scoring/decoder-pool.ts';
 import { InProcessScorer, type ScorerState } from './scoring/image-scorer.ts';
+import { IsolatedScorer } from './scoring/isolated-scorer.ts';
+import { WorkerPoolScorer } from './scoring/worker-pool-scorer.ts';
 
 const JPEG = readFileSync(fixture('320x240.jpg'));
 const PNG = readFileSync(fixture('Flag_of_the_Netherlands.png'));
@@ -377,6 +381,54 @@ describe('decode memory budget', () => {
     expect(most).toBeGreaterThan(40 * MiB);
     expect(most).toBeLessThanOrEqual(50 * MiB);
     expect(gate.decodingBytes).toBe(0);
+  });
+});
+
+describe('charging a killed decode', () => {
+  it('charges an image killed at its CPU limit (400/4005), refunds one killed at the wall deadline without using it (503)', async () => {
+    current = await embeddedApp({ env: { ANON_PER_MINUTE: '2', ANON_PER_DAY: '100' } });
+    // Stand-ins (no model): a decoder that spins on a 21 px wide image and idles on a 22 px one.
+    const scorer = new IsolatedScorer(
+      await DecoderPool.create({
+        processes: 2,
+        inputSize: 224,
+        limits: DEFAULT_DIMENSION_LIMITS,
+        jpegDecoder: 'sharp',
+        deadlineMs: 1_500,
+        cpuLimitMs: 200,
+        entry: new URL('../../test/support/stand-in-decoder-process.mjs', import.meta.url),
+      }),
+      await WorkerPoolScorer.create({
+        model: 'mobilenet_v2',
+        workers: 1,
+        intraOpThreads: 1,
+        limits: DEFAULT_DIMENSION_LIMITS,
+        deadlineMs: 60_000,
+        entry: new URL('../../test/support/recording-scorer-worker.mjs', import.meta.url),
+      }),
+    );
+    current.model.fill(scorer);
+    const png = (width: number) =>
+      sharp({ create: { width, height: 10, channels: 3, background: '#777' } })
+        .png()
+        .toBuffer();
+    try {
+      // Not the images' doing: refunded, so the two-a-minute allowance is untouched after three.
+      for (let i = 0; i < 3; i++) {
+        const starved = await raw(current.app, await png(22), 'image/png');
+        expectError(starved, 503, 5001);
+        expect(starved.headers['retry-after']).toBe('1');
+      }
+      // Their own cost: charged, both of them.
+      for (let i = 0; i < 2; i++) {
+        const costly = await raw(current.app, await png(21), 'image/png');
+        expectError(costly, 400, 4005);
+        expect(costly.json().message).toMatch(/CPU time/);
+      }
+      expectError(await raw(current.app, await png(10), 'image/png'), 429, 4290);
+    } finally {
+      await scorer.close();
+    }
   });
 });
 
