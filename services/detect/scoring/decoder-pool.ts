@@ -39,6 +39,9 @@ const EXEC_ARGV = ['--max-semi-space-size=1', ...(COMPILED ? [] : ['--import', '
 /** How often a busy decoder's CPU time is read; a kill lands at most this late past the limit. */
 const CPU_POLL_MS = 100;
 
+/** How long a decoder that failed to start waits before the next try. */
+const RESPAWN_AFTER_MS = 1_000;
+
 /** Linux's USER_HZ: the unit of utime and stime in /proc/<pid>/stat (fixed by the kernel ABI). */
 const CLOCK_TICKS_PER_SECOND = 100;
 
@@ -188,7 +191,12 @@ export class DecoderPool {
           this.#dispatch();
           return resolve();
         }
-        if ('fatal' in reply) return reject(new Error(`decoder process failed to start: ${reply.fatal}`));
+        if ('fatal' in reply) {
+          this.#slots.delete(slot);
+          slot.ending = true;
+          child.kill('SIGKILL');
+          return reject(new Error(`decoder process failed to start: ${reply.fatal}`));
+        }
         this.#finish(slot, reply);
       });
       // An error event without an exit (the process could not be spawned at all) still ends the slot.
@@ -217,7 +225,9 @@ export class DecoderPool {
     this.#opts.onProcessError?.(cause);
     this.#spawn()
       .then(() => this.#dispatch())
-      .catch((err: Error) => this.#opts.onProcessError?.(err));
+      // A decoder that cannot start now is tried again (each failure logged), so the pool does not
+      // shrink for good.
+      .catch((err: Error) => setTimeout(() => this.#replace(err), RESPAWN_AFTER_MS).unref());
   }
 
   /** Takes the slot's job off it (timers cleared), for the caller to answer. */
