@@ -12,7 +12,7 @@ import { resolveJpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import { probeHeader } from '../image/probe.ts';
 import { sniffFormat } from '../image/sniff.ts';
 import { DEFAULT_DIMENSION_LIMITS } from '../image/types.ts';
-import { DecoderPool, processCpuMs } from './decoder-pool.ts';
+import { DecoderPool, decodeCpuLimitMs, processCpuMs } from './decoder-pool.ts';
 import { decodeForModel } from './image-scorer.ts';
 
 const jpegDecoder = resolveJpegDecoder('auto');
@@ -173,5 +173,17 @@ describe('DecoderPool', () => {
         await pool.close();
       }
     });
+  });
+});
+
+describe('decodeCpuLimitMs', () => {
+  const probed = (width: number, height: number) => ({ format: 'jpeg' as const, width, height, frames: 1 });
+  it('holds an image to what an ordinary one of its size costs, under the cap', () => {
+    // 250 ms + 100 ns × 307,200 px + 10 ns × 50,000 B = 281.22 → 282
+    expect(decodeCpuLimitMs(50_000, probed(640, 480), 6_000)).toBe(282);
+    // A 3300² image: 250 + 1,089 + 0.8 → 1,340 ms, where the 2,647-scan one takes ~8 s.
+    expect(decodeCpuLimitMs(79_680, probed(3300, 3300), 6_000)).toBe(1_340);
+    // 196 MP: the cap.
+    expect(decodeCpuLimitMs(1_000_000, probed(14_000, 14_000), 6_000)).toBe(6_000);
   });
 });

@@ -3,9 +3,10 @@
 // never terminated in the middle of an ONNX run. Decoding is the step whose cost depends on what the
 // image is, so it is the step that may be killed:
 //
-// - an image whose decode has used more than `cpuLimitMs` of its process's CPU time is killed there
-//   (SIGKILL) and answered 4005: its cost is what it is, the same on an idle machine — the sender is
-//   charged for it (docs/isolation-and-charging.md);
+// - an image whose decode has used more CPU time than any ordinary image of its size needs
+//   (decodeCpuLimitMs, at most `cpuLimitMs`) is killed there (SIGKILL) and answered 4005: its cost is
+//   what it is, the same on an idle machine — the sender is charged for it
+//   (docs/isolation-and-charging.md);
 // - an image still decoding `deadlineMs` after it was handed over, without having used that CPU (the
 //   machine was too busy to give it any), is killed too and answered 503: not its fault, refunded;
 // - a process that dies on its own takes only its own image down (503, refunded: one image at a time,
@@ -39,6 +40,30 @@ const EXEC_ARGV = ['--max-semi-space-size=1', ...(COMPILED ? [] : ['--import', '
 /** How often a busy decoder's CPU time is read; a kill lands at most this late past the limit. */
 const CPU_POLL_MS = 100;
 
+/**
+ * What an ordinary image may cost to decode, in CPU time: a floor (process hand-over, small images),
+ * plus its pixels and its bytes at four times the costliest rate measured for images within the spec's
+ * limits (a 36 MP RGBA TIFF or 16-bit PNG, ~25 ns a pixel; a 196 MP progressive 4:4:4 JPEG ~9; a 200 MP
+ * baseline one through the fast path ~1), on an Intel Xeon VM. A file built to cost more — hundreds of
+ * progressive scans: ~770 ns a pixel — passes it after a fraction of its cost.
+ */
+const ORDINARY_DECODE_FLOOR_MS = 250;
+const ORDINARY_DECODE_NS_PER_PIXEL = 100;
+const ORDINARY_DECODE_NS_PER_BYTE = 10;
+
+/**
+ * The CPU time `bytes` (probed as `probed`) may take to decode before its decoder is killed and the
+ * image refused as costlier than any ordinary image of its size: what an ordinary image of its size and
+ * length may cost, and never more than `capMs` (DECODE_CPU_LIMIT_MS).
+ */
+export function decodeCpuLimitMs(byteLength: number, probed: ProbedImage, capMs: number): number {
+  const ordinary =
+    ORDINARY_DECODE_FLOOR_MS +
+    (probed.width * probed.height * ORDINARY_DECODE_NS_PER_PIXEL + byteLength * ORDINARY_DECODE_NS_PER_BYTE) /
+      1e6;
+  return Math.min(capMs, Math.ceil(ordinary));
+}
+
 /** How long a decoder that failed to start waits before the next try. */
 const RESPAWN_AFTER_MS = 1_000;
 
@@ -59,7 +84,7 @@ export interface DecoderPoolOptions {
   jpegDecoder: JpegDecoder;
   /** Wall time one image may hold a decoder, from hand-over (SCORING_DEADLINE_MS). */
   deadlineMs: number;
-  /** CPU time one image's decode may take (DECODE_CPU_LIMIT_MS). */
+  /** CPU time one image's decode may take at most (DECODE_CPU_LIMIT_MS); less for a small image (decodeCpuLimitMs). */
   cpuLimitMs: number;
   /** Called when a decoder is killed or dies and is replaced (for logging). */
   onProcessError?: (err: Error) => void;
@@ -255,7 +280,8 @@ export class DecoderPool {
   }
 
   #watch(slot: Slot, job: Job): void {
-    const { deadlineMs, cpuLimitMs } = this.#opts;
+    const { deadlineMs } = this.#opts;
+    const cpuLimitMs = decodeCpuLimitMs(job.bytes.byteLength, job.probed, this.#opts.cpuLimitMs);
     const pid = slot.child.pid ?? 0;
     const cpuAtStart = processCpuMs(pid);
     const overCpu = () =>
