@@ -5,8 +5,8 @@
 //           ~49 MB noise PNG), each from its own address, beside one loop of 1 MP probes;
 //   attack  two loops of the 883-scan 14142² grey progressive JPEG from ONE address, beside legitimate
 //           1 MP traffic (4 loops, other addresses): the probes' p50/p99, their 503s, what the attack
-//           got, and the peak memory of the server with its decoder processes (summed RSS of the tree:
-//           shared library pages counted once per process, so an upper bound of what the cgroup sees).
+//           got, and the peak memory of the server with its decoder processes (their PSS summed: a
+//           shared page counted once), sampled every 50 ms.
 // A header-probe limit on scans would refuse the attack before any decoding; without one, what is
 // measured here is the decoders' isolation and the CPU limit alone.
 
@@ -15,7 +15,7 @@ import { manyScanScript, writeProgressiveJpeg } from '../test/support/hostile-im
 import { startServer } from '../test/support/server-process.ts';
 import { percentile } from './http-load.ts';
 import { benchImages } from './images.ts';
-import { texture, treeRss } from './memory.ts';
+import { texture, treeMemory } from './memory.ts';
 
 const MiB = 1024 * 1024;
 const CHART_MEMORY_LIMIT_MIB = 1536;
@@ -92,10 +92,10 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
     const url = `${server.url}/api/public/detect`;
     const pid = server.proc.pid as number;
     for (const probe of probes) await post(url, probe, 'image/jpeg', '10.9.0.1');
-    let peak = treeRss(pid);
+    let peak = treeMemory(pid);
     const rest = peak;
     const sampler = setInterval(() => {
-      peak = Math.max(peak, treeRss(pid));
+      peak = Math.max(peak, treeMemory(pid));
     }, 50);
     let n = 0;
     const probe = (address: string) => () =>
@@ -114,13 +114,13 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
       ['fairness: 1 MP probe beside 8 loops of the largest images', latency(probeAnswers ?? [])],
       ['  the largest images', tally(mix.flat())],
       [
-        '  peak RSS, server + decoders (summed)',
+        '  peak memory, server + decoders (PSS)',
         `${Math.round(peak / MiB)} MiB (at rest ${Math.round(rest / MiB)} MiB)`,
       ],
     );
 
     // Phase 2: two loops of the many-scan JPEG from one address, beside legitimate traffic.
-    peak = treeRss(pid);
+    peak = treeMemory(pid);
     end = performance.now() + seconds * 2 * 1000;
     const [attacks, ...legit] = await Promise.all([
       Promise.all([
@@ -137,7 +137,7 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
       ],
       ['  the attack (one address)', `${tally(attacks)} (${(attack.length / 1024).toFixed(0)} KiB each)`],
       [
-        '  peak RSS, server + decoders (summed)',
+        '  peak memory, server + decoders (PSS)',
         `${Math.round(peak / MiB)} MiB  (chart limit ${CHART_MEMORY_LIMIT_MIB} MiB; decode budget ${Math.round(config.concurrency.decodeBytes / MiB)} MiB)`,
       ],
       ['  server alive at the end', String(server.proc.exitCode === null)],

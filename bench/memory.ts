@@ -1,4 +1,4 @@
-// `npm run bench -- --only memory`: the server's peak RSS under a mix of the largest images each format
+// `npm run bench -- --only memory`: the server's peak memory (with its decoder processes) under a mix of the largest images each format
 // allows, eight at a time, against what its memory budget promises: the process at rest (after warm-up)
 // plus MAX_UPLOAD_BYTES_IN_PROGRESS (uploads held) plus DECODE_MEMORY_BUDGET_BYTES (decoding).
 
@@ -14,14 +14,16 @@ import { largePng, noise } from './images.ts';
 const MiB = 1024 * 1024;
 
 /**
- * VmRSS of `pid` and every process below it (the decoder processes), in bytes. Shared library pages
- * are counted once per process: an upper bound of what the container's cgroup sees.
+ * The memory of `pid` and every process below it (the decoder processes), in bytes: the sum of their
+ * PSS, where a page shared by several processes (node, libvips) counts once in all — what the
+ * container's memory limit sees, unlike a sum of RSS.
  */
-export function treeRss(pid: number): number {
+export function treeMemory(pid: number): number {
   let total = 0;
   const visit = (p: number) => {
     try {
-      total += Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${p}/status`, 'utf8'))?.[1] ?? 0) * 1024;
+      total +=
+        Number(/^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${p}/smaps_rollup`, 'utf8'))?.[1] ?? 0) * 1024;
       for (const task of readdirSync(`/proc/${p}/task`)) {
         const children = readFileSync(`/proc/${p}/task/${task}/children`, 'utf8').trim();
         for (const child of children ? children.split(' ') : []) visit(Number(child));
@@ -116,10 +118,10 @@ export async function memorySection(seconds: number): Promise<Array<[string, str
     const pid = server.proc.pid as number;
     const url = `${server.url}/api/public/detect`;
     // The server with its decoder processes: decoding happens in those.
-    const baseline = treeRss(pid);
+    const baseline = treeMemory(pid);
     let peak = baseline;
     const sampler = setInterval(() => {
-      peak = Math.max(peak, treeRss(pid));
+      peak = Math.max(peak, treeMemory(pid));
     }, 20);
     // Answers by image and code, so that a refusal is seen for what it is.
     const answers = new Map<string, Map<number, number>>();
@@ -146,7 +148,7 @@ export async function memorySection(seconds: number): Promise<Array<[string, str
     const promise = baseline + uploadBytes + decodeBytes;
     lines.unshift([
       'memory: largest images of each format, concurrency 8',
-      `peak RSS ${Math.round(peak / MiB)} MiB (server + decoders, summed, sampled every 20 ms); at rest ${Math.round(baseline / MiB)} MiB + uploads ${Math.round(uploadBytes / MiB)} MiB + decode budget ${Math.round(decodeBytes / MiB)} MiB = ${Math.round(promise / MiB)} MiB  (target: peak ≤ that)`,
+      `peak memory ${Math.round(peak / MiB)} MiB (PSS of server + decoders, sampled every 20 ms); at rest ${Math.round(baseline / MiB)} MiB + uploads ${Math.round(uploadBytes / MiB)} MiB + decode budget ${Math.round(decodeBytes / MiB)} MiB = ${Math.round(promise / MiB)} MiB  (target: peak ≤ that)`,
     ]);
     for (const [i, [name, figure]] of lines.entries()) {
       const byCode = answers.get(name.trim());
