@@ -6,12 +6,13 @@
 //   attack  two loops of the 883-scan 14142² grey progressive JPEG from ONE address, beside legitimate
 //           1 MP traffic (4 loops, other addresses): the probes' p50/p99, their 503s, what the attack
 //           got, and the peak memory of the server with its decoder processes (their PSS summed: a
-//           shared page counted once), sampled every 50 ms.
+//           shared page counted once), sampled every 50 ms;
+//   attack  the same with the 3300² colour variant (2,647 scans, ~8 s of CPU for 617 KiB).
 // A header-probe limit on scans would refuse the attack before any decoding; without one, what is
 // measured here is the decoders' isolation and the CPU limit alone.
 
 import { loadAllInOneConfig } from '../services/all-in-one/config.ts';
-import { manyScanScript, writeProgressiveJpeg } from '../test/support/hostile-images.ts';
+import { hostileImage, manyScanScript, writeProgressiveJpeg } from '../test/support/hostile-images.ts';
 import { startServer } from '../test/support/server-process.ts';
 import { percentile } from './http-load.ts';
 import { benchImages } from './images.ts';
@@ -82,6 +83,7 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
     components: 1,
     scans: manyScanScript(1),
   });
+  const colour = await hostileImage('jpeg-many-scans-colour-3300');
   const server = await startServer({
     ANON_PER_MINUTE: '1000000',
     ANON_PER_DAY: '1000000',
@@ -129,7 +131,6 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
       ]).then((a) => a.flat()),
       ...Array.from({ length: 4 }, (_, i) => loop(over, probe(`10.3.0.${i + 1}`))),
     ]);
-    clearInterval(sampler);
     lines.push(
       [
         'attack: legitimate 1 MP traffic (4 loops) beside 2 loops of the 883-scan JPEG',
@@ -140,6 +141,29 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
         '  peak memory, server + decoders (PSS)',
         `${Math.round(peak / MiB)} MiB  (chart limit ${CHART_MEMORY_LIMIT_MIB} MiB; decode budget ${Math.round(config.concurrency.decodeBytes / MiB)} MiB)`,
       ],
+    );
+
+    // Phase 3: the small variant (3300² colour, 2,647 scans: ~8 s of CPU each), killed at the CPU an
+    // ordinary image of its size needs.
+    peak = treeMemory(pid);
+    end = performance.now() + seconds * 1000;
+    const [smallAttacks, ...legitBeside] = await Promise.all([
+      Promise.all([1, 2].map(() => loop(over, () => post(url, colour, 'image/jpeg', '10.7.7.7')))).then((a) =>
+        a.flat(),
+      ),
+      ...Array.from({ length: 4 }, (_, i) => loop(over, probe(`10.4.0.${i + 1}`))),
+    ]);
+    clearInterval(sampler);
+    lines.push(
+      [
+        'attack: legitimate 1 MP traffic (4 loops) beside 2 loops of the 3300² 2,647-scan JPEG',
+        latency(legitBeside.flat()),
+      ],
+      [
+        '  the attack (one address)',
+        `${tally(smallAttacks)} (${(colour.length / 1024).toFixed(0)} KiB each)`,
+      ],
+      ['  peak memory, server + decoders (PSS)', `${Math.round(peak / MiB)} MiB`],
       ['  server alive at the end', String(server.proc.exitCode === null)],
     );
     return lines;
