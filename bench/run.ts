@@ -8,27 +8,36 @@
 //   peer      ours against the Python peer (bench/peer.ts), one server at a time
 //   quantised mobilenet_v2_int8 beside mobilenet_v2 (bench/quantised.ts): fidelity and speed
 //   memory    peak RSS under the largest images of each format, 8 at a time (bench/memory.ts)
+//   fairness  1 MP probe latency beside the largest images, and beside the many-scan attack (bench/fairness.ts)
 
-import { readFileSync } from 'node:fs';
 import { loadAllInOneConfig } from '../services/all-in-one/config.ts';
 import { toModelInput } from '../services/detect/image/decode.ts';
 import { probeHeader } from '../services/detect/image/probe.ts';
 import { sniffFormat } from '../services/detect/image/sniff.ts';
 import { createOnnxClassifier } from '../services/detect/model/onnx-classifier.ts';
-import { scoringPoolOptions } from '../services/detect/scoring/scoring-pool.ts';
-import { WorkerPoolScorer } from '../services/detect/scoring/worker-pool-scorer.ts';
+import { loadScorer } from '../services/detect/scoring/scoring-pool.ts';
 import { startServer } from '../test/support/server-process.ts';
 import { authorizeBench } from './authorize.ts';
+import { fairnessSection } from './fairness.ts';
 import { closeLoadConnections, postOnce, runLoad } from './http-load.ts';
 import { benchImages, largePng, ONE_MP } from './images.ts';
-import { memorySection } from './memory.ts';
+import { memorySection, treeMemory } from './memory.ts';
 import { nsfwjsWasmImagesPerSecond } from './nsfwjs-baseline.ts';
 import { peerComparison } from './peer.ts';
 import { quantisedSection } from './quantised.ts';
 import { stackFigures } from './stack.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
-const SECTIONS = ['core', 'baseline', 'edge', 'authorize', 'peer', 'quantised', 'memory'] as const;
+const SECTIONS = [
+  'core',
+  'baseline',
+  'edge',
+  'authorize',
+  'peer',
+  'quantised',
+  'memory',
+  'fairness',
+] as const;
 const onlyArg = process.argv.indexOf('--only');
 const only = onlyArg < 0 ? [...SECTIONS] : (process.argv[onlyArg + 1] ?? '').split(',');
 for (const name of only)
@@ -48,12 +57,6 @@ async function loop(seconds: number, concurrency: number, work: (i: number) => P
     }),
   );
   return count / ((performance.now() - started) / 1000);
-}
-
-function readStatus(pid: number, field: 'VmRSS' | 'VmHWM'): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1]);
-  return kb * 1024;
 }
 
 const MiB = 1024 * 1024;
@@ -84,14 +87,15 @@ if (runs('core')) {
     classifier.classify(tensors[i % tensors.length] as Float32Array),
   );
 
-  // (b) decode + inference in process through the production unit of work: the same worker pool the
-  // server uses, called directly. The bound the HTTP path is compared against.
+  // (b) decode + inference in process through the production unit of work: the same scorer the
+  // server uses (decoder processes, inference workers), called directly. The bound the HTTP path is
+  // compared against.
   await classifier.close();
-  const pool = await WorkerPoolScorer.create(scoringPoolOptions(config));
+  const pool = await loadScorer(config, (err) => console.warn(err.message));
   const pipeline = async (i: number) => {
     const bytes = bodies[i % bodies.length] as Buffer;
     const header = probeHeader(bytes, await sniffFormat(bytes), config.limits);
-    // A copy: the pool takes the buffer over (transfers it to its worker).
+    // A copy: the scorer takes the buffer over.
     return pool.score(new Uint8Array(bytes), header);
   };
   inProcess1 = await loop(SECONDS / 2, 1, pipeline);
@@ -99,8 +103,8 @@ if (runs('core')) {
   await pool.close();
   lines.push(
     [`(a) inference only, ${config.inferenceThreads} ONNX threads`, `${fmt(inferenceOnly1)} images/s`],
-    ['(b) decode+inference in process (worker pool), 1 at a time', `${fmt(inProcess1)} images/s`],
-    ['(b) decode+inference in process (worker pool), 8 at a time', `${fmt(inProcessN)} images/s`],
+    ['(b) decode+inference in process (production scorer), 1 at a time', `${fmt(inProcess1)} images/s`],
+    ['(b) decode+inference in process (production scorer), 8 at a time', `${fmt(inProcessN)} images/s`],
   );
 }
 
@@ -203,17 +207,17 @@ if (runs('core') || runs('baseline') || runs('edge')) {
   if (runs('core')) {
     const big = await largePng();
     const pid = server.proc.pid as number;
-    const rssBefore = readStatus(pid, 'VmRSS');
+    const rssBefore = treeMemory(pid);
     let rssPeak = rssBefore;
     const sampler = setInterval(() => {
-      rssPeak = Math.max(rssPeak, readStatus(pid, 'VmRSS'));
+      rssPeak = Math.max(rssPeak, treeMemory(pid));
     }, 10);
     const uploads = await Promise.all(Array.from({ length: 8 }, () => postOnce(url, big, 'image/png')));
     clearInterval(sampler);
-    rssPeak = Math.max(rssPeak, readStatus(pid, 'VmRSS'));
+    rssPeak = Math.max(rssPeak, treeMemory(pid));
     const uploadStatuses = uploads.map((u) => u.status).join(',');
     lines.push([
-      'server RSS, 8 concurrent ~49 MB uploads',
+      'server memory (PSS, with its decoders), 8 concurrent ~49 MB uploads',
       `peak ${fmt(rssPeak / MiB, 0)} MiB (before ${fmt(rssBefore / MiB, 0)} MiB; upload ${fmt(big.length / MiB, 1)} MiB; statuses ${uploadStatuses})  (target ≤ 1024 MiB)`,
     ]);
   }
@@ -233,6 +237,7 @@ if (runs('core') || runs('baseline') || runs('edge')) {
 }
 
 if (runs('memory')) lines.push(...(await memorySection(SECONDS * 2)));
+if (runs('fairness')) lines.push(...(await fairnessSection(SECONDS * 2)));
 
 const width = Math.max(0, ...lines.map(([k]) => k.length));
 if (lines.length > 0) console.log('');

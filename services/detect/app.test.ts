@@ -8,8 +8,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { fixture } from '../../test/fixtures/corpus.ts';
 import { embeddedApp } from '../../test/support/embedded-app.ts';
 import { FakeClassifier } from '../../test/support/fake-classifier.ts';
+import { awayFromMinuteEdge } from '../../test/support/minute-edge.ts';
 import { multipart } from '../../test/support/multipart.ts';
+import { DEFAULT_DIMENSION_LIMITS } from './image/types.ts';
+import { DecoderPool } from './scoring/decoder-pool.ts';
 import { InProcessScorer, type ScorerState } from './scoring/image-scorer.ts';
+import { IsolatedScorer } from './scoring/isolated-scorer.ts';
+import { WorkerPoolScorer } from './scoring/worker-pool-scorer.ts';
 
 const JPEG = readFileSync(fixture('320x240.jpg'));
 const PNG = readFileSync(fixture('Flag_of_the_Netherlands.png'));
@@ -362,8 +367,9 @@ describe('decode memory budget', () => {
       { DECODE_MEMORY_BUDGET_BYTES: String(100 * MiB), MAX_ACTIVE_IMAGES: '12' },
       classifier,
     );
-    // 2000 x 2000 RGBA: 32 MB decoded + 8 MB, so two at a time within 100 MiB.
-    const png = await sharp({ create: { width: 2000, height: 2000, channels: 4, background: '#777' } })
+    // 1400 x 1400 RGBA: ~15 MiB decoded + 8 MiB, ~23 MiB each: the budget would hold four, but one
+    // client (this address) holds at most half of it, so two at a time.
+    const png = await sharp({ create: { width: 1400, height: 1400, channels: 4, background: '#777' } })
       .png()
       .toBuffer();
     let most = 0;
@@ -374,8 +380,63 @@ describe('decode memory budget', () => {
     clearInterval(sampler);
     expect(answers.map((a) => a.statusCode)).toEqual(Array(12).fill(200));
     expect(most).toBeGreaterThan(40 * MiB);
-    expect(most).toBeLessThanOrEqual(100 * MiB);
+    expect(most).toBeLessThanOrEqual(50 * MiB);
     expect(gate.decodingBytes).toBe(0);
+  });
+});
+
+describe('charging a killed decode', () => {
+  it('charges an image killed at its CPU limit (400/4005), refunds one killed at the wall deadline without using it (503)', {
+    timeout: 60_000,
+  }, async () => {
+    // The per-minute window is a calendar minute: this test must not straddle two.
+    await awayFromMinuteEdge(20_000);
+    current = await embeddedApp({ env: { ANON_PER_MINUTE: '3', ANON_PER_DAY: '100' } });
+    // Stand-ins (no model): a decoder that spins on a 21 px wide image and idles on a 22 px one.
+    const scorer = new IsolatedScorer(
+      await DecoderPool.create({
+        processes: 3,
+        inputSize: 224,
+        limits: DEFAULT_DIMENSION_LIMITS,
+        jpegDecoder: 'sharp',
+        // The spinning decoder needs 100 ms of CPU within 4 s: 2.5 % of a core, even on a busy machine.
+        deadlineMs: 4_000,
+        cpuLimitMs: 100,
+        entry: new URL('../../test/support/stand-in-decoder-process.mjs', import.meta.url),
+      }),
+      await WorkerPoolScorer.create({
+        model: 'mobilenet_v2',
+        workers: 1,
+        intraOpThreads: 1,
+        limits: DEFAULT_DIMENSION_LIMITS,
+        deadlineMs: 60_000,
+        entry: new URL('../../test/support/recording-scorer-worker.mjs', import.meta.url),
+      }),
+    );
+    current.model.fill(scorer);
+    const png = (width: number) =>
+      sharp({ create: { width, height: 10, channels: 3, background: '#777' } })
+        .png()
+        .toBuffer();
+    try {
+      // Not the images' doing: three at once, each counted then refunded, so the three-a-minute
+      // allowance is whole again.
+      const idle = await png(22);
+      const app = current.app;
+      for (const starved of await Promise.all([1, 2, 3].map(() => raw(app, idle, 'image/png')))) {
+        expectError(starved, 503, 5001);
+        expect(starved.headers['retry-after']).toBe('1');
+      }
+      // Their own cost: charged, all three.
+      for (let i = 0; i < 3; i++) {
+        const costly = await raw(current.app, await png(21), 'image/png');
+        expectError(costly, 400, 4005);
+        expect(costly.json().message).toMatch(/CPU time/);
+      }
+      expectError(await raw(current.app, await png(10), 'image/png'), 429, 4290);
+    } finally {
+      await scorer.close();
+    }
   });
 });
 

@@ -36,6 +36,8 @@ export interface DetectOptions {
 declare module 'fastify' {
   interface FastifyRequest {
     admission?: Admission;
+    /** Who the work gate counts this request's decoding against: its address, or its account. */
+    gateClient?: string;
     /** Set once the request is counted: a 503 answer takes the charge back. */
     chargeId?: string;
     /** Behind the edge: who ext_authz says the client is (set by edge-identity.ts). */
@@ -85,7 +87,8 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
         let admission: Admission | undefined;
         let decision: Decision;
         if (endpoint === 'public') {
-          admission = opts.gate.tryAdmit(`ip:${request.clientKey}`);
+          request.gateClient = `ip:${request.clientKey}`;
+          admission = opts.gate.tryAdmit(request.gateClient);
           if (!admission) throw await refuseWithoutRoom();
           request.admission = admission;
           reply.raw.once('close', admission.release);
@@ -111,6 +114,7 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
         if (endpoint === 'public') return;
         // Counted, and now the account is known; a 503 from here is refunded (onSend).
         const account = decision.accountId === undefined ? undefined : `acct:${decision.accountId}`;
+        request.gateClient = account ?? `ip:${request.ip}`;
         admission = opts.gate.tryAdmit(account);
         if (!admission) {
           throw opts.gate.busy(
@@ -203,7 +207,11 @@ async function detect(request: FastifyRequest, _reply: FastifyReply, opts: Detec
   // The scoring slot is taken only now, with the image read: a slow upload holds none; and only once
   // what decoding it will take fits the decode budget.
   const memory = decodeMemoryBytes(bytes, probed);
-  const scored = await opts.gate.score(() => scorer.score(bytes, probed), memory);
+  const scored = await opts.gate.score(
+    (stillHeld) => scorer.score(bytes, probed, stillHeld),
+    memory,
+    request.gateClient,
+  );
   const timingMs = performance.now() - started;
   // Decoding and inference ran in a worker thread; their spans are recorded here, with its timings.
   const attributes = {

@@ -44,8 +44,15 @@ export interface ScoringConfig {
   scoringWorkers: number;
   /** ONNX Runtime intra-op threads for an image alone in the pool. */
   inferenceThreads: number;
-  /** A scoring worker holding one image longer than this is terminated and replaced (5001, uncharged). */
+  /**
+   * A decoder process holding one image longer than this (wall time) is killed and replaced: 5001,
+   * refunded, unless the decode had used its CPU limit (then 4005, charged).
+   */
   scoringDeadlineMs: number;
+  /** Decoder processes (one image each at a time, no model; decoder-pool.ts). */
+  decoderProcesses: number;
+  /** CPU time one image's decode may take at most before its decoder is killed: 4005, charged. */
+  decodeCpuLimitMs: number;
   /** JPEG_DECODER: the libjpeg fast path (`auto`: where it was built), or sharp for every JPEG. */
   jpegDecoder: JpegDecoderChoice;
 }
@@ -187,6 +194,12 @@ export function loadScoringConfig(env: Env): ScoringConfig {
     // The slowest legitimate images (a 200 MP JPEG shrunk on load, a 36 MP 16-bit PNG) take ~1-3 s of
     // CPU; with three images per worker and both cores busy, well under 10 s of wall time.
     scoringDeadlineMs: intVar(env, 'SCORING_DEADLINE_MS', 15_000, 100, 600_000),
+    // One more than the cores: while one decoder hands its model input over, both cores still decode.
+    // Each costs ~35 MiB of its own memory at rest (docs/isolation-and-charging.md).
+    decoderProcesses: intVar(env, 'DECODER_PROCESSES', 3, 1, 64),
+    // The costliest images within the spec's limits decode in under 2 s of CPU (a 196 MP progressive
+    // 4:4:4 JPEG: 1.8 s on an Intel Xeon VM); smaller images are held to less (decodeCpuLimitMs).
+    decodeCpuLimitMs: intVar(env, 'DECODE_CPU_LIMIT_MS', 6_000, 50, 600_000),
     jpegDecoder: jpegDecoderVar(env),
   };
 }

@@ -4,7 +4,7 @@
 import type { ApiError } from '../common/errors.ts';
 import type { DetectMetrics } from '../common/metrics.ts';
 import type { ProbedImage } from './image/types.ts';
-import type { ImageScorer, ScoredImage } from './scoring/image-scorer.ts';
+import type { ImageScorer, ScoredImage, StillHeld } from './scoring/image-scorer.ts';
 import { WorkGate } from './work-gate.ts';
 
 /** The work gate, counting its refusals by reason. */
@@ -51,8 +51,8 @@ export class MeteredScorer implements ImageScorer {
     return this.#inner.state;
   }
 
-  async score(bytes: Uint8Array, probed: ProbedImage): Promise<ScoredImage> {
-    const scored = await this.#inner.score(bytes, probed);
+  async score(bytes: Uint8Array, probed: ProbedImage, stillHeld?: StillHeld): Promise<ScoredImage> {
+    const scored = await this.#inner.score(bytes, probed, stillHeld);
     const labels = { model: this.#inner.model };
     this.#metrics.decode.observe(labels, scored.decodeMs / 1000);
     this.#metrics.inference.observe(labels, scored.inferenceMs / 1000);

@@ -56,7 +56,7 @@ describe('WorkGate: scoring slots', () => {
 });
 
 describe('WorkGate: decode memory', () => {
-  it('starts an image only while its decoding estimate fits the budget, in arrival order', async () => {
+  it('starts an image only while its decoding estimate fits the budget; a smaller one that fits goes first', async () => {
     const g = gate({ active: 4, decodeBytes: 1000 });
     const started: string[] = [];
     const done = { big: deferred(), small: deferred() };
@@ -67,17 +67,17 @@ describe('WorkGate: decode memory', () => {
       }, memory);
     const big = run('big', 700, done.big.promise);
     const second = run('second', 400);
-    // Would fit beside `big`, but does not overtake `second`, which waits for memory.
+    // Does not wait behind `second`, which waits for memory: 700 + 100 fits.
     const small = run('small', 100, done.small.promise);
     await Promise.resolve();
-    expect(started).toEqual(['big']);
-    expect([g.running, g.waiting, g.decodingBytes]).toEqual([1, 2, 700]);
+    expect(started).toEqual(['big', 'small']);
+    expect([g.running, g.waiting, g.decodingBytes]).toEqual([2, 1, 800]);
     done.big.resolve();
     await big;
     await second;
     done.small.resolve();
     await small;
-    expect(started).toEqual(['big', 'second', 'small']);
+    expect(started).toEqual(['big', 'small', 'second']);
     expect([g.running, g.waiting, g.decodingBytes]).toEqual([0, 0, 0]);
   });
 
@@ -156,5 +156,163 @@ describe('WorkGate: admissions', () => {
     expect(refusal).toBeInstanceOf(ApiError);
     expect(refusal).toMatchObject({ status: 503, code: 5001, headers: { 'retry-after': '3' } });
     expect(refusal.message).toMatch(/Shutting down/);
+  });
+});
+
+const MiB = 1024 * 1024;
+
+/** Runs `name` through the gate until its `done` is resolved, recording when it starts. */
+function recorder(g: WorkGate) {
+  const started: string[] = [];
+  const done = new Map<string, () => void>();
+  const run = (name: string, memory: number, client?: string) => {
+    const finished = deferred();
+    done.set(name, finished.resolve);
+    return g.score(
+      async () => {
+        started.push(name);
+        await finished.promise;
+      },
+      memory,
+      client,
+    );
+  };
+  const finish = async (name: string, runs: Promise<unknown>) => {
+    done.get(name)?.();
+    await runs;
+    // Let the waiters it released record their start.
+    await new Promise((r) => setImmediate(r));
+  };
+  return { started, run, finish };
+}
+
+describe('WorkGate: lanes', () => {
+  // 4 slots, 640 MiB: large images (estimate over 32 MiB) leave 1 slot and 96 MiB to small ones
+  // while another large one runs.
+  const lanes = () => gate({ active: 4, decodeBytes: 640 * MiB });
+
+  it('keeps memory for small images: a second large one waits although the budget would hold it', async () => {
+    const g = lanes();
+    const { started, run, finish } = recorder(g);
+    const a = run('A', 400 * MiB);
+    run('B', 150 * MiB); // 550 MiB of large images: over 640 - 96
+    run('s1', 30 * MiB);
+    run('s2', 30 * MiB);
+    await Promise.resolve();
+    expect(started).toEqual(['A', 's1', 's2']);
+    expect(g.decodingBytes).toBe(460 * MiB);
+    await finish('A', a);
+    expect(started).toEqual(['A', 's1', 's2', 'B']);
+  });
+
+  it('keeps a slot for small images: large ones take at most 3 of 4', async () => {
+    const g = lanes();
+    const { started, run } = recorder(g);
+    for (const name of ['L1', 'L2', 'L3', 'L4']) run(name, 40 * MiB);
+    run('s', 10 * MiB);
+    await Promise.resolve();
+    expect(started).toEqual(['L1', 'L2', 'L3', 's']);
+    expect([g.running, g.waiting]).toEqual([4, 1]);
+  });
+
+  it('lets a large image alone take the whole budget', async () => {
+    const g = lanes();
+    const { started, run } = recorder(g);
+    run('huge', 630 * MiB);
+    run('s', 10 * MiB);
+    run('L', 40 * MiB);
+    await Promise.resolve();
+    expect(started).toEqual(['huge', 's']);
+  });
+});
+
+describe('WorkGate: no starvation', () => {
+  const setup = (clock: { now: number }) =>
+    new WorkGate(
+      {
+        active: 4,
+        uploads: 16,
+        uploadsPerClient: 16,
+        uploadBytes: 1000,
+        decodeBytes: 640 * MiB,
+        retryAfterSeconds: 1,
+      },
+      () => clock.now,
+    );
+
+  it('lets a smaller large image overtake one that has waited under 2 s', async () => {
+    const clock = { now: 0 };
+    const g = setup(clock);
+    const { started, run } = recorder(g);
+    run('L1', 500 * MiB);
+    run('L2', 300 * MiB);
+    clock.now = 1_000;
+    run('L3', 40 * MiB);
+    await Promise.resolve();
+    expect(started).toEqual(['L1', 'L3']);
+  });
+
+  it('stops large images overtaking one that has waited 2 s; small ones still go', async () => {
+    const clock = { now: 0 };
+    const g = setup(clock);
+    const { started, run, finish } = recorder(g);
+    const l1 = run('L1', 500 * MiB);
+    run('L2', 300 * MiB);
+    clock.now = 2_500;
+    run('L3', 40 * MiB);
+    run('s', 10 * MiB);
+    await Promise.resolve();
+    expect(started).toEqual(['L1', 's']);
+    await finish('L1', l1);
+    expect(started).toEqual(['L1', 's', 'L2', 'L3']);
+  });
+});
+
+describe('WorkGate: per-client share of decoding', () => {
+  it('holds one client to half the slots, leaving the rest to others', async () => {
+    const g = gate({ active: 4, decodeBytes: 1000 });
+    const { started, run, finish } = recorder(g);
+    const a1 = run('a1', 100, 'ip:a');
+    run('a2', 100, 'ip:a');
+    run('a3', 100, 'ip:a');
+    run('b1', 100, 'ip:b');
+    await Promise.resolve();
+    expect(started).toEqual(['a1', 'a2', 'b1']);
+    await finish('a1', a1);
+    expect(started).toEqual(['a1', 'a2', 'b1', 'a3']);
+  });
+
+  it('holds one client to half the budget, except for its first image', async () => {
+    const g = gate({ active: 4, decodeBytes: 1000 });
+    const { started, run } = recorder(g);
+    run('a1', 600, 'ip:a'); // alone: over half the budget, still decoded
+    run('a2', 100, 'ip:a');
+    run('b1', 300, 'ip:b');
+    await Promise.resolve();
+    expect(started).toEqual(['a1', 'b1']);
+    expect(g.waiting).toBe(1);
+  });
+});
+
+describe('WorkGate: memory held after the answer', () => {
+  it("counts a killed job's memory until its process has exited, then admits the next", async () => {
+    const g = gate({ active: 2, decodeBytes: 1000 });
+    const exited = deferred();
+    const killed = g.score(async (stillHeld) => {
+      stillHeld(exited.promise);
+      throw new Error('killed at the deadline');
+    }, 700);
+    await expect(killed).rejects.toThrow('killed');
+    expect([g.running, g.decodingBytes, g.heldAfterAnswer]).toEqual([0, 700, 700]);
+    let ran = false;
+    const next = g.score(async () => {
+      ran = true;
+    }, 700);
+    await new Promise((r) => setImmediate(r));
+    expect(ran).toBe(false);
+    exited.resolve();
+    await next;
+    expect(ran).toBe(true);
+    expect([g.running, g.decodingBytes, g.heldAfterAnswer]).toEqual([0, 0, 0]);
   });
 });

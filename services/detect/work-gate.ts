@@ -8,10 +8,15 @@
 // Scoring: only `active` images are handed to the scoring pool at the same time, and an image takes its
 // slot only once its upload is read — and only while the memory its decoding will take (estimated from
 // its header, decode-memory.ts) fits in the decode budget with the images being decoded. The others
-// wait in arrival order; that wait is bounded because admissions are. An image that could never fit
-// the budget is refused at once (4004), the one refusal here.
+// wait, fairly: oldest first, but an image that does not fit yet does not hold up a smaller one that
+// does; large images leave a lane of slots and memory to small ones, and one that has waited long
+// enough is not overtaken any more; one client (address or account) holds at most half the slots and
+// half the budget. That wait is bounded because admissions are. An image that could never fit the
+// budget is refused at once (4004), the one refusal here. An image's memory stays counted until its
+// decoder has really ended (a killed decoder process keeps its memory until it exits).
 
 import { ApiError } from '../common/errors.ts';
+import type { StillHeld } from './scoring/image-scorer.ts';
 
 export interface WorkGateOptions {
   /** Scoring slots: images in decode + inference at once. */
@@ -24,6 +29,21 @@ export interface WorkGateOptions {
   /** Decoding memory the images being scored may take together (estimates from their headers). */
   decodeBytes: number;
   retryAfterSeconds: number;
+}
+
+/** An image whose decode estimate is at most this goes in the small lane (~8 MP baseline JPEG and under). */
+export const SMALL_IMAGE_DECODE_BYTES = 32 * 1024 * 1024;
+/** Decode memory large images leave free for small ones while another large one runs (at most a quarter). */
+const SMALL_LANE_BYTES = 96 * 1024 * 1024;
+/** A large image waiting this long for room is no longer overtaken by other large ones. */
+export const PRIORITY_AFTER_MS = 2_000;
+
+interface Decoding {
+  memory: number;
+  small: boolean;
+  client: string | undefined;
+  /** When it asked for a slot (the gate's clock). */
+  since: number;
 }
 
 export interface Admission {
@@ -45,11 +65,23 @@ export class WorkGate {
   readonly #perClient = new Map<string, number>();
   #running = 0;
   #decoding = 0;
-  readonly #waiting: Array<{ memory: number; start: () => void }> = [];
+  #runningLarge = 0;
+  #decodingLarge = 0;
+  /** Slots and decode memory large images leave to small ones (while another large one runs). */
+  readonly #smallSlots: number;
+  readonly #smallBytes: number;
+  readonly #decodingPerClient = new Map<string, { running: number; memory: number }>();
+  readonly #heldSince = new Set<Decoding>();
+  #heldAfter = 0;
+  readonly #now: () => number;
+  readonly #waiting: Array<{ image: Decoding; start: () => void }> = [];
   #closed = false;
 
-  constructor(opts: WorkGateOptions) {
+  constructor(opts: WorkGateOptions, now: () => number = performance.now.bind(performance)) {
     this.#opts = opts;
+    this.#now = now;
+    this.#smallSlots = opts.active > 1 ? Math.max(1, Math.floor(opts.active / 4)) : 0;
+    this.#smallBytes = Math.min(SMALL_LANE_BYTES, Math.floor(opts.decodeBytes / 4));
   }
 
   /** Requests admitted and not yet answered. */
@@ -152,43 +184,126 @@ export class WorkGate {
 
   /**
    * Runs `work` once one of the `active` scoring slots is free and `memory` (the image's decoding
-   * estimate) fits in the decode budget, in arrival order. Throws 4004 for an image whose estimate
-   * alone is over the budget: it could never be decoded here.
+   * estimate) fits in the decode budget — the image's lane's share of it, and its client's (see
+   * `#startWaiting`). Throws 4004 for an image whose estimate alone is over the budget: it could never
+   * be decoded here. `work` is handed `stillHeld`: memory its image goes on holding after `work` has
+   * settled (a killed decoder, until its process has exited) stays counted until that promise settles.
    */
-  async score<T>(work: () => Promise<T>, memory = 0): Promise<T> {
+  async score<T>(work: (stillHeld: StillHeld) => Promise<T>, memory = 0, client?: string): Promise<T> {
     if (memory > this.#opts.decodeBytes) {
       throw new ApiError(
         'DIMENSIONS_EXCEEDED',
         `Image too large to decode here: it needs about ${mib(memory)} MiB, over this server's decode memory budget of ${mib(this.#opts.decodeBytes)} MiB`,
       );
     }
-    if (this.#waiting.length > 0 || !this.#fits(memory)) {
-      await new Promise<void>((start) => this.#waiting.push({ memory, start }));
-    } else this.#take(memory);
+    const image: Decoding = { memory, small: memory <= SMALL_IMAGE_DECODE_BYTES, client, since: this.#now() };
+    await new Promise<void>((start) => {
+      this.#waiting.push({ image, start });
+      this.#startWaiting();
+    });
+    const held: Promise<void>[] = [];
     try {
-      return await work();
+      return await work((released) => held.push(released));
     } finally {
       this.#running -= 1;
-      this.#decoding -= memory;
+      if (!image.small) this.#runningLarge -= 1;
+      this.#clientOf(image).running -= 1;
+      if (held.length === 0) this.#release(image);
+      else {
+        this.#heldSince.add(image);
+        this.#heldAfter += image.memory;
+        void Promise.allSettled(held).then(() => this.#release(image));
+      }
       this.#startWaiting();
     }
   }
 
-  #fits(memory: number): boolean {
-    return this.#running < this.#opts.active && this.#decoding + memory <= this.#opts.decodeBytes;
+  /** Memory counted for images whose work has settled but whose decoder has not yet exited. */
+  get heldAfterAnswer(): number {
+    return this.#heldAfter;
   }
 
-  #take(memory: number): void {
+  #release(image: Decoding): void {
+    this.#decoding -= image.memory;
+    if (!image.small) this.#decodingLarge -= image.memory;
+    const client = this.#clientOf(image);
+    client.memory -= image.memory;
+    if (image.client !== undefined && client.running === 0 && client.memory === 0)
+      this.#decodingPerClient.delete(image.client);
+    if (this.#heldSince.delete(image)) this.#heldAfter -= image.memory;
+    this.#startWaiting();
+  }
+
+  #clientOf(image: Decoding): { running: number; memory: number } {
+    if (image.client === undefined) return { running: 0, memory: 0 };
+    let held = this.#decodingPerClient.get(image.client);
+    if (!held) {
+      held = { running: 0, memory: 0 };
+      this.#decodingPerClient.set(image.client, held);
+    }
+    return held;
+  }
+
+  /**
+   * Whether `image` may start now. Every image needs a slot and its memory within the budget. Lanes:
+   * a large image (estimate over SMALL_IMAGE_DECODE_BYTES) may not take the slots and memory kept for
+   * small ones (`#smallSlots`, `#smallBytes`), unless it is the only large one (the largest image
+   * allowed must still be decodable, alone). A client holding images already may hold at most half the
+   * slots and half the budget; its first image is bounded by the budget only.
+   */
+  #fits(image: Decoding): boolean {
+    const { active, decodeBytes } = this.#opts;
+    if (this.#running >= active || this.#decoding + image.memory > decodeBytes) return false;
+    if (!image.small && this.#runningLarge > 0) {
+      if (this.#runningLarge >= active - this.#smallSlots) return false;
+      if (this.#decodingLarge + image.memory > decodeBytes - this.#smallBytes) return false;
+    }
+    return this.#clientFits(image);
+  }
+
+  #clientFits(image: Decoding): boolean {
+    const held = image.client === undefined ? undefined : this.#decodingPerClient.get(image.client);
+    if (!held || (held.running === 0 && held.memory === 0)) return true;
+    return (
+      held.running < Math.ceil(this.#opts.active / 2) &&
+      held.memory + image.memory <= this.#opts.decodeBytes / 2
+    );
+  }
+
+  #take(image: Decoding): void {
     this.#running += 1;
-    this.#decoding += memory;
+    this.#decoding += image.memory;
+    if (!image.small) {
+      this.#runningLarge += 1;
+      this.#decodingLarge += image.memory;
+    }
+    const client = this.#clientOf(image);
+    client.running += 1;
+    client.memory += image.memory;
   }
 
-  /** Starts waiting images in arrival order while the first one fits (none overtakes it). */
+  /**
+   * Starts every waiting image that fits, oldest first; one that does not fit does not hold up the
+   * ones behind it (a small image is not kept behind a large one it fits beside). A large image that
+   * has waited PRIORITY_AFTER_MS for room (not for its client's share) stops later large images from
+   * overtaking it, so that the room it needs frees up: large images are not starved by a stream of
+   * smaller large ones, and small images keep their own lane meanwhile.
+   */
   #startWaiting(): void {
-    for (let next = this.#waiting[0]; next && this.#fits(next.memory); next = this.#waiting[0]) {
-      this.#waiting.shift();
-      this.#take(next.memory);
-      next.start();
+    const now = this.#now();
+    let largeBlocked = false;
+    for (let i = 0; i < this.#waiting.length; ) {
+      const next = this.#waiting[i] as { image: Decoding; start: () => void };
+      const { image } = next;
+      if (!(largeBlocked && !image.small) && this.#fits(image)) {
+        this.#waiting.splice(i, 1);
+        this.#take(image);
+        next.start();
+        continue;
+      }
+      if (!image.small && this.#clientFits(image) && now - image.since >= PRIORITY_AFTER_MS)
+        largeBlocked = true;
+      i++;
     }
   }
 

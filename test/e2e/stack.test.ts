@@ -7,6 +7,7 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
+import sharp from 'sharp';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { admin } from '../../loadtests/run.ts';
 import { ERRORS } from '../../services/common/errors.ts';
@@ -41,6 +42,8 @@ const LIMITS = {
   FREE_PER_DAY: '100000',
   PRO_PER_MINUTE: '3',
   PRO_PER_DAY: '3',
+  // Low enough that a 16 MP noise JPEG is killed for its cost; a test image takes a few ms.
+  DECODE_CPU_LIMIT_MS: '100',
 };
 
 const UNAVAILABLE = ERRORS.UNAVAILABLE;
@@ -232,6 +235,44 @@ describeWithStackTools(
       expect(framing).toMatch(/^HTTP\/1\.1 400 /);
       expect(framing).toContain(`{"code":${ERRORS.BAD_REQUEST.code},`);
       expect(await remaining()).toBe(before - 2);
+    });
+
+    it('charges an image killed for its own cost (400/4005 through Envoy): the edge refunds only 503s', async () => {
+      const email = `e2e-costly-${randomBytes(4).toString('hex')}@example.com`;
+      const created = (await admin(adminEnv, ['create-account', '--email', email, '--tier', 'pro'])) as {
+        account: { id: string };
+      };
+      const { secret } = (await admin(adminEnv, ['issue-key', email, '--name', 'e2e'])) as { secret: string };
+      const costly = await sharp({
+        create: {
+          width: 4000,
+          height: 4000,
+          channels: 3,
+          background: '#808080',
+          noise: { type: 'gaussian', mean: 128, sigma: 40 },
+        },
+      })
+        .jpeg({ quality: 90 })
+        .toBuffer();
+      const redis = new Redis(stack.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
+      await redis.connect();
+      try {
+        const dayKey = new RedisLayout('nsfwd:').day(accountSubject(created.account.id));
+        const counted = async () => Number((await redis.hget(dayKey, 'n')) ?? 0);
+        const killed = await post(edge, '/api/open/detect', {
+          headers: { authorization: `Bearer ${secret}` },
+          body: costly,
+        });
+        expect({ status: killed.status, code: killed.code }, JSON.stringify(killed.body)).toEqual({
+          status: 400,
+          code: ERRORS.UNDECODABLE.code,
+        });
+        // Had it been refunded the count would go back to 0 within the edge's fire-and-forget call.
+        await new Promise((r) => setTimeout(r, 2_000));
+        expect(await counted()).toBe(1);
+      } finally {
+        redis.disconnect();
+      }
     });
 
     it('answers Envoy-made replies in the envelope: unknown route 404/4040; health and skill bypass the quota', async () => {

@@ -31,10 +31,15 @@ export interface ImageScorer {
    * Decodes the first frame and scores it. Throws ApiError 4005 for undecodable input.
    * Takes ownership of `bytes`: an implementation may transfer the buffer to another thread, after
    * which the caller's view is empty. Read anything you need from it first.
+   * `stillHeld`, when given, is told of memory the image goes on holding after its answer: a decode
+   * killed at its deadline holds its memory until its process has ended (the promise settles then).
    */
-  score(bytes: Uint8Array, probed: ProbedImage): Promise<ScoredImage>;
+  score(bytes: Uint8Array, probed: ProbedImage, stillHeld?: StillHeld): Promise<ScoredImage>;
   close(): Promise<void>;
 }
+
+/** Told of memory an answered image still holds, until `released` settles. */
+export type StillHeld = (released: Promise<void>) => void;
 
 export const epochNow = (): number => performance.timeOrigin + performance.now();
 
@@ -61,6 +66,25 @@ export function needsShrinkOnLoad(probed: ProbedImage): boolean {
   return probed.format === 'jpeg' && probed.width * probed.height > FULL_DECODE_MAX_PIXELS;
 }
 
+/**
+ * The decode half of the unit of work: the model input for `bytes`, exactly as every scorer makes it
+ * (the libjpeg fast path first where chosen, shrink-on-load only where a full decode would cost too
+ * much). Runs in the decoder processes (decoder-process.ts) and in InProcessScorer.
+ */
+export async function decodeForModel(
+  bytes: Uint8Array,
+  probed: ProbedImage,
+  inputSize: number,
+  decode: DecodeOptions,
+): Promise<Float32Array> {
+  const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const input = await toModelInput(buffer, probed, inputSize, {
+    ...decode,
+    shrinkOnLoad: needsShrinkOnLoad(probed) ? 'if-declined' : false,
+  });
+  return input.tensor;
+}
+
 /** Decode and inference on the calling thread: the unit of work, also used inside each pool worker. */
 export class InProcessScorer implements ImageScorer {
   readonly model: ModelName;
@@ -79,25 +103,22 @@ export class InProcessScorer implements ImageScorer {
 
   async score(bytes: Uint8Array, probed: ProbedImage): Promise<ScoredImage> {
     const decodeStartedAt = epochNow();
-    const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const input = await toModelInput(buffer, probed, this.inputSize, {
-      ...this.#decode,
-      shrinkOnLoad: needsShrinkOnLoad(probed) ? 'if-declined' : false,
-    });
+    const tensor = await decodeForModel(bytes, probed, this.inputSize, this.#decode);
+    const decodeMs = epochNow() - decodeStartedAt;
+    return { ...(await this.infer(tensor)), decodeStartedAt, decodeMs };
+  }
+
+  /** Inference alone, on a model input made by decodeForModel; takes ownership of `tensor`. */
+  async infer(tensor: Float32Array): Promise<{ scores: ClassScores; inferenceMs: number }> {
     const inferenceStartedAt = epochNow();
     let scores: ClassScores;
     try {
-      scores = await this.#classifier.classify(input.tensor);
+      scores = await this.#classifier.classify(tensor);
     } finally {
       // The input tensor is ours alone (made by toModelInput) and done with.
-      releaseBuffer(input.tensor);
+      releaseBuffer(tensor);
     }
-    return {
-      scores,
-      decodeStartedAt,
-      decodeMs: inferenceStartedAt - decodeStartedAt,
-      inferenceMs: epochNow() - inferenceStartedAt,
-    };
+    return { scores, inferenceMs: epochNow() - inferenceStartedAt };
   }
 
   close(): Promise<void> {

@@ -1,5 +1,6 @@
-// One scoring worker thread: decoding and inference off the main event loop. Messages:
-// {id, bytes, probed, solo} in; {id, ok, ...scored} or {id, ok: false, code?, message} out.
+// One scoring worker thread: inference (and, without decoder processes, decoding) off the main event
+// loop. Messages: {id, bytes, probed, solo, tensor?} in — with `tensor`, a model input a decoder
+// process made, only inference runs — and {id, ok, ...scored} or {id, ok: false, code?, message} out.
 //
 // A single-threaded ONNX Runtime session, used while other images are being scored too (every core is
 // already busy; a second intra-op thread would only add hand-offs, measured ~3.5 ms of extra CPU per
@@ -32,6 +33,8 @@ export interface ScoreRequest {
   probed: ProbedImage;
   /** No other image is being scored: use the multi-threaded session. */
   solo: boolean;
+  /** The model input, already decoded (by a decoder process): only inference runs here. */
+  tensor?: Float32Array;
 }
 
 if (!parentPort) throw new Error('scorer-worker must run in a worker thread');
@@ -67,11 +70,14 @@ try {
   for (const scorer of new Set([shared, solo])) {
     await scorer.score(new Uint8Array(warmUp), { format: 'jpeg', width: 640, height: 480, frames: 1 });
   }
-  port.on('message', async ({ id, bytes, probed, solo: alone }: ScoreRequest) => {
-    const large = isLargeImage(bytes, probed);
+  port.on('message', async ({ id, bytes, probed, solo: alone, tensor }: ScoreRequest) => {
+    const large = tensor === undefined && isLargeImage(bytes, probed);
     try {
       const scorer = alone ? solo : shared;
-      port.postMessage({ id, ok: true, ...(await scorer.score(bytes, probed)) });
+      const scored = tensor
+        ? { ...(await scorer.infer(tensor)), decodeStartedAt: 0, decodeMs: 0 }
+        : await scorer.score(bytes, probed);
+      port.postMessage({ id, ok: true, ...scored });
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       port.postMessage({ id, ok: false, code: isApiError(err) ? err.code : undefined, message });

@@ -1,12 +1,15 @@
-// Builds the scoring pool the configuration describes: worker threads with one ONNX session each, from
-// the checksummed model file `npm run models` built; a missing or stale file fails here, before any
-// worker starts.
+// Builds the scorer the configuration describes: decoder processes (one image each) and inference
+// worker threads with one ONNX session each, from the checksummed model file `npm run models` built; a
+// missing or stale file fails here, before any worker starts.
 
 import type { FastifyBaseLogger } from 'fastify';
+import { MODEL_INPUT_SIZE } from '../../policy/model-catalogue.ts';
 import type { ScoringConfig, UploadConfig } from '../config.ts';
 import { libjpegUnavailable, resolveJpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import { verifiedModelFile } from '../model/model-file.ts';
+import { DecoderPool } from './decoder-pool.ts';
 import type { ImageScorer } from './image-scorer.ts';
+import { IsolatedScorer } from './isolated-scorer.ts';
 import type { ScorerSlot } from './scorer-slot.ts';
 import { type WorkerPoolOptions, WorkerPoolScorer } from './worker-pool-scorer.ts';
 
@@ -42,12 +45,32 @@ export function jpegDecoderInUse(config: ScoringConfig): { jpegDecoder: 'libjpeg
   return missing ? { jpegDecoder, why: missing } : { jpegDecoder };
 }
 
+/**
+ * An inference that takes this long has lost its thread (a 224² tensor takes milliseconds): only then is
+ * an inference worker terminated. Never SCORING_DEADLINE_MS: terminating a thread that runs an ONNX
+ * session aborts the process, so no deadline that load alone can reach may do it.
+ */
+export const INFERENCE_DEADLINE_MS = 60_000;
+
 export async function loadScorer(
   config: ScoringConfig & Pick<UploadConfig, 'concurrency' | 'limits'>,
   onWorkerError: (err: Error) => void,
 ): Promise<ImageScorer> {
   await verifiedModelFile(config.model);
-  return WorkerPoolScorer.create({ ...scoringPoolOptions(config), onWorkerError });
+  const options = scoringPoolOptions(config);
+  const [inference, decoders] = await Promise.all([
+    WorkerPoolScorer.create({ ...options, deadlineMs: INFERENCE_DEADLINE_MS, onWorkerError }),
+    DecoderPool.create({
+      processes: config.decoderProcesses,
+      inputSize: MODEL_INPUT_SIZE[config.model],
+      limits: config.limits,
+      jpegDecoder: options.jpegDecoder ?? 'sharp',
+      deadlineMs: config.scoringDeadlineMs,
+      cpuLimitMs: config.decodeCpuLimitMs,
+      onProcessError: onWorkerError,
+    }),
+  ]);
+  return new IsolatedScorer(decoders, inference);
 }
 
 /**

@@ -55,6 +55,8 @@ interface Job {
   id: number;
   bytes: Uint8Array;
   probed: ProbedImage;
+  /** Decoded already: the worker only infers (see score's `tensor`). */
+  tensor?: Float32Array | undefined;
   /** See isLargeImage: at most one such job per worker, and on at most half the workers. */
   large: boolean;
   resolve: (scored: ScoredImage) => void;
@@ -140,13 +142,27 @@ export class WorkerPoolScorer implements ImageScorer {
   }
 
   score(bytes: Uint8Array, probed: ProbedImage): Promise<ScoredImage> {
+    return this.#enqueue(bytes, probed, undefined);
+  }
+
+  /**
+   * Inference alone on a model input a decoder process made (isolated-scorer.ts); takes ownership of
+   * `tensor`. The decode fields of the answer are zero: the caller has them.
+   */
+  infer(tensor: Float32Array, probed: ProbedImage): Promise<ScoredImage> {
+    return this.#enqueue(new Uint8Array(0), probed, tensor);
+  }
+
+  #enqueue(bytes: Uint8Array, probed: ProbedImage, tensor: Float32Array | undefined): Promise<ScoredImage> {
     if (this.#closed) return Promise.reject(new ApiError('UNAVAILABLE', 'Scorer is shut down'));
     return new Promise<ScoredImage>((resolve, reject) => {
       this.#queue.push({
         id: this.#nextId++,
         bytes,
         probed,
-        large: isLargeImage(bytes, probed),
+        tensor,
+        // A model input is small, whatever the image was.
+        large: tensor === undefined && isLargeImage(bytes, probed),
         resolve,
         reject,
       });
@@ -274,10 +290,21 @@ export class WorkerPoolScorer implements ImageScorer {
       job.deadline = setTimeout(() => this.#expire(slot, job), this.#opts.deadlineMs);
       // Hand the upload over without a copy when it owns its whole buffer (large uploads do); the
       // caller is done with it. Small pooled buffers are copied.
-      const { bytes } = job;
-      const owns = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
-      const transfer = owns && bytes.buffer instanceof ArrayBuffer ? [bytes.buffer] : [];
-      const request: ScoreRequest = { id: job.id, bytes, probed: job.probed, solo };
+      const { bytes, tensor } = job;
+      const transfer = [bytes, ...(tensor ? [tensor] : [])].flatMap((view) =>
+        view.byteOffset === 0 &&
+        view.byteLength === view.buffer.byteLength &&
+        view.buffer instanceof ArrayBuffer
+          ? [view.buffer]
+          : [],
+      );
+      const request: ScoreRequest = {
+        id: job.id,
+        bytes,
+        probed: job.probed,
+        solo,
+        ...(tensor ? { tensor } : {}),
+      };
       slot.worker.postMessage(request, transfer);
     }
   }

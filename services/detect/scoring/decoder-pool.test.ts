@@ -1,0 +1,189 @@
+// The decoder processes: the same model inputs as a decode on the calling thread; a decode failure
+// keeps its code; and kills, the way they once took the whole server down — an image that costs far
+// more CPU than any ordinary one, sent again and again beside legitimate images at a short limit.
+// Every kill is answered 4005 (the image's own cost), every legitimate image in flight is decoded
+// exactly, and the killed process's memory is reported held until the process has really ended.
+
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fixture } from '../../../test/fixtures/corpus.ts';
+import { manyScanScript, writeProgressiveJpeg } from '../../../test/support/hostile-images.ts';
+import { resolveJpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
+import { probeHeader } from '../image/probe.ts';
+import { sniffFormat } from '../image/sniff.ts';
+import { DEFAULT_DIMENSION_LIMITS } from '../image/types.ts';
+import { DecoderPool, decodeCpuLimitMs, processCpuMs } from './decoder-pool.ts';
+import { decodeForModel } from './image-scorer.ts';
+
+const jpegDecoder = resolveJpegDecoder('auto');
+const options = {
+  inputSize: 224,
+  limits: DEFAULT_DIMENSION_LIMITS,
+  jpegDecoder,
+  deadlineMs: 120_000,
+  cpuLimitMs: 120_000,
+};
+
+async function load(name: string) {
+  const bytes = readFileSync(fixture(name));
+  return { name, bytes, probed: probeHeader(bytes, await sniffFormat(bytes)) };
+}
+
+const alive = (pid: number) => processCpuMs(pid) !== undefined;
+
+describe('DecoderPool', () => {
+  const names = ['320x240.jpg', 'Flag_of_the_Netherlands-alpha.png', 'animated-loop-3.webp', 'G31D.TIF'];
+  let inputs: Awaited<ReturnType<typeof load>>[];
+  let expected: Float32Array[];
+  beforeAll(async () => {
+    inputs = await Promise.all(names.map(load));
+    expected = await Promise.all(
+      inputs.map((i) => decodeForModel(new Uint8Array(i.bytes), i.probed, 224, { jpegDecoder })),
+    );
+  });
+
+  it('decodes to the same model inputs as the calling thread, several images at once', async () => {
+    const pool = await DecoderPool.create({ ...options, processes: 2 });
+    try {
+      const decoded = await Promise.all(
+        inputs.map((i) => pool.decode(new Uint8Array(i.bytes), i.probed, false)),
+      );
+      decoded.forEach((d, k) => {
+        expect(d.tensor).toEqual(expected[k]);
+        expect(d.decodeMs).toBeGreaterThan(0);
+      });
+      const cut = readFileSync(fixture('320x240.jpg'));
+      const bytes = cut.subarray(0, Math.floor(cut.length * 0.6));
+      const err = await pool.decode(new Uint8Array(bytes), probeHeader(bytes, 'jpeg'), false).catch((e) => e);
+      expect(err).toMatchObject({ status: 400, code: 4005 });
+    } finally {
+      await pool.close();
+    }
+  });
+
+  describe('kills under load', () => {
+    // ~0.8 s of CPU to decode (hundreds of scans over 62,500 blocks), 54 KB on the wire.
+    const hostile = writeProgressiveJpeg({
+      width: 2000,
+      height: 2000,
+      components: 1,
+      scans: manyScanScript(1),
+    });
+    const hostileProbed = probeHeader(hostile, 'jpeg');
+    let pool: DecoderPool;
+    const replaced: Error[] = [];
+    afterAll(() => pool?.close());
+
+    it('kills each costly decode at its CPU limit with 4005, decodes every image beside it exactly, round after round', async () => {
+      pool = await DecoderPool.create({
+        ...options,
+        processes: 3,
+        cpuLimitMs: 200,
+        onProcessError: (err) => replaced.push(err),
+      });
+      const rounds = 6;
+      for (let round = 0; round < rounds; round++) {
+        const released: Promise<void>[] = [];
+        const killed = pool
+          .decode(new Uint8Array(hostile), hostileProbed, false, (p) => released.push(p))
+          .then(
+            () => 'decoded',
+            (err: unknown) => err,
+          );
+        const legit = inputs.map((i) => pool.decode(new Uint8Array(i.bytes), i.probed, false));
+        const before = pool.pids;
+        const err = await killed;
+        expect(err).toMatchObject({ status: 400, code: 4005 });
+        expect((err as Error).message).toMatch(/CPU time/);
+        // The killed process's memory stays counted until it has exited, and then it is gone.
+        expect(released).toHaveLength(1);
+        await released[0];
+        const gone = before.filter((pid) => !pool.pids.includes(pid));
+        expect(gone).toHaveLength(1);
+        expect(alive(gone[0] as number)).toBe(false);
+        const decoded = await Promise.all(legit);
+        for (const [k, d] of decoded.entries()) expect(d.tensor).toEqual(expected[k]);
+      }
+      expect(replaced).toHaveLength(rounds);
+      // Every killed decoder was replaced.
+      await expect.poll(() => pool.pids.length, { timeout: 30_000 }).toBe(3);
+    }, 240_000);
+  });
+
+  describe('supervision (stand-in decoders)', () => {
+    const entry = new URL('../../../test/support/stand-in-decoder-process.mjs', import.meta.url);
+    const image = (width: number) => ({ format: 'png' as const, width, height: 10, frames: 1 });
+
+    it('answers 503 for an image still decoding at the wall deadline without having used its CPU', async () => {
+      const pool = await DecoderPool.create({
+        ...options,
+        processes: 1,
+        entry,
+        deadlineMs: 300,
+        cpuLimitMs: 60_000,
+      });
+      try {
+        const released: Promise<void>[] = [];
+        const err = await pool
+          .decode(new Uint8Array(4), image(22), false, (p) => released.push(p))
+          .catch((e) => e);
+        expect(err).toMatchObject({ status: 503, code: 5001, headers: { 'retry-after': '1' } });
+        expect(released).toHaveLength(1);
+        await released[0];
+        // The replacement takes the next image.
+        expect((await pool.decode(new Uint8Array(4), image(10), false)).tensor).toHaveLength(4);
+      } finally {
+        await pool.close();
+      }
+    });
+
+    it('answers 503 for the image whose decoder died, and keeps decoding', async () => {
+      const replaced: Error[] = [];
+      const pool = await DecoderPool.create({
+        ...options,
+        processes: 1,
+        entry,
+        onProcessError: (err) => replaced.push(err),
+      });
+      try {
+        const err = await pool.decode(new Uint8Array(4), image(13), false).catch((e) => e);
+        expect(err).toMatchObject({ status: 503, code: 5001 });
+        expect(replaced[0]?.message).toMatch(/code 70/);
+        expect((await pool.decode(new Uint8Array(4), image(10), false)).tensor).toHaveLength(4);
+      } finally {
+        await pool.close();
+      }
+    });
+
+    it('keeps one decoder free of large images for the others', async () => {
+      const pool = await DecoderPool.create({ ...options, processes: 2, entry, deadlineMs: 60_000 });
+      try {
+        // A large image that never finishes holds one decoder; a second large one waits although the
+        // other decoder is free, and a small one gets that decoder.
+        void pool.decode(new Uint8Array(4), image(22), true).catch(() => {});
+        const second = pool.decode(new Uint8Array(4), image(10), true).then(
+          () => 'decoded',
+          (err: unknown) => err,
+        );
+        const small = await pool.decode(new Uint8Array(4), image(10), false);
+        expect(small.tensor).toHaveLength(4);
+        await pool.close();
+        expect(await second).toMatchObject({ code: 5001, message: 'Scorer is shut down' });
+      } finally {
+        await pool.close();
+      }
+    });
+  });
+});
+
+describe('decodeCpuLimitMs', () => {
+  const probed = (width: number, height: number) => ({ format: 'jpeg' as const, width, height, frames: 1 });
+  it('holds an image to what an ordinary one of its size costs, under the cap', () => {
+    // 250 ms + 100 ns × 307,200 px + 10 ns × 50,000 B = 281.22 → 282
+    expect(decodeCpuLimitMs(50_000, probed(640, 480), 6_000)).toBe(282);
+    // A 3300² image: 250 + 1,089 + 0.8 → 1,340 ms, where the 2,647-scan one takes ~8 s.
+    expect(decodeCpuLimitMs(79_680, probed(3300, 3300), 6_000)).toBe(1_340);
+    // 196 MP: the cap.
+    expect(decodeCpuLimitMs(1_000_000, probed(14_000, 14_000), 6_000)).toBe(6_000);
+  });
+});

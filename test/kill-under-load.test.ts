@@ -1,0 +1,84 @@
+// Kills under legitimate load, the way they once took the whole server down: with a short deadline,
+// images that cost far more to decode than the limit allows, sent again and again beside ordinary
+// ones. Terminating a scoring thread in the middle of another image's ONNX run aborted the process
+// (`terminate called after throwing an instance of 'Napi::Error'`); decoding now runs in decoder
+// processes, killed alone. Every costly image is answered 400/4005, every ordinary one 200, and the
+// server is still alive and ready at the end.
+
+import sharp from 'sharp';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { type ServerProcess, startServer } from './support/server-process.ts';
+import { JPEG } from './support/stack-client.ts';
+import { describeWithTool, JPEG_TENSOR_ADDON } from './support/tools.ts';
+
+const ROUNDS = 8;
+
+describeWithTool([JPEG_TENSOR_ADDON], 'kills under legitimate load', () => {
+  let server: ServerProcess;
+  let costly: Buffer;
+  beforeAll(async () => {
+    // 16 MP of noise: ~0.2-0.4 s of CPU to decode, over the 100 ms limit below; an ordinary 320×240
+    // JPEG takes a few ms.
+    costly = await sharp({
+      create: {
+        width: 4000,
+        height: 4000,
+        channels: 3,
+        background: '#808080',
+        noise: { type: 'gaussian', mean: 128, sigma: 40 },
+      },
+    })
+      .jpeg({ quality: 90 })
+      .toBuffer();
+    server = await startServer({
+      // Short limits: the CPU limit kills; the wall deadline is only short enough that a starved decoder
+      // (a replacement starting beside it on a busy machine) still reaches the CPU limit first.
+      SCORING_DEADLINE_MS: '3000',
+      DECODE_CPU_LIMIT_MS: '100',
+      ANON_PER_MINUTE: '100000',
+      ANON_PER_DAY: '100000',
+    });
+  }, 180_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  const detect = (body: Buffer) =>
+    fetch(`${server.url}/api/public/detect`, {
+      method: 'POST',
+      headers: { 'content-type': 'image/jpeg' },
+      body: new Uint8Array(body),
+    }).then(async (res) => ({
+      status: res.status,
+      body: (await res.json()) as { code: number; message: string },
+    }));
+
+  it('survives every kill, answers each costly image 4005 and every ordinary one beside it 200', async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const answers = await Promise.all([
+        detect(costly),
+        ...Array.from({ length: 3 }, () => detect(JPEG)),
+        detect(costly),
+        ...Array.from({ length: 3 }, () => detect(JPEG)),
+      ]);
+      const [a, b] = [answers[0], answers[4]];
+      for (const killed of [a, b]) {
+        expect(killed?.status, `round ${round}: ${JSON.stringify(killed?.body)}`).toBe(400);
+        expect(killed?.body.code).toBe(4005);
+        expect(killed?.body.message).toMatch(/CPU time/);
+      }
+      const ordinary = answers.filter((_, i) => i !== 0 && i !== 4);
+      expect(
+        ordinary.map((o) => o.status),
+        `round ${round}`,
+      ).toEqual(Array(6).fill(200));
+    }
+    expect(server.proc.exitCode).toBeNull();
+    expect(server.output()).not.toMatch(/terminate called/);
+    expect((await fetch(`${server.url}/internal/live`)).status).toBe(200);
+    await expect
+      .poll(async () => (await fetch(`${server.url}/internal/ready`)).status, { timeout: 30_000 })
+      .toBe(200);
+    expect((await detect(JPEG)).status).toBe(200);
+  }, 300_000);
+});
