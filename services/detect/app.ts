@@ -114,7 +114,7 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
         if (endpoint === 'public') return;
         // Counted, and now the account is known; a 503 from here is refunded (onSend).
         const account = decision.accountId === undefined ? undefined : `acct:${decision.accountId}`;
-        request.gateClient = account ?? `ip:${request.ip}`;
+        request.gateClient = account ?? `ip:${request.clientKey}`;
         admission = opts.gate.tryAdmit(account);
         if (!admission) {
           throw opts.gate.busy(
