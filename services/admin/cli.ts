@@ -18,7 +18,7 @@ import {
 import { maskedKey } from '../quota/accounts/api-keys.ts';
 import { accountSubject } from '../quota/authorize.ts';
 import { loadQuotaConfig, type QuotaConfig } from '../quota/config.ts';
-import { AccountsFileError } from '../quota/stores/local-account-store.ts';
+import { AccountsFileError } from '../quota/stores/accounts-file-error.ts';
 import { openStores, type Stores } from '../quota/stores/open-stores.ts';
 
 const HELP = `Usage: npm run admin -- <command> [options] [--json]

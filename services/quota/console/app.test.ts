@@ -2,8 +2,8 @@ import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fast
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { installEnvelopeHandlers } from '../../common/envelope.ts';
 import { accountSubject } from '../authorize.ts';
-import { type LocalAccountStore, memoryAccountStore } from '../stores/local-account-store.ts';
 import { MemoryQuotaStore } from '../stores/memory-quota-store.ts';
+import { memoryAccountStore, type SqliteAccountStore } from '../stores/sqlite-account-store.ts';
 import consoleApp, {
   type ConsoleAttemptLimits,
   csrfToken,
@@ -19,7 +19,7 @@ const PASSWORD = 'correct horse battery';
 
 interface Ctx {
   app: FastifyInstance;
-  accounts: LocalAccountStore;
+  accounts: SqliteAccountStore;
   quota: MemoryQuotaStore;
 }
 
