@@ -8,6 +8,7 @@
 //   peer      ours against the Python peer (bench/peer.ts), one server at a time
 //   quantised mobilenet_v2_int8 beside mobilenet_v2 (bench/quantised.ts): fidelity and speed
 //   memory    peak RSS under the largest images of each format, 8 at a time (bench/memory.ts)
+//   accounts  sign-up and key detect at 1k, 100k and 1M embedded accounts, peak RSS (bench/accounts.ts)
 
 import { readFileSync } from 'node:fs';
 import { loadAllInOneConfig } from '../services/all-in-one/config.ts';
@@ -18,6 +19,7 @@ import { createOnnxClassifier } from '../services/detect/model/onnx-classifier.t
 import { scoringPoolOptions } from '../services/detect/scoring/scoring-pool.ts';
 import { WorkerPoolScorer } from '../services/detect/scoring/worker-pool-scorer.ts';
 import { startServer } from '../test/support/server-process.ts';
+import { accountsBench } from './accounts.ts';
 import { authorizeBench } from './authorize.ts';
 import { closeLoadConnections, postOnce, runLoad } from './http-load.ts';
 import { benchImages, largePng, ONE_MP } from './images.ts';
@@ -28,7 +30,16 @@ import { quantisedSection } from './quantised.ts';
 import { stackFigures } from './stack.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
-const SECTIONS = ['core', 'baseline', 'edge', 'authorize', 'peer', 'quantised', 'memory'] as const;
+const SECTIONS = [
+  'core',
+  'baseline',
+  'edge',
+  'authorize',
+  'peer',
+  'quantised',
+  'memory',
+  'accounts',
+] as const;
 const onlyArg = process.argv.indexOf('--only');
 const only = onlyArg < 0 ? [...SECTIONS] : (process.argv[onlyArg + 1] ?? '').split(',');
 for (const name of only)
@@ -61,9 +72,13 @@ const MiB = 1024 * 1024;
 console.log(
   `nsfwdetector bench — model ${config.model}, ${SECONDS} s per figure, ${ONE_MP.width}×${ONE_MP.height} JPEGs; sections: ${only.join(', ')}`,
 );
-const images = await benchImages();
+// The corpus images, for the sections that send them.
+const images = runs('core') || runs('baseline') || runs('edge') ? await benchImages() : [];
 const bodies = images.map((i) => i.jpeg);
-console.log(`images: ${images.map((i) => `${i.name} (${Math.round(i.jpeg.length / 1024)} KiB)`).join(', ')}`);
+if (images.length > 0)
+  console.log(
+    `images: ${images.map((i) => `${i.name} (${Math.round(i.jpeg.length / 1024)} KiB)`).join(', ')}`,
+  );
 const lines: Array<[string, string]> = [];
 
 let inProcess1 = 0;
@@ -254,4 +269,10 @@ if (runs('peer')) {
 if (runs('quantised')) {
   console.log('');
   for (const line of await quantisedSection()) console.log(line);
+}
+
+// Issue 34: the embedded account store's cost at 1k, 100k and 1M accounts.
+if (runs('accounts')) {
+  console.log('');
+  for (const line of await accountsBench()) console.log(line);
 }
