@@ -152,7 +152,9 @@ describe('admin CLI with the embedded store and `npm start`', () => {
     const server = await startServer({ ACCOUNTS_FILE: bad }, { waitFor: 'nothing' });
     servers.push(server);
     expect(await server.exited).toBe(2);
-    expect(server.output()).toMatch(/ACCOUNTS_FILE .*bad\.json is not valid JSON/);
+    expect(server.output()).toMatch(
+      /ACCOUNTS_FILE .*bad\.json is neither an accounts database nor an accounts JSON file/,
+    );
     expect(readFileSync(bad, 'utf8')).toBe('not json');
   });
 });

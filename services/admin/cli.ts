@@ -31,8 +31,6 @@ Commands:
   revoke-key <key-id>                                revoke a key (effective on the next request)
   set-tier <account> <free|pro>                      change the tier (effective on the next request)
   usage <account>                                    tier, limits and today's usage
-  migrate-redis-layout                               copy accounts, keys and usage written by releases
-                                                     before Sentinel/Cluster support into today's layout
 
 <account> is an account id (acc_…) or an email address.
 Stores: REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES set → Redis (REDIS_KEY_PREFIX); otherwise
@@ -227,14 +225,6 @@ async function runCommand(
           `this minute: ${minute.used}/${minute.limit}`,
           `keys: ${base.keys.active} active, ${base.keys.revoked} revoked; last used ${lastUsed ?? 'never'}`,
         ].join('\n'),
-      };
-    }
-    case 'migrate-redis-layout': {
-      if (!stores.migrateRedisLayout) throw new UsageError('migrate-redis-layout needs Redis (REDIS_URL)');
-      const copied = await stores.migrateRedisLayout();
-      return {
-        json: copied,
-        text: `copied ${copied.accounts} account(s) and ${copied.keys} key(s) into the current Redis layout`,
       };
     }
     default:

@@ -14,7 +14,6 @@ import { MemoryQuotaStore } from './memory-quota-store.ts';
 import { RedisAccountStore } from './redis-account-store.ts';
 import { connectRedis, redisReady } from './redis-connection.ts';
 import { RedisKeyQuota } from './redis-key-quota.ts';
-import { migrateLegacyLayout } from './redis-legacy-layout.ts';
 import { PendingCharges, RedisQuotaStore } from './redis-quota-store.ts';
 import { openSqliteAccountStore } from './sqlite-account-store.ts';
 
@@ -29,8 +28,6 @@ export interface Stores {
   ping(): Promise<void>;
   /** Closes every store (and its connection) once. */
   close(): Promise<void>;
-  /** Redis: copies data of the earlier single-Redis layout into today's (redis-legacy-layout.ts). */
-  migrateRedisLayout?: () => Promise<{ accounts: number; keys: number }>;
 }
 
 export interface OpenStoresOptions {
@@ -91,7 +88,6 @@ export async function openStores(config: StoresConfig, opts: OpenStoresOptions =
     accountStore: accounts,
     sessionStore: accounts,
     keyQuota: new RedisKeyQuota(quotaRedis, config.redis.keyPrefix, pending),
-    migrateRedisLayout: () => migrateLegacyLayout(accountRedis, config.redis.keyPrefix),
     ping: async () => {
       await Promise.all([quotaRedis.ping(), accountRedis.ping()]);
     },
