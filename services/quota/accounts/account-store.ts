@@ -120,6 +120,13 @@ export interface AccountStore {
    * such account.
    */
   deleteAccount(accountId: string): Promise<boolean>;
+  /**
+   * Deletes, as deleteAccount does, every console sign-up (an account with a password) created before
+   * `createdBefore` that never had a key (revoked ones count as had), so never made a request: the
+   * bound on accounts nobody uses. Accounts the admin CLI made (no password) are kept. Returns how
+   * many went. Atomic per account: one that gets a key meanwhile stays.
+   */
+  pruneUnusedAccounts(createdBefore: Date): Promise<number>;
 
   close(): Promise<void>;
 }

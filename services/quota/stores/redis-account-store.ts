@@ -112,6 +112,17 @@ redis.call('DEL', KEYS[1], KEYS[2])
 return out
 `);
 
+// KEYS: acct, account's keys. ARGV: createdAt cut-off (ISO). Deletes the account only if it has a
+// password, was created before the cut-off and has no key (atomic in its slot: a key made meanwhile
+// keeps it). Returns the email it held, or '' when kept.
+const PRUNE_IF_UNUSED = new LuaScript(`
+local a = redis.call('HMGET', KEYS[1], 'email', 'passwordHash', 'createdAt')
+if not a[1] or not a[2] or a[2] == '' or not a[3] or a[3] >= ARGV[1] then return '' end
+if redis.call('EXISTS', KEYS[2]) == 1 then return '' end
+redis.call('DEL', KEYS[1])
+return a[1]
+`);
+
 // KEYS: acct. ARGV: field, value. Returns the account (HGETALL) or {}.
 const SET_ACCOUNT_FIELD = new LuaScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
@@ -362,6 +373,22 @@ export class RedisAccountStore implements AccountStore, SessionStore {
     // Only an entry naming this account goes (the email may belong to a newer account already).
     if (account) await DELETE_IF.run(this.#redis, [this.#l.email(account.email)], [accountId]);
     return Number(existed) === 1;
+  }
+
+  async pruneUnusedAccounts(createdBefore: Date): Promise<number> {
+    let pruned = 0;
+    const cutOff = createdBefore.toISOString();
+    for (const account of await this.listAccounts()) {
+      if (account.passwordHash === '' || account.createdAt >= cutOff) continue;
+      const record = this.#l.account(account.id);
+      const [email] = await this.#write(record, (p) =>
+        queueScript(p, PRUNE_IF_UNUSED, [record, this.#l.accountKeys(account.id)], [cutOff]),
+      );
+      if (!email) continue;
+      await DELETE_IF.run(this.#redis, [this.#l.email(String(email))], [account.id]);
+      pruned++;
+    }
+    return pruned;
   }
 
   async createSession(accountId: string, ttlMs: number): Promise<{ token: string; expiresAt: string }> {

@@ -190,6 +190,10 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
       setTier: p('UPDATE accounts SET tier = ? WHERE id = ? RETURNING *'),
       setPassword: p('UPDATE accounts SET password_hash = ? WHERE id = ? RETURNING *'),
       deleteAccount: p('DELETE FROM accounts WHERE id = ?'),
+      pruneUnused: p(
+        `DELETE FROM accounts WHERE created_at < ? AND password_hash <> ''
+         AND NOT EXISTS (SELECT 1 FROM api_keys k WHERE k.account_id = accounts.id)`,
+      ),
       insertKey: p(
         `INSERT INTO api_keys (id, account_id, name, prefix, last4, created_at, hash)
          SELECT ?, id, ?, ?, ?, ?, ? FROM accounts WHERE id = ?`,
@@ -390,6 +394,11 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
   async deleteAccount(accountId: string): Promise<boolean> {
     // Keys and sessions go with it (ON DELETE CASCADE), in the same transaction.
     return Number(this.#st('deleteAccount').run(accountId).changes) === 1;
+  }
+
+  async pruneUnusedAccounts(createdBefore: Date): Promise<number> {
+    // One statement: an account that gets a key meanwhile is not deleted (the write lock orders them).
+    return Number(this.#st('pruneUnused').run(createdBefore.toISOString()).changes);
   }
 
   async createSession(accountId: string, ttlMs: number): Promise<{ token: string; expiresAt: string }> {
