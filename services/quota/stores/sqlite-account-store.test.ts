@@ -130,10 +130,13 @@ describe('SQLite account store: the file', () => {
     expect(() => openSqliteAccountStore(path)).toThrow(/neither an accounts database nor/);
   });
 
-  it('refuses a path it cannot create', () => {
+  it('refuses a path it cannot create or read as a file', () => {
     const file = join(dir, 'plain-file');
     writeFileSync(file, 'x');
     expect(() => openSqliteAccountStore(join(file, 'accounts.json'))).toThrow(AccountsFileError);
+    const directory = join(dir, 'a-directory');
+    mkdirSync(directory);
+    expect(() => openSqliteAccountStore(directory)).toThrow(AccountsFileError);
   });
 
   it('creates accounts in bulk, each with a key that resolves', async () => {

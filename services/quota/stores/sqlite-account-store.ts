@@ -448,6 +448,8 @@ function fileKind(path: string): 'missing' | 'sqlite' | 'other' {
     const n = readSync(fd, head, 0, head.length, 0);
     if (n === 0) return 'missing';
     return head.toString('latin1', 0, n) === SQLITE_MAGIC ? 'sqlite' : 'other';
+  } catch (err) {
+    throw new AccountsFileError(`cannot read ACCOUNTS_FILE ${path}`, { cause: err });
   } finally {
     closeSync(fd);
   }
