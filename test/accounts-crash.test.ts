@@ -126,12 +126,11 @@ describe('embedded accounts database after kill -9', () => {
           check.close();
         }
         if (round % 2 === 1) {
-          // The running process writes at once: a dead writer's locks die with it.
-          const started = Date.now();
+          // The running process writes: a dead writer's locks died with it (a lock left held would
+          // make this fail with "database is locked" once the busy timeout passed).
           expect((await other.setTier(otherAccount.id, round % 4 === 1 ? 'pro' : 'free'))?.id).toBe(
             otherAccount.id,
           );
-          expect(Date.now() - started).toBeLessThan(1_000);
         }
       }
       console.log(
