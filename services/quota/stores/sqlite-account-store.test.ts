@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EmailTakenError } from '../accounts/account-store.ts';
 import { sha256Hex } from '../accounts/api-keys.ts';
@@ -118,6 +119,29 @@ describe('SQLite account store: the file', () => {
     await expect(two.createAccount({ email: 'U3@example.com', tier: 'free' })).rejects.toBeInstanceOf(
       EmailTakenError,
     );
+  });
+
+  it('writes the database for a taken email as for a new one (a sign-up’s time tells neither)', async () => {
+    const path = freshPath();
+    const store = openFile(path);
+    const watcher = new DatabaseSync(path);
+    const version = () =>
+      (watcher.prepare('PRAGMA data_version').get() as { data_version: number }).data_version;
+    try {
+      await store.createAccount({ email: 'first@example.com', tier: 'free', passwordHash: 'h1' });
+      const afterNew = version();
+      await expect(
+        store.createAccount({ email: 'FIRST@example.com', tier: 'pro', passwordHash: 'h2' }),
+      ).rejects.toBeInstanceOf(EmailTakenError);
+      // Another connection saw a commit: the refused sign-up wrote (its row, unchanged).
+      expect(version()).toBeGreaterThan(afterNew);
+      expect(await store.findAccountByEmail('first@example.com')).toMatchObject({
+        tier: 'free',
+        passwordHash: 'h1',
+      });
+    } finally {
+      watcher.close();
+    }
   });
 
   it('refuses to start on a file that is not ours, without touching it', () => {

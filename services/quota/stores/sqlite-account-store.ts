@@ -131,12 +131,6 @@ function toKey(row: KeyRow | undefined): ApiKeyRecord | undefined {
   };
 }
 
-/** SQLITE_CONSTRAINT_UNIQUE / _PRIMARYKEY: the row exists already. */
-function isUniqueViolation(err: unknown, column: string): boolean {
-  const e = err as { errcode?: number; message?: string };
-  return (e.errcode === 2067 || e.errcode === 1555) && (e.message ?? '').includes(column);
-}
-
 /** Opens (creating when missing) a database at `path`, or in memory for ':memory:'. */
 export function openDatabase(path: string): DatabaseSync {
   const db = new DatabaseSync(path, { timeout: BUSY_TIMEOUT_MS, enableForeignKeyConstraints: true });
@@ -183,6 +177,12 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
     this.#s = {
       insertAccount: p(
         'INSERT INTO accounts (id, email, tier, password_hash, created_at) VALUES (?, ?, ?, ?, ?)',
+      ),
+      // A taken email rewrites its row unchanged: the same durable write (one WAL commit) as a new
+      // account, so the time a sign-up takes does not tell whether the email was free.
+      claimAccount: p(
+        `INSERT INTO accounts (id, email, tier, password_hash, created_at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (email) DO UPDATE SET email = excluded.email RETURNING id`,
       ),
       accountById: p('SELECT * FROM accounts WHERE id = ?'),
       accountByEmail: p('SELECT * FROM accounts WHERE email = ?'),
@@ -245,18 +245,14 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
       passwordHash: input.passwordHash ?? '',
       createdAt: new Date().toISOString(),
     };
-    try {
-      this.#st('insertAccount').run(
-        account.id,
-        account.email,
-        account.tier,
-        account.passwordHash,
-        account.createdAt,
-      );
-    } catch (err) {
-      if (isUniqueViolation(err, 'accounts.email')) throw new EmailTakenError(account.email);
-      throw err;
-    }
+    const row = this.#st('claimAccount').get(
+      account.id,
+      account.email,
+      account.tier,
+      account.passwordHash,
+      account.createdAt,
+    ) as { id: string } | undefined;
+    if (row?.id !== account.id) throw new EmailTakenError(account.email);
     return account;
   }
 
