@@ -5,7 +5,7 @@
 // check, nothing but the database and its WAL files may lie beside it, and a long-running second
 // process (the server while the admin CLI is killed, or the reverse) must keep writing without waiting.
 
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
@@ -82,6 +82,98 @@ function leftovers(): string[] {
     (name) => !['accounts.json', 'accounts.json-wal', 'accounts.json-shm'].includes(name),
   );
 }
+
+describe('importing the accounts JSON file under kill -9', () => {
+  it('leaves the whole JSON or the whole database, whenever the importer dies', async () => {
+    const random = prng(11);
+    const COUNT = 20_000;
+    const importDir = mkdtempSync(join(tmpdir(), 'nsfwdetector-accounts-import-crash-'));
+    const jsonPath = join(importDir, 'accounts.json');
+    const accounts: Record<string, object> = {};
+    const keys: Record<string, object> = {};
+    for (let i = 0; i < COUNT; i++) {
+      const id = `acc_${i.toString(16).padStart(16, '0')}`;
+      accounts[id] = {
+        id,
+        email: `imported-${i}@example.com`,
+        tier: 'free',
+        passwordHash: '',
+        createdAt: '2026-01-01T00:00:00.000Z',
+      };
+      const keyId = `key_${i.toString(16).padStart(16, '0')}`;
+      keys[keyId] = {
+        id: keyId,
+        accountId: id,
+        name: '',
+        prefix: 'nsk_live_0000',
+        last4: '0000',
+        createdAt: '2026-01-01T00:00:00.000Z',
+        lastUsedAt: null,
+        revokedAt: null,
+        hash: i.toString(16).padStart(64, '0'),
+      };
+    }
+    const text = JSON.stringify({ version: 1, accounts, keys, sessions: {} });
+    writeFileSync(jsonPath, text);
+    let kills = 0;
+    let stillJson = 0;
+    let midImport = 0;
+    const lock = `${jsonPath}.import-lock`;
+    try {
+      for (let round = 0; round < 8 && readFileSync(jsonPath, 'latin1').startsWith('{'); round++) {
+        const child = spawnChild(
+          'importer',
+          process.execPath,
+          ['--import', 'tsx', 'test/support/accounts-writer.ts'],
+          {
+            cwd: ROOT,
+            env: { ...process.env, TSX_DISABLE_CACHE: '1', ACCOUNTS_FILE: jsonPath, LOG_LEVEL: 'warn' },
+          },
+        );
+        // Once the import has begun (its lock is there), somewhere within the next 3 s: an import of
+        // this size takes one to a few seconds here, so most kills land inside it, some after.
+        const deadline = Date.now() + 60_000;
+        while (!existsSync(lock) && child.running() && Date.now() < deadline)
+          await new Promise((r) => setTimeout(r, 5));
+        await new Promise((r) => setTimeout(r, random() * 3000));
+        await child.kill();
+        kills++;
+        if (readdirSync(importDir).some((n) => n.startsWith(`accounts.json.importing-${child.pid}-`)))
+          midImport++;
+        const head = readFileSync(jsonPath, 'latin1');
+        if (head.startsWith('{')) {
+          stillJson++;
+          expect(head, `round ${round}`).toBe(text);
+        } else {
+          expect(head.startsWith('SQLite format 3\0'), `round ${round}`).toBe(true);
+        }
+      }
+      // Some kill landed while the database was being built (else this proves nothing).
+      expect(midImport).toBeGreaterThan(0);
+      // Whatever was left, the next start comes up with every imported account and nothing half-done.
+      const store = openSqliteAccountStore(jsonPath);
+      try {
+        expect((await store.listAccounts()).length).toBeGreaterThanOrEqual(COUNT);
+        for (const i of [0, COUNT / 2, COUNT - 1])
+          expect((await store.findAccountByEmail(`imported-${i}@example.com`))?.id).toBe(
+            `acc_${i.toString(16).padStart(16, '0')}`,
+          );
+      } finally {
+        await store.close();
+      }
+      const left = readdirSync(importDir).filter(
+        (n) => !/^accounts\.json(-wal|-shm|\.json-backup)?$/.test(n),
+      );
+      expect(left).toEqual([]);
+      expect(readFileSync(join(importDir, 'accounts.json.json-backup'), 'utf8')).toBe(text);
+      console.log(
+        `accounts JSON import: ${kills} SIGKILLs (${midImport} while the database was being built): ${stillJson} left the JSON whole, ${kills - stillJson} the database; the next start had all ${COUNT} accounts`,
+      );
+    } finally {
+      rmSync(importDir, { recursive: true, force: true });
+    }
+  }, 300_000);
+});
 
 describe('embedded accounts database after kill -9', () => {
   it(`keeps every acknowledged write through ${ROUNDS} SIGKILLs mid-write`, async () => {
