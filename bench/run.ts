@@ -271,7 +271,7 @@ if (runs('quantised')) {
   for (const line of await quantisedSection()) console.log(line);
 }
 
-// Issue 34: the embedded account store's cost at 1k, 100k and 1M accounts.
+// The embedded account store's cost at 1k, 100k and 1M accounts.
 if (runs('accounts')) {
   console.log('');
   for (const line of await accountsBench()) console.log(line);
