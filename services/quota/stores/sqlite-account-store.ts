@@ -167,10 +167,13 @@ export function openDatabase(path: string): DatabaseSync {
 export class SqliteAccountStore implements AccountStore, SessionStore {
   readonly #db: DatabaseSync;
   readonly #s: Record<string, StatementSync>;
+  /** synchronous = FULL, which touchKey relaxes for its own commit only. */
+  readonly #durable: boolean;
   #sessionsCreated = 0;
 
   constructor(db: DatabaseSync) {
     this.#db = db;
+    this.#durable = (db.prepare('PRAGMA synchronous').get() as { synchronous: number }).synchronous === 2;
     const p = (sql: string) => db.prepare(sql);
     const keyColumns =
       'k.id, k.account_id, k.name, k.prefix, k.last4, k.created_at, k.last_used_at, k.revoked_at';
@@ -384,7 +387,15 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
   }
 
   async touchKey(keyId: string, at: Date = new Date()): Promise<void> {
-    this.#st('touchKey').run(at.toISOString(), keyId);
+    // On the request path and best effort: committed without waiting for the disk (a crash of the
+    // process still keeps it; a power cut may lose the last ones), so a detect never waits for an
+    // fsync. The next durable commit makes it durable too.
+    if (this.#durable) this.#db.exec('PRAGMA synchronous = NORMAL');
+    try {
+      this.#st('touchKey').run(at.toISOString(), keyId);
+    } finally {
+      if (this.#durable) this.#db.exec('PRAGMA synchronous = FULL');
+    }
   }
 
   async deleteAccount(accountId: string): Promise<boolean> {
