@@ -16,7 +16,7 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { DatabaseSync, type StatementSync } from 'node:sqlite';
+import { DatabaseSync } from 'node:sqlite';
 import {
   type Account,
   type AccountStore,
@@ -164,9 +164,58 @@ export function openDatabase(path: string): DatabaseSync {
   }
 }
 
+/** Every statement the store runs, prepared once per connection. */
+function prepareStatements(db: DatabaseSync) {
+  const p = (sql: string) => db.prepare(sql);
+  const keyColumns =
+    'k.id, k.account_id, k.name, k.prefix, k.last4, k.created_at, k.last_used_at, k.revoked_at';
+  return {
+    insertAccount: p(
+      'INSERT INTO accounts (id, email, tier, password_hash, created_at) VALUES (?, ?, ?, ?, ?)',
+    ),
+    // A taken email rewrites its row unchanged: the same durable write (one WAL commit) as a new
+    // account, so the time a sign-up takes does not tell whether the email was free.
+    claimAccount: p(
+      `INSERT INTO accounts (id, email, tier, password_hash, created_at) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (email) DO UPDATE SET email = excluded.email RETURNING id`,
+    ),
+    accountById: p('SELECT * FROM accounts WHERE id = ?'),
+    accountByEmail: p('SELECT * FROM accounts WHERE email = ?'),
+    allAccounts: p('SELECT * FROM accounts ORDER BY created_at, rowid'),
+    setTier: p('UPDATE accounts SET tier = ? WHERE id = ? RETURNING *'),
+    setPassword: p('UPDATE accounts SET password_hash = ? WHERE id = ? RETURNING *'),
+    deleteAccount: p('DELETE FROM accounts WHERE id = ?'),
+    pruneUnused: p(
+      `DELETE FROM accounts WHERE created_at < ? AND password_hash <> ''
+       AND NOT EXISTS (SELECT 1 FROM api_keys k WHERE k.account_id = accounts.id)`,
+    ),
+    insertKey: p(
+      `INSERT INTO api_keys (id, account_id, name, prefix, last4, created_at, hash)
+       SELECT ?, id, ?, ?, ?, ?, ? FROM accounts WHERE id = ?`,
+    ),
+    keysOf: p(
+      `SELECT ${keyColumns} FROM api_keys k WHERE k.account_id = ? ORDER BY k.created_at DESC, k.rowid DESC`,
+    ),
+    keyById: p(`SELECT ${keyColumns} FROM api_keys k WHERE k.id = ?`),
+    revokeKey: p('UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?'),
+    resolveKey: p(
+      `SELECT ${keyColumns}, a.email, a.tier, a.password_hash, a.created_at AS account_created_at
+       FROM api_keys k JOIN accounts a ON a.id = k.account_id
+       WHERE k.hash = ? AND k.revoked_at IS NULL`,
+    ),
+    touchKey: p('UPDATE api_keys SET last_used_at = ? WHERE id = ?'),
+    insertSession: p(
+      'INSERT INTO sessions (token_hash, account_id, expires_at, expires_ms) SELECT ?, id, ?, ? FROM accounts WHERE id = ?',
+    ),
+    sessionByHash: p('SELECT account_id, expires_at, expires_ms FROM sessions WHERE token_hash = ?'),
+    deleteSession: p('DELETE FROM sessions WHERE token_hash = ?'),
+    sweepSessions: p('DELETE FROM sessions WHERE expires_ms <= ?'),
+  };
+}
+
 export class SqliteAccountStore implements AccountStore, SessionStore {
   readonly #db: DatabaseSync;
-  readonly #s: Record<string, StatementSync>;
+  readonly #s: ReturnType<typeof prepareStatements>;
   /** synchronous = FULL, which touchKey relaxes for its own commit only. */
   readonly #durable: boolean;
   #sessionsCreated = 0;
@@ -174,55 +223,7 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
   constructor(db: DatabaseSync) {
     this.#db = db;
     this.#durable = (db.prepare('PRAGMA synchronous').get() as { synchronous: number }).synchronous === 2;
-    const p = (sql: string) => db.prepare(sql);
-    const keyColumns =
-      'k.id, k.account_id, k.name, k.prefix, k.last4, k.created_at, k.last_used_at, k.revoked_at';
-    this.#s = {
-      insertAccount: p(
-        'INSERT INTO accounts (id, email, tier, password_hash, created_at) VALUES (?, ?, ?, ?, ?)',
-      ),
-      // A taken email rewrites its row unchanged: the same durable write (one WAL commit) as a new
-      // account, so the time a sign-up takes does not tell whether the email was free.
-      claimAccount: p(
-        `INSERT INTO accounts (id, email, tier, password_hash, created_at) VALUES (?, ?, ?, ?, ?)
-         ON CONFLICT (email) DO UPDATE SET email = excluded.email RETURNING id`,
-      ),
-      accountById: p('SELECT * FROM accounts WHERE id = ?'),
-      accountByEmail: p('SELECT * FROM accounts WHERE email = ?'),
-      allAccounts: p('SELECT * FROM accounts ORDER BY created_at, rowid'),
-      setTier: p('UPDATE accounts SET tier = ? WHERE id = ? RETURNING *'),
-      setPassword: p('UPDATE accounts SET password_hash = ? WHERE id = ? RETURNING *'),
-      deleteAccount: p('DELETE FROM accounts WHERE id = ?'),
-      pruneUnused: p(
-        `DELETE FROM accounts WHERE created_at < ? AND password_hash <> ''
-         AND NOT EXISTS (SELECT 1 FROM api_keys k WHERE k.account_id = accounts.id)`,
-      ),
-      insertKey: p(
-        `INSERT INTO api_keys (id, account_id, name, prefix, last4, created_at, hash)
-         SELECT ?, id, ?, ?, ?, ?, ? FROM accounts WHERE id = ?`,
-      ),
-      keysOf: p(
-        `SELECT ${keyColumns} FROM api_keys k WHERE k.account_id = ? ORDER BY k.created_at DESC, k.rowid DESC`,
-      ),
-      keyById: p(`SELECT ${keyColumns} FROM api_keys k WHERE k.id = ?`),
-      revokeKey: p('UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?'),
-      resolveKey: p(
-        `SELECT ${keyColumns}, a.email, a.tier, a.password_hash, a.created_at AS account_created_at
-         FROM api_keys k JOIN accounts a ON a.id = k.account_id
-         WHERE k.hash = ? AND k.revoked_at IS NULL`,
-      ),
-      touchKey: p('UPDATE api_keys SET last_used_at = ? WHERE id = ?'),
-      insertSession: p(
-        'INSERT INTO sessions (token_hash, account_id, expires_at, expires_ms) SELECT ?, id, ?, ? FROM accounts WHERE id = ?',
-      ),
-      sessionByHash: p('SELECT account_id, expires_at, expires_ms FROM sessions WHERE token_hash = ?'),
-      deleteSession: p('DELETE FROM sessions WHERE token_hash = ?'),
-      sweepSessions: p('DELETE FROM sessions WHERE expires_ms <= ?'),
-    };
-  }
-
-  #st(name: string): StatementSync {
-    return this.#s[name] as StatementSync;
+    this.#s = prepareStatements(db);
   }
 
   /** Runs `work` in one write transaction (taken at once, so it never has to be retried). */
@@ -248,7 +249,7 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
       passwordHash: input.passwordHash ?? '',
       createdAt: new Date().toISOString(),
     };
-    const row = this.#st('claimAccount').get(
+    const row = this.#s.claimAccount.get(
       account.id,
       account.email,
       account.tier,
@@ -286,7 +287,7 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
           const accountId = `acc_${random.slice(o, o + 16)}`;
           const secret = `${KEY_PREFIX}${random.slice(o + 32, o + 64)}`;
           const { prefix, last4 } = displayParts(secret);
-          this.#st('insertAccount').run(accountId, normaliseEmail(email(i)), 'free', '', createdAt);
+          this.#s.insertAccount.run(accountId, normaliseEmail(email(i)), 'free', '', createdAt);
           insertKey.run(
             `key_${random.slice(o + 16, o + 32)}`,
             accountId,
@@ -306,25 +307,25 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
   }
 
   async getAccount(accountId: string): Promise<Account | undefined> {
-    return toAccount(this.#st('accountById').get(accountId) as AccountRow | undefined);
+    return toAccount(this.#s.accountById.get(accountId) as AccountRow | undefined);
   }
 
   async findAccountByEmail(email: string): Promise<Account | undefined> {
     if (emailProblem(email)) return undefined;
-    return toAccount(this.#st('accountByEmail').get(normaliseEmail(email)) as AccountRow | undefined);
+    return toAccount(this.#s.accountByEmail.get(normaliseEmail(email)) as AccountRow | undefined);
   }
 
   async listAccounts(): Promise<Account[]> {
-    const rows = this.#st('allAccounts').all() as unknown as AccountRow[];
+    const rows = this.#s.allAccounts.all() as unknown as AccountRow[];
     return rows.map(toAccount).filter((a): a is Account => a !== undefined);
   }
 
   async setTier(accountId: string, tier: AccountTier): Promise<Account | undefined> {
-    return toAccount(this.#st('setTier').get(tier, accountId) as AccountRow | undefined);
+    return toAccount(this.#s.setTier.get(tier, accountId) as AccountRow | undefined);
   }
 
   async setPasswordHash(accountId: string, passwordHash: string): Promise<Account | undefined> {
-    return toAccount(this.#st('setPassword').get(passwordHash, accountId) as AccountRow | undefined);
+    return toAccount(this.#s.setPassword.get(passwordHash, accountId) as AccountRow | undefined);
   }
 
   async createKey(accountId: string, opts: { name?: string } = {}): Promise<CreatedKey | undefined> {
@@ -339,7 +340,7 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
       revokedAt: null,
     };
     // Inserted only when the account exists (the SELECT yields no row otherwise), in one statement.
-    const { changes } = this.#st('insertKey').run(
+    const { changes } = this.#s.insertKey.run(
       record.id,
       record.name,
       record.prefix,
@@ -352,26 +353,26 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
   }
 
   async listKeys(accountId: string): Promise<ApiKeyRecord[]> {
-    const rows = this.#st('keysOf').all(accountId) as unknown as KeyRow[];
+    const rows = this.#s.keysOf.all(accountId) as unknown as KeyRow[];
     return rows.map((r) => toKey(r) as ApiKeyRecord);
   }
 
   async getKey(keyId: string): Promise<ApiKeyRecord | undefined> {
-    return toKey(this.#st('keyById').get(keyId) as KeyRow | undefined);
+    return toKey(this.#s.keyById.get(keyId) as KeyRow | undefined);
   }
 
   async revokeKey(keyId: string, accountId?: string): Promise<ApiKeyRecord | undefined> {
     return this.#write(() => {
-      const key = toKey(this.#st('keyById').get(keyId) as KeyRow | undefined);
+      const key = toKey(this.#s.keyById.get(keyId) as KeyRow | undefined);
       if (!key || (accountId !== undefined && key.accountId !== accountId)) return undefined;
-      this.#st('revokeKey').run(new Date().toISOString(), keyId);
-      return toKey(this.#st('keyById').get(keyId) as KeyRow | undefined);
+      this.#s.revokeKey.run(new Date().toISOString(), keyId);
+      return toKey(this.#s.keyById.get(keyId) as KeyRow | undefined);
     });
   }
 
   async resolveKey(secret: string): Promise<ResolvedKey | undefined> {
     if (!isValidApiKeyFormat(secret)) return undefined;
-    const row = this.#st('resolveKey').get(sha256Hex(secret)) as
+    const row = this.#s.resolveKey.get(sha256Hex(secret)) as
       | (KeyRow & { email: string; tier: string; password_hash: string; account_created_at: string })
       | undefined;
     if (!row) return undefined;
@@ -392,7 +393,7 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
     // fsync. The next durable commit makes it durable too.
     if (this.#durable) this.#db.exec('PRAGMA synchronous = NORMAL');
     try {
-      this.#st('touchKey').run(at.toISOString(), keyId);
+      this.#s.touchKey.run(at.toISOString(), keyId);
     } finally {
       if (this.#durable) this.#db.exec('PRAGMA synchronous = FULL');
     }
@@ -400,26 +401,26 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
 
   async deleteAccount(accountId: string): Promise<boolean> {
     // Keys and sessions go with it (ON DELETE CASCADE), in the same transaction.
-    return Number(this.#st('deleteAccount').run(accountId).changes) === 1;
+    return Number(this.#s.deleteAccount.run(accountId).changes) === 1;
   }
 
   async pruneUnusedAccounts(createdBefore: Date): Promise<number> {
     // One statement: an account that gets a key meanwhile is not deleted (the write lock orders them).
-    return Number(this.#st('pruneUnused').run(createdBefore.toISOString()).changes);
+    return Number(this.#s.pruneUnused.run(createdBefore.toISOString()).changes);
   }
 
   async createSession(accountId: string, ttlMs: number): Promise<{ token: string; expiresAt: string }> {
     const token = generateSessionToken();
     const expiresMs = Date.now() + ttlMs;
     const expiresAt = new Date(expiresMs).toISOString();
-    if (++this.#sessionsCreated % SESSION_SWEEP_EVERY === 1) this.#st('sweepSessions').run(Date.now());
+    if (++this.#sessionsCreated % SESSION_SWEEP_EVERY === 1) this.#s.sweepSessions.run(Date.now());
     // A session of an account that does not exist (deleted meanwhile) is not kept: it would log nobody in.
-    this.#st('insertSession').run(sha256Hex(token), expiresAt, expiresMs, accountId);
+    this.#s.insertSession.run(sha256Hex(token), expiresAt, expiresMs, accountId);
     return { token, expiresAt };
   }
 
   async resolveSession(token: string): Promise<Session | undefined> {
-    const row = this.#st('sessionByHash').get(sha256Hex(token)) as
+    const row = this.#s.sessionByHash.get(sha256Hex(token)) as
       | { account_id: string; expires_at: string; expires_ms: number }
       | undefined;
     return row && row.expires_ms > Date.now()
@@ -428,7 +429,7 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
   }
 
   async deleteSession(token: string): Promise<void> {
-    this.#st('deleteSession').run(sha256Hex(token));
+    this.#s.deleteSession.run(sha256Hex(token));
   }
 
   async close(): Promise<void> {
