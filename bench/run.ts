@@ -9,6 +9,7 @@
 //   quantised mobilenet_v2_int8 beside mobilenet_v2 (bench/quantised.ts): fidelity and speed
 //   memory    peak RSS under the largest images of each format, 8 at a time (bench/memory.ts)
 //   fairness  1 MP probe latency beside the largest images, and beside the many-scan attack (bench/fairness.ts)
+//   accounts  sign-up and key detect at 1k, 100k and 1M embedded accounts, peak RSS (bench/accounts.ts)
 
 import { loadAllInOneConfig } from '../services/all-in-one/config.ts';
 import { toModelInput } from '../services/detect/image/decode.ts';
@@ -17,6 +18,7 @@ import { sniffFormat } from '../services/detect/image/sniff.ts';
 import { createOnnxClassifier } from '../services/detect/model/onnx-classifier.ts';
 import { loadScorer } from '../services/detect/scoring/scoring-pool.ts';
 import { startServer } from '../test/support/server-process.ts';
+import { accountsBench } from './accounts.ts';
 import { authorizeBench } from './authorize.ts';
 import { fairnessSection } from './fairness.ts';
 import { closeLoadConnections, postOnce, runLoad } from './http-load.ts';
@@ -37,6 +39,7 @@ const SECTIONS = [
   'quantised',
   'memory',
   'fairness',
+  'accounts',
 ] as const;
 const onlyArg = process.argv.indexOf('--only');
 const only = onlyArg < 0 ? [...SECTIONS] : (process.argv[onlyArg + 1] ?? '').split(',');
@@ -64,9 +67,13 @@ const MiB = 1024 * 1024;
 console.log(
   `nsfwdetector bench — model ${config.model}, ${SECONDS} s per figure, ${ONE_MP.width}×${ONE_MP.height} JPEGs; sections: ${only.join(', ')}`,
 );
-const images = await benchImages();
+// The corpus images, for the sections that send them.
+const images = runs('core') || runs('baseline') || runs('edge') ? await benchImages() : [];
 const bodies = images.map((i) => i.jpeg);
-console.log(`images: ${images.map((i) => `${i.name} (${Math.round(i.jpeg.length / 1024)} KiB)`).join(', ')}`);
+if (images.length > 0)
+  console.log(
+    `images: ${images.map((i) => `${i.name} (${Math.round(i.jpeg.length / 1024)} KiB)`).join(', ')}`,
+  );
 const lines: Array<[string, string]> = [];
 
 let inProcess1 = 0;
@@ -259,4 +266,10 @@ if (runs('peer')) {
 if (runs('quantised')) {
   console.log('');
   for (const line of await quantisedSection()) console.log(line);
+}
+
+// The embedded account store's cost at 1k, 100k and 1M accounts.
+if (runs('accounts')) {
+  console.log('');
+  for (const line of await accountsBench()) console.log(line);
 }

@@ -1,14 +1,17 @@
-// Crash safety of the embedded accounts file with real processes: a child writes through the store
-// (opened exactly as the server opens it) and is killed with SIGKILL mid-write, 20 times. Every restart
-// must come up (a dead process's lock never blocks it), the file must always parse, no temp file (they
-// hold key and password hashes) may survive a restart, and a writer that meets a dead process's lock
-// while running (the server, when the admin CLI was killed) must recover it too.
+// Crash safety of the embedded accounts database with real processes: a child writes through the store
+// (opened exactly as the server opens it), printing every write the store acknowledged, and is killed
+// with SIGKILL mid-write, 20 times. After each kill every acknowledged write must be there (accounts,
+// keys that resolve, sessions, tier changes, revocations), the database must pass SQLite's integrity
+// check, nothing but the database and its WAL files may lie beside it, and a long-running second
+// process (the server while the admin CLI is killed, or the reverse) must keep writing without waiting.
 
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openFileAccountStore } from '../services/quota/stores/local-account-store.ts';
+import { openSqliteAccountStore } from '../services/quota/stores/sqlite-account-store.ts';
+import type { AckedWrite } from './support/accounts-writer.ts';
 import { type Child, spawnChild } from './support/children.ts';
 import { prng } from './support/prng.ts';
 import { ROOT } from './support/server-process.ts';
@@ -24,15 +27,21 @@ afterAll(() => {
 interface Writer {
   child: Child;
   ready: { accounts: number; files: string[] };
+  /** Every write acknowledged so far (complete once the child's output has closed). */
+  acked: AckedWrite[];
+  /** Resolves once the child's stdout has closed (all its lines read). */
+  drained: Promise<void>;
 }
 
 /** Starts the writer (its own process group) and waits until it has opened the store and is writing. */
 async function startWriter(): Promise<Writer> {
   let output = '';
+  const acked: AckedWrite[] = [];
   let resolveReady: (ready: Writer['ready']) => void = () => undefined;
   const ready = new Promise<Writer['ready']>((resolve) => {
     resolveReady = resolve;
   });
+  let first: Writer['ready'] | undefined;
   const child = spawnChild(
     'accounts writer',
     process.execPath,
@@ -43,74 +52,186 @@ async function startWriter(): Promise<Writer> {
       onOutput: (chunk) => {
         output += chunk;
         const lines = output.split('\n');
-        if (lines.length > 1 && lines.includes('writing')) resolveReady(JSON.parse(lines[0] as string));
+        output = lines.pop() ?? '';
+        for (const line of lines) {
+          if (line.startsWith('ack ')) acked.push(JSON.parse(line.slice(4)) as AckedWrite);
+          else if (line === 'writing' && first) resolveReady(first);
+          else if (line.startsWith('{"ready"')) first = JSON.parse(line);
+        }
       },
     },
   );
+  const stdout = child.proc.stdout;
+  const drained = new Promise<void>((resolve) => {
+    if (!stdout || stdout.closed) resolve();
+    else stdout.once('close', () => resolve());
+  });
   try {
-    const first = await Promise.race([ready, child.exited.then(() => undefined)]);
-    if (!first) throw new Error(`the writer exited before writing:\n${child.output()}`);
-    return { child, ready: first };
+    const started = await Promise.race([ready, child.exited.then(() => undefined)]);
+    if (!started) throw new Error(`the writer exited before writing:\n${child.output()}`);
+    return { child, ready: started, acked, drained };
   } catch (err) {
     await child.kill();
     throw err;
   }
 }
 
-/** What lies beside the accounts file besides itself. */
+/** What lies beside the database besides itself and SQLite's write-ahead log and its index. */
 function leftovers(): string[] {
-  return readdirSync(dir).filter((name) => name !== 'accounts.json');
+  return readdirSync(dir).filter(
+    (name) => !['accounts.json', 'accounts.json-wal', 'accounts.json-shm'].includes(name),
+  );
 }
 
-describe('embedded accounts file after kill -9', () => {
-  it(`comes up after ${ROUNDS} SIGKILLs mid-write: the file parses, dead locks are recovered, no temp file survives`, async () => {
+describe('importing the accounts JSON file under kill -9', () => {
+  it('leaves the whole JSON or the whole database, whenever the importer dies', async () => {
+    const random = prng(11);
+    const COUNT = 20_000;
+    const importDir = mkdtempSync(join(tmpdir(), 'nsfwdetector-accounts-import-crash-'));
+    const jsonPath = join(importDir, 'accounts.json');
+    const accounts: Record<string, object> = {};
+    const keys: Record<string, object> = {};
+    for (let i = 0; i < COUNT; i++) {
+      const id = `acc_${i.toString(16).padStart(16, '0')}`;
+      accounts[id] = {
+        id,
+        email: `imported-${i}@example.com`,
+        tier: 'free',
+        passwordHash: '',
+        createdAt: '2026-01-01T00:00:00.000Z',
+      };
+      const keyId = `key_${i.toString(16).padStart(16, '0')}`;
+      keys[keyId] = {
+        id: keyId,
+        accountId: id,
+        name: '',
+        prefix: 'nsk_live_0000',
+        last4: '0000',
+        createdAt: '2026-01-01T00:00:00.000Z',
+        lastUsedAt: null,
+        revokedAt: null,
+        hash: i.toString(16).padStart(64, '0'),
+      };
+    }
+    const text = JSON.stringify({ version: 1, accounts, keys, sessions: {} });
+    writeFileSync(jsonPath, text);
+    let kills = 0;
+    let stillJson = 0;
+    let midImport = 0;
+    const lock = `${jsonPath}.import-lock`;
+    try {
+      for (let round = 0; round < 8 && readFileSync(jsonPath, 'latin1').startsWith('{'); round++) {
+        const child = spawnChild(
+          'importer',
+          process.execPath,
+          ['--import', 'tsx', 'test/support/accounts-writer.ts'],
+          {
+            cwd: ROOT,
+            env: { ...process.env, TSX_DISABLE_CACHE: '1', ACCOUNTS_FILE: jsonPath, LOG_LEVEL: 'warn' },
+          },
+        );
+        // Once the import has begun (its lock is there), somewhere within the next 3 s: an import of
+        // this size takes one to a few seconds here, so most kills land inside it, some after.
+        const deadline = Date.now() + 60_000;
+        while (!existsSync(lock) && child.running() && Date.now() < deadline)
+          await new Promise((r) => setTimeout(r, 5));
+        await new Promise((r) => setTimeout(r, random() * 3000));
+        await child.kill();
+        kills++;
+        if (readdirSync(importDir).some((n) => n.startsWith(`accounts.json.importing-${child.pid}-`)))
+          midImport++;
+        const head = readFileSync(jsonPath, 'latin1');
+        if (head.startsWith('{')) {
+          stillJson++;
+          expect(head, `round ${round}`).toBe(text);
+        } else {
+          expect(head.startsWith('SQLite format 3\0'), `round ${round}`).toBe(true);
+        }
+      }
+      // Some kill landed while the database was being built (else this proves nothing).
+      expect(midImport).toBeGreaterThan(0);
+      // Whatever was left, the next start comes up with every imported account and nothing half-done.
+      const store = openSqliteAccountStore(jsonPath);
+      try {
+        expect((await store.listAccounts()).length).toBeGreaterThanOrEqual(COUNT);
+        for (const i of [0, COUNT / 2, COUNT - 1])
+          expect((await store.findAccountByEmail(`imported-${i}@example.com`))?.id).toBe(
+            `acc_${i.toString(16).padStart(16, '0')}`,
+          );
+      } finally {
+        await store.close();
+      }
+      const left = readdirSync(importDir).filter(
+        (n) => !/^accounts\.json(-wal|-shm|\.json-backup)?$/.test(n),
+      );
+      expect(left).toEqual([]);
+      expect(readFileSync(join(importDir, 'accounts.json.json-backup'), 'utf8')).toBe(text);
+      console.log(
+        `accounts JSON import: ${kills} SIGKILLs (${midImport} while the database was being built): ${stillJson} left the JSON whole, ${kills - stillJson} the database; the next start had all ${COUNT} accounts`,
+      );
+    } finally {
+      rmSync(importDir, { recursive: true, force: true });
+    }
+  }, 300_000);
+});
+
+describe('embedded accounts database after kill -9', () => {
+  it(`keeps every acknowledged write through ${ROUNDS} SIGKILLs mid-write`, async () => {
     const random = prng(10);
     // A long-running second process's store (the server while the admin CLI runs, or the reverse).
-    const other = await openFileAccountStore(path);
+    const other = openSqliteAccountStore(path);
     const otherAccount = await other.createAccount({ email: 'other@example.com', tier: 'free' });
-    let locksLeft = 0;
-    let tempsLeft = 0;
+    const acked: AckedWrite[] = [];
     let accounts = 1;
     try {
       for (let round = 0; round < ROUNDS; round++) {
         const writer = await startWriter();
-        // The restart came up, found every account written so far, and nothing but the file beside it.
-        expect(writer.ready.files, `round ${round}`).toEqual(['accounts.json']);
-        expect(writer.ready.accounts).toBeGreaterThanOrEqual(accounts);
+        // The restart came up and found every account written so far.
+        expect(
+          writer.ready.files.filter((n) => !n.startsWith('accounts.json')),
+          `round ${round}`,
+        ).toEqual([]);
+        expect(writer.ready.accounts).toBe(accounts);
         await new Promise((r) => setTimeout(r, 5 + random() * 60));
-        // SIGKILL to its whole group, like a crash.
+        // SIGKILL to its whole group, like a crash; then read every line it printed before dying.
         await writer.child.kill();
-        const left = leftovers();
-        if (left.some((n) => n === 'accounts.json.lock')) locksLeft++;
-        if (left.some((n) => n.endsWith('.tmp'))) tempsLeft++;
-        // Whatever the moment of the kill, the file is a whole state.
-        const state = JSON.parse(readFileSync(path, 'utf8'));
-        accounts = Object.keys(state.accounts).length;
-        expect(state.version).toBe(1);
+        await writer.drained;
+        acked.push(...writer.acked);
+        expect(leftovers(), `round ${round}`).toEqual([]);
+        // Whatever the moment of the kill, every acknowledged write is there, seen by the other process.
+        const revoked = new Set(acked.flatMap((w) => ('revoked' in w ? [w.secret] : [])));
+        for (const w of acked) {
+          if ('account' in w && 'email' in w)
+            expect((await other.findAccountByEmail(w.email))?.id, JSON.stringify(w)).toBe(w.account);
+          if ('pro' in w) expect((await other.getAccount(w.pro))?.tier, JSON.stringify(w)).toBe('pro');
+          if ('key' in w && !revoked.has(w.secret))
+            expect((await other.resolveKey(w.secret))?.key.id, JSON.stringify(w)).toBe(w.key);
+          if ('revoked' in w) expect(await other.resolveKey(w.secret), JSON.stringify(w)).toBeUndefined();
+          if ('session' in w)
+            expect((await other.resolveSession(w.session))?.accountId, JSON.stringify(w)).toBe(w.account);
+        }
+        accounts = (await other.listAccounts()).length;
+        const check = new DatabaseSync(path, { readOnly: true });
+        try {
+          expect(check.prepare('PRAGMA integrity_check').get()).toEqual({ integrity_check: 'ok' });
+        } finally {
+          check.close();
+        }
         if (round % 2 === 1) {
-          // Every other round, the running process writes first: it meets the dead writer's lock
-          // and must recover it (and sweep the temp files) rather than wait for it.
+          // The running process writes: a dead writer's locks died with it (a lock left held would
+          // make this fail with "database is locked" once the busy timeout passed).
           expect((await other.setTier(otherAccount.id, round % 4 === 1 ? 'pro' : 'free'))?.id).toBe(
             otherAccount.id,
           );
-          // No lock and no state temp file; a dead writer's lock attempt (its pid, no secret) may
-          // wait for the next start, which the next round checks.
-          expect(
-            leftovers().filter((n) => !/^accounts\.json\.lock\.\d+\.[0-9a-f]{8}\.tmp$/.test(n)),
-            `round ${round}`,
-          ).toEqual([]);
         }
       }
       console.log(
-        `accounts file: ${ROUNDS} SIGKILLs mid-write left the lock behind ${locksLeft} times and temp files ${tempsLeft} times; every restart came up (${accounts} accounts)`,
+        `accounts database: ${ROUNDS} SIGKILLs mid-write; all ${acked.length} acknowledged writes survived (${accounts} accounts)`,
       );
-      // The kills did land mid-write (otherwise this test proves nothing): the writer holds the lock
-      // most of the time, so some kill must have left it behind.
-      expect(locksLeft).toBeGreaterThan(0);
-      // The last restart, in this process: opens, and leaves nothing but the file.
-      const last = await openFileAccountStore(path);
+      // The writer did write in every round (otherwise the kills prove nothing).
+      expect(acked.filter((w) => 'account' in w && 'email' in w).length).toBeGreaterThanOrEqual(ROUNDS);
+      const last = openSqliteAccountStore(path);
       expect((await last.listAccounts()).length).toBe(accounts);
-      expect(leftovers()).toEqual([]);
       await last.close();
     } finally {
       await other.close();

@@ -5,10 +5,12 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAuthorizer } from '../services/quota/app.ts';
 import { loadQuotaConfig } from '../services/quota/config.ts';
 import { openStores } from '../services/quota/stores/open-stores.ts';
+import { openSqliteAccountStore } from '../services/quota/stores/sqlite-account-store.ts';
 import { fixture } from './fixtures/corpus.ts';
 import { childEnv } from './support/children.ts';
 import { policyMount, policyText } from './support/policy-mount.ts';
@@ -146,13 +148,48 @@ describe('admin CLI with the embedded store and `npm start`', () => {
     expect(usage.note).toMatch(/memory of the running embedded server/);
   });
 
+  it('prunes console sign-ups that never had a key once they are older than --unused-days', async () => {
+    const path = join(dir, 'prune.db');
+    const store = openSqliteAccountStore(path);
+    const unused = await store.createAccount({
+      email: 'unused@example.com',
+      tier: 'free',
+      passwordHash: 'h',
+    });
+    const keyed = await store.createAccount({ email: 'keyed@example.com', tier: 'free', passwordHash: 'h' });
+    const recent = await store.createAccount({
+      email: 'recent@example.com',
+      tier: 'free',
+      passwordHash: 'h',
+    });
+    await store.createKey(keyed.id);
+    await store.close();
+    // Forty days old, as a clock would have made them (the store stamps the time of creation).
+    const db = new DatabaseSync(path);
+    db.prepare('UPDATE accounts SET created_at = ? WHERE id IN (?, ?)').run(
+      new Date(Date.now() - 40 * 86_400_000).toISOString(),
+      unused.id,
+      keyed.id,
+    );
+    db.close();
+    const pruneEnv = { ACCOUNTS_FILE: path };
+    expect((await admin(pruneEnv, 'prune-accounts')).code).toBe(2);
+    expect(
+      (await adminJson<{ pruned: number }>(pruneEnv, 'prune-accounts', '--unused-days', '30')).pruned,
+    ).toBe(1);
+    const { accounts } = await adminJson<{ accounts: Array<{ id: string }> }>(pruneEnv, 'list-accounts');
+    expect(accounts.map((a) => a.id).sort()).toEqual([keyed.id, recent.id].sort());
+  });
+
   it('refuses to start the server on an accounts file that is not ours', async () => {
     const bad = join(dir, 'bad.json');
     writeFileSync(bad, 'not json');
     const server = await startServer({ ACCOUNTS_FILE: bad }, { waitFor: 'nothing' });
     servers.push(server);
     expect(await server.exited).toBe(2);
-    expect(server.output()).toMatch(/ACCOUNTS_FILE .*bad\.json is not valid JSON/);
+    expect(server.output()).toMatch(
+      /ACCOUNTS_FILE .*bad\.json is neither an accounts database nor an accounts JSON file/,
+    );
     expect(readFileSync(bad, 'utf8')).toBe('not json');
   });
 });

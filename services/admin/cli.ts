@@ -18,7 +18,7 @@ import {
 import { maskedKey } from '../quota/accounts/api-keys.ts';
 import { accountSubject } from '../quota/authorize.ts';
 import { loadQuotaConfig, type QuotaConfig } from '../quota/config.ts';
-import { AccountsFileError } from '../quota/stores/local-account-store.ts';
+import { AccountsFileError } from '../quota/stores/accounts-file-error.ts';
 import { openStores, type Stores } from '../quota/stores/open-stores.ts';
 
 const HELP = `Usage: npm run admin -- <command> [options] [--json]
@@ -31,8 +31,8 @@ Commands:
   revoke-key <key-id>                                revoke a key (effective on the next request)
   set-tier <account> <free|pro>                      change the tier (effective on the next request)
   usage <account>                                    tier, limits and today's usage
-  migrate-redis-layout                               copy accounts, keys and usage written by releases
-                                                     before Sentinel/Cluster support into today's layout
+  prune-accounts --unused-days <n>                   delete console sign-ups older than n days that
+                                                     never had a key (so never made a request)
 
 <account> is an account id (acc_…) or an email address.
 Stores: REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES set → Redis (REDIS_KEY_PREFIX); otherwise
@@ -47,6 +47,7 @@ interface Options {
   email?: string;
   tier?: string;
   name?: string;
+  unusedDays?: string;
 }
 
 function parse(argv: string[]): { command: string | undefined; args: string[]; opts: Options } {
@@ -58,6 +59,7 @@ function parse(argv: string[]): { command: string | undefined; args: string[]; o
       email: { type: 'string' },
       tier: { type: 'string' },
       name: { type: 'string' },
+      'unused-days': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -66,7 +68,13 @@ function parse(argv: string[]): { command: string | undefined; args: string[]; o
   return {
     command,
     args,
-    opts: { json: values.json ?? false, email: values.email, tier: values.tier, name: values.name },
+    opts: {
+      json: values.json ?? false,
+      email: values.email,
+      tier: values.tier,
+      name: values.name,
+      unusedDays: values['unused-days'],
+    },
   };
 }
 
@@ -229,12 +237,15 @@ async function runCommand(
         ].join('\n'),
       };
     }
-    case 'migrate-redis-layout': {
-      if (!stores.migrateRedisLayout) throw new UsageError('migrate-redis-layout needs Redis (REDIS_URL)');
-      const copied = await stores.migrateRedisLayout();
+    case 'prune-accounts': {
+      const days = Number(opts.unusedDays);
+      if (opts.unusedDays === undefined || !Number.isInteger(days) || days < 1)
+        throw new UsageError('--unused-days <n> (a whole number of days, at least 1) is required');
+      const before = new Date(Date.now() - days * 86_400_000);
+      const pruned = await accounts.pruneUnusedAccounts(before);
       return {
-        json: copied,
-        text: `copied ${copied.accounts} account(s) and ${copied.keys} key(s) into the current Redis layout`,
+        json: { pruned, createdBefore: before.toISOString() },
+        text: `deleted ${pruned} account(s) created before ${before.toISOString()} that never had a key`,
       };
     }
     default:

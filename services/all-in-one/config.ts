@@ -9,9 +9,9 @@ import {
   type UploadConfig,
 } from '../detect/config.ts';
 import { loadPolicyConfig, type PolicyConfig } from '../policy/policy-config.ts';
-import { accountsFileVar } from '../quota/config.ts';
+import { accountsFileVar, loadSignupConfig, type SignupConfig } from '../quota/config.ts';
 
-export interface AllInOneConfig extends CoreConfig, PolicyConfig, UploadConfig, ScoringConfig {
+export interface AllInOneConfig extends CoreConfig, PolicyConfig, UploadConfig, ScoringConfig, SignupConfig {
   port: number;
   accountsFile: string;
 }
@@ -22,6 +22,7 @@ export function loadAllInOneConfig(env: Env): AllInOneConfig {
     ...loadPolicyConfig(env),
     ...loadUploadConfig(env),
     ...loadScoringConfig(env),
+    ...loadSignupConfig(env),
     port: portVar(env, 'PORT', 8080),
     accountsFile: accountsFileVar(env),
   };

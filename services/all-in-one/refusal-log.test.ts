@@ -12,8 +12,8 @@ import { awayFromMinuteEdge } from '../../test/support/minute-edge.ts';
 import { RefusalLog } from '../common/refusal-log.ts';
 import { InProcessScorer } from '../detect/scoring/image-scorer.ts';
 import { ScorerSlot } from '../detect/scoring/scorer-slot.ts';
-import { memoryAccountStore } from '../quota/stores/local-account-store.ts';
 import { MemoryQuotaStore } from '../quota/stores/memory-quota-store.ts';
+import { memoryAccountStore } from '../quota/stores/sqlite-account-store.ts';
 import { buildEmbeddedApp } from './app.ts';
 import { loadAllInOneConfig } from './config.ts';
 

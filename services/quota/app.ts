@@ -19,6 +19,7 @@ import {
   QuotaAuthorizer,
   storeUnavailable,
 } from './authorize.ts';
+import type { SignupConfig } from './config.ts';
 import consoleApp from './console/app.ts';
 import extAuthz from './ext-authz.ts';
 import { MeteredAuthorizer } from './metered-authorizer.ts';
@@ -50,7 +51,7 @@ export default async function quotaApp(app: FastifyInstance, opts: QuotaAppOptio
 
 /** What the quota-and-auth service works on: the stores, chosen at a composition root. */
 export interface QuotaDeps {
-  config: CoreConfig & PolicyConfig;
+  config: CoreConfig & PolicyConfig & SignupConfig;
   quotaStore: QuotaStore;
   /** Accounts and API keys: the file store embedded, Redis with REDIS_URL. */
   accountStore: AccountStore;
@@ -83,6 +84,7 @@ export function registerConsole(app: FastifyInstance, deps: QuotaDeps) {
     quotaStore: deps.quotaStore,
     accountLimits: limits ? () => limits().tiers : deps.config.tiers,
     accountSubject,
+    signupTotal: deps.config.signupTotal,
   });
 }
 

@@ -1,8 +1,9 @@
 // The quota service's part of the configuration (and the admin CLI's, which opens the same stores):
 // where accounts live without Redis, and the quota server's port.
 
-import { type CoreConfig, type Env, loadCoreConfig, pathVar, portVar } from '../common/config.ts';
+import { type CoreConfig, type Env, intVar, loadCoreConfig, pathVar, portVar } from '../common/config.ts';
 import { loadPolicyConfig, type PolicyConfig } from '../policy/policy-config.ts';
+import type { WindowLimits } from '../policy/rules.ts';
 
 /** What openStores needs: the Redis (core) or, without one, the embedded accounts file. */
 export interface StoresConfig extends Pick<CoreConfig, 'redisTarget' | 'redis'> {
@@ -10,7 +11,12 @@ export interface StoresConfig extends Pick<CoreConfig, 'redisTarget' | 'redis'> 
   accountsFile?: string;
 }
 
-export interface QuotaConfig extends CoreConfig, PolicyConfig {
+/** The console's bound on sign-ups from all addresses together (a flood from many is bounded too). */
+export interface SignupConfig {
+  signupTotal: WindowLimits;
+}
+
+export interface QuotaConfig extends CoreConfig, PolicyConfig, SignupConfig {
   accountsFile: string;
   /** Port of the quota service's own server (ext_authz + console), when run on its own. */
   quotaPort: number;
@@ -20,10 +26,20 @@ export function accountsFileVar(env: Env): string {
   return pathVar(env, 'ACCOUNTS_FILE', '.data/accounts.json');
 }
 
+export function loadSignupConfig(env: Env): SignupConfig {
+  return {
+    signupTotal: {
+      perMinute: intVar(env, 'SIGNUP_PER_MINUTE', 30, 1),
+      perDay: intVar(env, 'SIGNUP_PER_DAY', 1000, 1),
+    },
+  };
+}
+
 export function loadQuotaConfig(env: Env): QuotaConfig {
   return {
     ...loadCoreConfig(env),
     ...loadPolicyConfig(env),
+    ...loadSignupConfig(env),
     accountsFile: accountsFileVar(env),
     quotaPort: portVar(env, 'QUOTA_PORT', 8081),
   };

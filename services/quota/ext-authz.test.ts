@@ -11,11 +11,11 @@ import {
   REFUND_PATH_PREFIX,
   UPSTREAM_HEADERS,
 } from './ext-authz.ts';
-import { type LocalAccountStore, memoryAccountStore } from './stores/local-account-store.ts';
 import { MemoryQuotaStore } from './stores/memory-quota-store.ts';
+import { memoryAccountStore, type SqliteAccountStore } from './stores/sqlite-account-store.ts';
 
 let app: FastifyInstance | undefined;
-let accounts: LocalAccountStore;
+let accounts: SqliteAccountStore;
 let quota: MemoryQuotaStore;
 
 async function start(env: Record<string, string> = {}) {

@@ -4,8 +4,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildQuotaService } from './app.ts';
 import { loadQuotaConfig } from './config.ts';
-import { memoryAccountStore } from './stores/local-account-store.ts';
 import { MemoryQuotaStore } from './stores/memory-quota-store.ts';
+import { memoryAccountStore } from './stores/sqlite-account-store.ts';
 
 let close: (() => Promise<unknown>) | undefined;
 afterEach(async () => close?.());

@@ -1,6 +1,6 @@
 // The console in a real headless Chromium (Debian's, driven by playwright-core) against the real
 // server process: sign up → create a key (secret shown once) → call /api/open/detect with it → usage
-// moves → revoke → the key gets 401/4011. Runs on the embedded accounts file, and again on a real
+// moves → revoke → the key gets 401/4011; signing up again with the same email signs in only its owner. Runs on the embedded accounts file, and again on a real
 // redis-server (REDIS_URL) when one is installed. Leaves test-artifacts/console.png (and
 // console-redis.png) for a human to look at.
 //
@@ -137,6 +137,24 @@ function consoleFlow(kind: StoreKind): void {
     await login.locator('button[type=submit]').click();
     await page.locator('#dashboard-view').waitFor();
     await expect.poll(usageText).toEqual({ used: '1', remaining: '99', limit: '100' });
+    await expect.poll(() => page.locator('#keys-body tr .badge').textContent()).toBe('revoked');
+  });
+
+  it('signing up again with the email (any case): the owner’s password signs in, another is told to log in', async () => {
+    await page.locator('#logout').click();
+    await page.locator('#auth-view').waitFor();
+    const form = page.locator('#signup-form');
+    await form.locator('input[name=email]').fill(email.toUpperCase());
+    await form.locator('input[name=password]').fill('someone else’s password');
+    await form.locator('button[type=submit]').click();
+    await expect
+      .poll(() => form.locator('.form-error').textContent())
+      .toBe(
+        'Could not sign you in with this password. If you already have an account with this email, log in with its password.',
+      );
+    expect(await page.locator('#dashboard-view').isHidden()).toBe(true);
+    await signUp(session, email.toUpperCase(), PASSWORD);
+    expect(await page.locator('#who-email').textContent()).toBe(email);
     await expect.poll(() => page.locator('#keys-body tr .badge').textContent()).toBe('revoked');
   });
 }

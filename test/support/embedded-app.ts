@@ -5,8 +5,8 @@ import { type AllInOneConfig, loadAllInOneConfig } from '../../services/all-in-o
 import type { Classifier } from '../../services/detect/model/classifier.ts';
 import { InProcessScorer } from '../../services/detect/scoring/image-scorer.ts';
 import { ScorerSlot } from '../../services/detect/scoring/scorer-slot.ts';
-import { memoryAccountStore } from '../../services/quota/stores/local-account-store.ts';
 import { MemoryQuotaStore } from '../../services/quota/stores/memory-quota-store.ts';
+import { memoryAccountStore } from '../../services/quota/stores/sqlite-account-store.ts';
 
 export async function embeddedApp(opts: { env?: Record<string, string>; classifier?: Classifier } = {}) {
   // High anonymous limits unless a test asks otherwise: most tests are not about rate limits.

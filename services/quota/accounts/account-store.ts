@@ -1,6 +1,6 @@
 // Accounts, their API keys and console sessions (spec 4.2, 5; DESIGN "API keys"). Two implementations
-// sit behind these interfaces: Redis (cluster, or embedded with REDIS_URL) and a local JSON file written
-// atomically (embedded default). Chosen at the composition root, never by `if` inside.
+// sit behind these interfaces: Redis (cluster, or embedded with REDIS_URL) and an SQLite database
+// (embedded default, sqlite-account-store.ts). Chosen at the composition root, never by `if` inside.
 //
 // Rules every implementation keeps:
 // - A key's secret is never stored: only its SHA-256 (hex). The secret leaves `createKey` once.
@@ -8,7 +8,7 @@
 //   on the very next request on every replica.
 // - A session token is never stored either: only its SHA-256.
 // - Times are ISO-8601 strings in UTC (`new Date().toISOString()`).
-// - A store that cannot answer (Redis down, file unreadable) rejects with the underlying error; the
+// - A store that cannot answer (Redis down, database unreadable) rejects with the underlying error; the
 //   caller maps it (authorize → 503/5001). "Not found" is `undefined`, never an exception.
 
 import type { AccountTier } from '../../common/account-tier.ts';
@@ -85,10 +85,7 @@ export interface AccountStore {
    */
   createAccount(input: NewAccount): Promise<Account>;
   getAccount(accountId: string): Promise<Account | undefined>;
-  /**
-   * Email is normalised (`normaliseEmail`) before lookup; accounts stored before NFKC normalisation
-   * (trim + lowercase only) are found too. Undefined for an email `emailProblem` refuses.
-   */
+  /** Email is normalised (`normaliseEmail`) before lookup. Undefined for an email `emailProblem` refuses. */
   findAccountByEmail(email: string): Promise<Account | undefined>;
   /** All accounts, oldest first (admin CLI). */
   listAccounts(): Promise<Account[]>;
@@ -123,6 +120,13 @@ export interface AccountStore {
    * such account.
    */
   deleteAccount(accountId: string): Promise<boolean>;
+  /**
+   * Deletes, as deleteAccount does, every console sign-up (an account with a password) created before
+   * `createdBefore` that never had a key (revoked ones count as had), so never made a request: the
+   * bound on accounts nobody uses. Accounts the admin CLI made (no password) are kept. Returns how
+   * many went. Atomic per account: one that gets a key meanwhile stays.
+   */
+  pruneUnusedAccounts(createdBefore: Date): Promise<number>;
 
   close(): Promise<void>;
 }
@@ -156,11 +160,6 @@ export interface SessionStore {
  */
 export function normaliseEmail(email: string): string {
   return email.normalize('NFKC').toUpperCase().toLowerCase().normalize('NFKC').trim();
-}
-
-/** The form emails were stored in before NFKC normalisation: still found by lookups. */
-export function legacyNormaliseEmail(email: string): string {
-  return email.trim().toLowerCase();
 }
 
 // Cc controls, Cf format characters (zero-width space/joiners, bidi controls, soft hyphen, BOM…),

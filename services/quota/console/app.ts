@@ -9,13 +9,18 @@
 // - CSRF: SameSite=Strict, an Origin / Sec-Fetch-Site check on every state-changing request, JSON-only
 //   bodies (no HTML form can send one cross-site), and a per-session token derived from the session
 //   token (HMAC), required in `X-CSRF-Token` on every state-changing request of a logged-in user;
-// - login attempts limited per client IP and per email, sign-ups per IP, through the QuotaStore (so the
-//   limits hold across replicas on Redis). A device that has logged in to the account before carries a
+// - login attempts limited per client IP and per email, sign-ups per IP and in total (every address
+//   together: SIGNUP_PER_MINUTE / SIGNUP_PER_DAY), through the QuotaStore (so the limits hold across
+//   replicas on Redis). A device that has logged in to the account before carries a
 //   "known device" cookie signed with the account's password hash: its attempts count against a limit
 //   of their own instead of the per-email one, so a stranger guessing can exhaust the email's limit
 //   (and stays limited) without locking the owner out of their own devices;
 // - emails normalised (NFKC, case-folded, trimmed) and refused when they hold invisible or control
-//   characters (account-store.ts), so nobody can hold look-alike accounts.
+//   characters (account-store.ts), so nobody can hold look-alike accounts;
+// - no enumeration: a sign-up answers the same (status, body, headers, the same scrypt work) whether
+//   the email was free or already had an account, and logs nobody in; the console then logs in with
+//   the same email and password, which succeeds for the new account and for the owner of an existing
+//   one, and answers a stranger as every failed login does (docs/accounts-store.md).
 // Every JSON error is an ApiError of the common table: 4001 bad input, 4011 not logged in / bad
 // credentials / missing CSRF proof, 4290/4291 too many attempts, 5001 store down.
 
@@ -80,6 +85,8 @@ export interface ConsoleOptions {
   accountSubject: (accountId: string) => string;
   attemptLimits?: ConsoleAttemptLimits;
   sessionTtlMs?: number;
+  /** Sign-ups from every address together (SIGNUP_PER_MINUTE, SIGNUP_PER_DAY). */
+  signupTotal: WindowLimits;
   /** Tests lower the scrypt cost; production uses DEFAULT_SCRYPT. */
   scrypt?: ScryptParams;
   /** Active (unrevoked) keys an account may hold at once. */
@@ -226,24 +233,24 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
   // ---- JSON API --------------------------------------------------------------------------------
   const small = { bodyLimit: 16 * 1024 };
 
+  // The same answer, after the same work, whether the email was free or not: 202 and no session. The
+  // console logs in next (see the file's header); an existing account is left as it was.
   app.post('/console/api/signup', small, async (request, reply) => {
     assertSameOrigin(request);
     const { email, password } = credentials(request.body);
     if (password.length < PASSWORD_MIN)
       throw new ApiError('BAD_REQUEST', `Use a password of at least ${PASSWORD_MIN} characters`);
     await limit(`console:signup:ip:${request.clientKey}`, limits.signupPerIp, 'sign-ups from this address');
+    await limit(SIGNUP_TOTAL_SUBJECT, opts.signupTotal, 'sign-ups on this service right now (from everyone)');
     const passwordHash = await hashPassword(password, scryptParams);
-    let account: Account;
     try {
-      account = await opts.accounts.createAccount({ email, tier: 'free', passwordHash });
+      await opts.accounts.createAccount({ email, tier: 'free', passwordHash });
     } catch (err) {
-      if (err instanceof EmailTakenError)
-        throw new ApiError('BAD_REQUEST', 'An account with this email already exists; log in instead');
       if (err instanceof InvalidEmailError) throw new ApiError('BAD_REQUEST', err.message);
-      throw err;
+      if (!(err instanceof EmailTakenError)) throw err;
     }
-    reply.code(201);
-    return ok(await startSession(reply, request, account));
+    reply.code(202);
+    return ok({ email, next: 'login' });
   });
 
   app.post('/console/api/login', small, async (request, reply) => {
@@ -346,6 +353,8 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
 // ---- pure helpers ----------------------------------------------------------------------------------
 
 const DEFAULT_LOGIN_PER_KNOWN_DEVICE = DEFAULT_ATTEMPT_LIMITS.loginPerKnownDevice as WindowLimits;
+/** The QuotaStore subject counting every sign-up, whatever its address. */
+export const SIGNUP_TOTAL_SUBJECT = 'console:signup:all';
 
 /**
  * Proof that this device logged in to this account: keyed by the account's password hash, a secret

@@ -182,6 +182,42 @@ export function accountStoreContract(open: () => Promise<Store>): void {
     expect(await store.listKeys(again.id)).toEqual([]);
   });
 
+  it('prunes console sign-ups older than the cut-off that never had a key, and nothing else', async () => {
+    const store = await open();
+    const unused = await store.createAccount({
+      email: 'unused@example.com',
+      tier: 'free',
+      passwordHash: 'h',
+    });
+    const withKey = await store.createAccount({
+      email: 'keyed@example.com',
+      tier: 'free',
+      passwordHash: 'h',
+    });
+    const revoked = await store.createAccount({
+      email: 'revoked@example.com',
+      tier: 'free',
+      passwordHash: 'h',
+    });
+    const byAdmin = await store.createAccount({ email: 'admin-made@example.com', tier: 'pro' });
+    const key = await store.createKey(withKey.id);
+    const old = await store.createKey(revoked.id);
+    await store.revokeKey(old?.record.id as string);
+    // A cut-off before they were made: none is old enough.
+    expect(await store.pruneUnusedAccounts(new Date(Date.parse(unused.createdAt) - 1000))).toBe(0);
+    await new Promise((r) => setTimeout(r, 5));
+    const fresh = await store.createAccount({ email: 'fresh@example.com', tier: 'free', passwordHash: 'h' });
+    expect(await store.pruneUnusedAccounts(new Date(Date.parse(fresh.createdAt) - 1))).toBe(1);
+    expect(await store.getAccount(unused.id)).toBeUndefined();
+    expect(await store.findAccountByEmail('unused@example.com')).toBeUndefined();
+    expect((await store.listAccounts()).map((a) => a.id).sort()).toEqual(
+      [withKey.id, revoked.id, byAdmin.id, fresh.id].sort(),
+    );
+    expect((await store.resolveKey(key?.secret as string))?.account.id).toBe(withKey.id);
+    // The email is free again.
+    expect((await store.createAccount({ email: 'unused@example.com', tier: 'free' })).id).not.toBe(unused.id);
+  });
+
   it('keeps sessions by token until they expire or are deleted', async () => {
     const store = await open();
     const a = await store.createAccount({ email: 'sess@example.com', tier: 'free' });

@@ -1,7 +1,7 @@
 // Composition-root helper: the one place that picks the store implementations, by configuration.
 // A Redis configured (REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES) → counters, accounts, keys and
 // sessions in Redis (shared by every replica); none → counters in memory, accounts/keys/sessions in
-// the ACCOUNTS_FILE (embedded `npm start`).
+// the ACCOUNTS_FILE, an SQLite database (embedded `npm start`).
 // Used by the embedded server, the quota server, the admin CLI and the benchmark.
 
 import { exitAtBoot } from '../../common/boot.ts';
@@ -9,13 +9,13 @@ import type { AccountStore, SessionStore } from '../accounts/account-store.ts';
 import { ComposedKeyQuota, type KeyQuota } from '../authorize.ts';
 import type { StoresConfig } from '../config.ts';
 import type { QuotaStore } from '../quota-store.ts';
-import { AccountsFileError, openFileAccountStore } from './local-account-store.ts';
+import { AccountsFileError } from './accounts-file-error.ts';
 import { MemoryQuotaStore } from './memory-quota-store.ts';
 import { RedisAccountStore } from './redis-account-store.ts';
 import { connectRedis, redisReady } from './redis-connection.ts';
 import { RedisKeyQuota } from './redis-key-quota.ts';
-import { migrateLegacyLayout } from './redis-legacy-layout.ts';
 import { PendingCharges, RedisQuotaStore } from './redis-quota-store.ts';
+import { openSqliteAccountStore } from './sqlite-account-store.ts';
 
 export interface Stores {
   kind: 'redis' | 'embedded';
@@ -28,8 +28,6 @@ export interface Stores {
   ping(): Promise<void>;
   /** Closes every store (and its connection) once. */
   close(): Promise<void>;
-  /** Redis: copies data of the earlier single-Redis layout into today's (redis-legacy-layout.ts). */
-  migrateRedisLayout?: () => Promise<{ accounts: number; keys: number }>;
 }
 
 export interface OpenStoresOptions {
@@ -50,7 +48,7 @@ export async function openStores(config: StoresConfig, opts: OpenStoresOptions =
   const target = config.redisTarget;
   if (target === undefined) {
     if (config.accountsFile === undefined) throw new Error('no Redis configured and no accounts file');
-    const local = await openFileAccountStore(config.accountsFile);
+    const local = openSqliteAccountStore(config.accountsFile);
     const quotaStore = new MemoryQuotaStore();
     return {
       kind: 'embedded',
@@ -90,7 +88,6 @@ export async function openStores(config: StoresConfig, opts: OpenStoresOptions =
     accountStore: accounts,
     sessionStore: accounts,
     keyQuota: new RedisKeyQuota(quotaRedis, config.redis.keyPrefix, pending),
-    migrateRedisLayout: () => migrateLegacyLayout(accountRedis, config.redis.keyPrefix),
     ping: async () => {
       await Promise.all([quotaRedis.ping(), accountRedis.ping()]);
     },

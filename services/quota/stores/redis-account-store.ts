@@ -2,17 +2,20 @@
 // authorization path resolves a key on every request, so a revoked key or a changed tier applies to
 // the next request on every replica. Layout: redis-layout.ts.
 //
-// What is atomic: every write within one slot (an account with its keys; the email index with the
-// account list; one key-hash entry). A change across slots is ordered so that, cut half-way, it
-// leaves nothing that acts wrongly, and the next write repairs it:
+// What is atomic: every write within one slot (an account with its keys; one email-index entry; one
+// key-hash entry). A change across slots is ordered so that, cut half-way, it leaves nothing that acts
+// wrongly, and the next write repairs it:
 //   create account  record (invisible until indexed) → claim the email in the index. An email left
 //                   claimed by an account whose deletion did not finish is reclaimed by the next
-//                   sign-up with it.
+//                   sign-up with it; a record whose claim was refused is removed (one left by a cut is
+//                   never found by email, and listAccounts skips it only if it has no email entry).
 //   create key      record + account's list → key-id entry → key-hash entry. Cut before the last, the
 //                   key is listed but never resolves (its secret was never shown); it can be revoked.
 //   revoke key      revokedAt on the record (refused from then on) → key-hash entry removed.
 //   delete account  record and keys (refused from then on) → key-hash and key-id entries → email
-//                   index and account list.
+//                   index entry.
+// No index holds every account (it would sit in one slot, on one shard): listAccounts scans the
+// account records on every primary (admin CLI).
 // Writes that create or change accounts, keys, tiers and revocations wait for `replication.replicas`
 // replicas (WAIT, in the same round trip); fewer acknowledgements reject (NotReplicatedError → 503).
 
@@ -26,7 +29,6 @@ import {
   emailProblem,
   InvalidEmailError,
   isAccountTier,
-  legacyNormaliseEmail,
   type NewAccount,
   normaliseEmail,
   type ResolvedKey,
@@ -43,6 +45,7 @@ import {
 } from '../accounts/api-keys.ts';
 import {
   closeRedis,
+  isCluster,
   LuaScript,
   NO_REPLICATION,
   queueScript,
@@ -52,27 +55,14 @@ import {
 } from './redis-connection.ts';
 import { RedisLayout } from './redis-layout.ts';
 
-// KEYS: email, legacy email form, account list. ARGV: id, createdAtMs, the owner expected ('' none).
-// Claims the email for the account unless someone other than the expected owner holds it; a claim
-// over an expected owner (an orphan) replaces it. Returns '' when claimed, else the holder.
+// KEYS: email. ARGV: id, the owner expected ('' none). Claims the email for the account unless someone
+// other than the expected owner holds it; a claim over an expected owner (an orphan) replaces it.
+// Returns '' when claimed, else the holder.
 const CLAIM_EMAIL = new LuaScript(`
-local cur = redis.call('GET', KEYS[1]) or redis.call('GET', KEYS[2]) or ''
-if cur ~= ARGV[3] then return cur end
-if cur ~= '' then
-  if redis.call('GET', KEYS[2]) == cur then redis.call('DEL', KEYS[2]) end
-  redis.call('ZREM', KEYS[3], cur)
-end
+local cur = redis.call('GET', KEYS[1]) or ''
+if cur ~= ARGV[2] then return cur end
 redis.call('SET', KEYS[1], ARGV[1])
-redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
 return ''
-`);
-
-// KEYS: account list, then the email index entries that may name the account. ARGV: accountId.
-const UNCLAIM_EMAILS = new LuaScript(`
-for i = 2, #KEYS do
-  if redis.call('GET', KEYS[i]) == ARGV[1] then redis.call('DEL', KEYS[i]) end
-end
-return redis.call('ZREM', KEYS[1], ARGV[1])
 `);
 
 // KEYS: acct, key, account's keys. ARGV: id, accountId, name, prefix, last4, createdAt, hash, ms.
@@ -120,6 +110,17 @@ for i = 3, #KEYS do
 end
 redis.call('DEL', KEYS[1], KEYS[2])
 return out
+`);
+
+// KEYS: acct, account's keys. ARGV: createdAt cut-off (ISO). Deletes the account only if it has a
+// password, was created before the cut-off and has no key (atomic in its slot: a key made meanwhile
+// keeps it). Returns the email it held, or '' when kept.
+const PRUNE_IF_UNUSED = new LuaScript(`
+local a = redis.call('HMGET', KEYS[1], 'email', 'passwordHash', 'createdAt')
+if not a[1] or not a[2] or a[2] == '' or not a[3] or a[3] >= ARGV[1] then return '' end
+if redis.call('EXISTS', KEYS[2]) == 1 then return '' end
+redis.call('DEL', KEYS[1])
+return a[1]
 `);
 
 // KEYS: acct. ARGV: field, value. Returns the account (HGETALL) or {}.
@@ -202,15 +203,11 @@ export class RedisAccountStore implements AccountStore, SessionStore {
     };
     const record = this.#l.account(account.id);
     await this.#write(record, (p) => p.hset(record, { ...account }));
-    const claim = [
-      this.#l.email(account.email),
-      this.#l.email(legacyNormaliseEmail(input.email)),
-      this.#l.accountList(),
-    ];
+    const emailKey = this.#l.email(account.email);
     let expected = '';
     for (let attempt = 0; attempt < 3; attempt++) {
-      const [holder] = await this.#write(this.#l.accountList(), (p) =>
-        queueScript(p, CLAIM_EMAIL, claim, [account.id, now.getTime(), expected]),
+      const [holder] = await this.#write(emailKey, (p) =>
+        queueScript(p, CLAIM_EMAIL, [emailKey], [account.id, expected]),
       );
       if (holder === '') return account;
       // Held by an account that exists: taken. Held by one that does not (a deletion cut half-way):
@@ -228,23 +225,28 @@ export class RedisAccountStore implements AccountStore, SessionStore {
 
   async findAccountByEmail(email: string): Promise<Account | undefined> {
     if (emailProblem(email)) return undefined;
-    const key = this.#l.email(normaliseEmail(email));
-    const id = await this.#redis.get(key);
-    if (id !== null) return this.getAccount(id);
-    // An account created before NFKC normalisation is indexed under its trim + lowercase form. Found
-    // that way, it is indexed under the normalised form too, so a look-alike sign-up is refused.
-    const legacy = this.#l.email(legacyNormaliseEmail(email));
-    if (legacy === key) return undefined;
-    const legacyId = await this.#redis.get(legacy);
-    if (legacyId === null) return undefined;
-    await this.#redis.set(key, legacyId, 'NX');
-    return this.getAccount(legacyId);
+    const id = await this.#redis.get(this.#l.email(normaliseEmail(email)));
+    return id === null ? undefined : this.getAccount(id);
   }
 
+  /** Every account, oldest first: the records scanned on each primary (O(accounts); admin only). */
   async listAccounts(): Promise<Account[]> {
-    const ids = await this.#redis.zrange(this.#l.accountList(), '0', '-1');
-    const hashes = await Promise.all(ids.map((id) => this.#redis.hgetall(this.#l.account(id))));
-    return hashes.map(toAccount).filter((a): a is Account => a !== undefined);
+    const nodes = isCluster(this.#redis) ? this.#redis.nodes('master') : [this.#redis];
+    const accounts: Account[] = [];
+    for (const node of nodes) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', this.#l.accountPattern(), 'COUNT', 1000);
+        cursor = next;
+        for (const key of keys) {
+          const account = toAccount(await this.#redis.hgetall(key));
+          // A record whose email claim was cut short is nobody's account: only indexed ones count.
+          if (account && (await this.#redis.get(this.#l.email(account.email))) === account.id)
+            accounts.push(account);
+        }
+      } while (cursor !== '0');
+    }
+    return accounts.sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
   }
 
   setTier(accountId: string, tier: AccountTier): Promise<Account | undefined> {
@@ -368,17 +370,25 @@ export class RedisAccountStore implements AccountStore, SessionStore {
         DELETE_IF.run(this.#redis, [this.#l.keyAccount(id)], [accountId]),
       ]),
     );
-    // The index may hold the stored form and, for an account from before NFKC normalisation, the
-    // normalised form too (added by findAccountByEmail); only entries naming this account go.
-    const emails = account
-      ? [...new Set([account.email, normaliseEmail(account.email), legacyNormaliseEmail(account.email)])]
-      : [];
-    await UNCLAIM_EMAILS.run(
-      this.#redis,
-      [this.#l.accountList(), ...emails.map((e) => this.#l.email(e))],
-      [accountId],
-    );
+    // Only an entry naming this account goes (the email may belong to a newer account already).
+    if (account) await DELETE_IF.run(this.#redis, [this.#l.email(account.email)], [accountId]);
     return Number(existed) === 1;
+  }
+
+  async pruneUnusedAccounts(createdBefore: Date): Promise<number> {
+    let pruned = 0;
+    const cutOff = createdBefore.toISOString();
+    for (const account of await this.listAccounts()) {
+      if (account.passwordHash === '' || account.createdAt >= cutOff) continue;
+      const record = this.#l.account(account.id);
+      const [email] = await this.#write(record, (p) =>
+        queueScript(p, PRUNE_IF_UNUSED, [record, this.#l.accountKeys(account.id)], [cutOff]),
+      );
+      if (!email) continue;
+      await DELETE_IF.run(this.#redis, [this.#l.email(String(email))], [account.id]);
+      pruned++;
+    }
+    return pruned;
   }
 
   async createSession(accountId: string, ttlMs: number): Promise<{ token: string; expiresAt: string }> {

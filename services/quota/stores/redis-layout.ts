@@ -9,8 +9,7 @@
 //   P{anon:ip:<ip>}m, …d, …h    hash    an anonymous subject's windows (and history, when kept)
 //   P{<slot tag>}c:<requestId>  hash    a charge (which windows a request counted), in the slot of those
 //                                       windows; the slot tag travels in the charge id (`chargeId`)
-//   P{accounts}email:<email>    string  accountId: the email index (unique emails; atomic in one slot)
-//   P{accounts}list             zset    every accountId by creation time (ms)
+//   P{email:<email>}            string  accountId: the email index (one slot per email)
 //   P{kh:<sha256>}              string  "<accountId> <keyId>": the key-hash index (one slot per key)
 //   P{kid:<keyId>}              string  accountId: finds a key by id alone (admin, touch)
 //   P sess:<sha256(token)>      string  JSON Session, expiring with it
@@ -18,9 +17,11 @@
 //
 // An account, its keys and its counters share a slot: the key path's second step (key not revoked →
 // account → tier → count) is one atomic script there, and subjects spread over the shards. The three
-// indexes are small and rarely written; each write to them is atomic within its slot, and a change
-// that spans slots (create, revoke, delete) is ordered so that a half-done one is harmless and
-// repaired by the next write (see redis-account-store.ts).
+// indexes have one entry per email or key, each in a slot of its own (hashed from the email or the
+// key), so they spread over a Cluster's shards as the accounts do; no key gathers every account. Each
+// write to an entry is atomic within its slot, and a change that spans slots (create, revoke, delete)
+// is ordered so that a half-done one is harmless and repaired by the next write
+// (see redis-account-store.ts).
 
 import { accountSubject } from '../authorize.ts';
 
@@ -74,11 +75,12 @@ export class RedisLayout {
   }
 
   email(email: string): string {
-    return this.#in('accounts', `email:${email}`);
+    return this.#in(`email:${email}`, '');
   }
 
-  accountList(): string {
-    return this.#in('accounts', 'list');
+  /** SCAN pattern of every account record (the prefix's glob characters escaped). */
+  accountPattern(): string {
+    return `${this.prefix.replace(/[*?[\]\\]/g, '\\$&')}{acct:*}acct`;
   }
 
   keyHash(hash: string): string {

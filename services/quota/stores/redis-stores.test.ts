@@ -1,8 +1,8 @@
 // The Redis stores against real servers in each topology (single redis-server; Sentinel: 1 primary,
 // 2 replicas, 3 sentinels; Cluster: 3 primaries, 3 replicas): the account-store contract and the quota
 // store's (windows on Redis TIME, both-or-neither counting, expiry at the window's end, refunds, the
-// key path), each topology started once. On the single server also: data written before NFKC
-// normalisation, timed-out counts, and behaviour while Redis is down or hung. Multi-process exactness
+// key path), each topology started once. On the single server also: timed-out counts, and behaviour
+// while Redis is down or hung. Multi-process exactness
 // and failover under load: test/quota-redis-processes.test.ts, test/quota-redis-failover.test.ts.
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -10,15 +10,12 @@ import { awayFromMinuteEdge } from '../../../test/support/minute-edge.ts';
 import type { RedisServer } from '../../../test/support/redis-server.ts';
 import { type RedisTopology, startTopology, TOPOLOGY_KINDS } from '../../../test/support/redis-topology.ts';
 import { describeWithTool, REDIS_CLI, REDIS_SERVER } from '../../../test/support/tools.ts';
-import { EmailTakenError } from '../accounts/account-store.ts';
-import { sha256Hex } from '../accounts/api-keys.ts';
 import type { QuotaOutcome } from '../quota-store.ts';
 import { accountStoreContract } from './account-store.contract.ts';
 import { RedisAccountStore } from './redis-account-store.ts';
 import { connectRedis, NO_REPLICATION, type RedisClient, redisReady } from './redis-connection.ts';
 import { RedisKeyQuota } from './redis-key-quota.ts';
 import { chargeIdFor, chargeKeyOf, keySlot, RedisLayout } from './redis-layout.ts';
-import { migrateLegacyLayout } from './redis-legacy-layout.ts';
 import { PendingCharges, RedisQuotaStore } from './redis-quota-store.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
@@ -276,101 +273,6 @@ for (const kind of TOPOLOGY_KINDS) {
           const all = dump.join('\n');
           expect(all).not.toContain(key?.secret as string);
           expect(all).not.toContain(token);
-        });
-
-        it('finds an account stored before NFKC normalisation and refuses its look-alikes', async () => {
-          const { store, redis } = await accountStore('legacy:');
-          const layout = new RedisLayout('legacy:');
-          // As the previous release stored it: trim + lowercase only, so fullwidth letters stayed.
-          const old = 'ａｄａ@example.com';
-          await redis.hset(layout.account('acc_00000000000000aa'), {
-            id: 'acc_00000000000000aa',
-            email: old,
-            tier: 'free',
-            passwordHash: '',
-            createdAt: '2026-01-01T00:00:00.000Z',
-          });
-          await redis.set(layout.email(old), 'acc_00000000000000aa');
-          await redis.zadd(layout.accountList(), 1, 'acc_00000000000000aa');
-          expect((await store.findAccountByEmail(' ＡＤＡ@example.com'))?.id).toBe('acc_00000000000000aa');
-          await expect(
-            store.createAccount({ email: 'ＡＤＡ@EXAMPLE.COM', tier: 'free' }),
-          ).rejects.toBeInstanceOf(EmailTakenError);
-          // Once found, the account is indexed under the normalised form too.
-          expect((await store.findAccountByEmail('ada@example.com'))?.id).toBe('acc_00000000000000aa');
-          await expect(
-            store.createAccount({ email: 'Ada@example.com', tier: 'free' }),
-          ).rejects.toBeInstanceOf(EmailTakenError);
-          // Deleted, it leaves nothing behind: neither index entry, nor its keys.
-          await store.createKey('acc_00000000000000aa');
-          expect(await store.deleteAccount('acc_00000000000000aa')).toBe(true);
-          expect(await redis.keys('legacy:*')).toEqual([]);
-          expect((await store.createAccount({ email: 'Ada@example.com', tier: 'free' })).email).toBe(
-            'ada@example.com',
-          );
-        });
-
-        it('copies data of the earlier single-Redis layout into the current one', async () => {
-          const { store: accounts, redis } = await accountStore('old:');
-          const day = Math.floor(Date.now() / 86_400_000);
-          const id = 'acc_00000000000000bb';
-          // As releases before Sentinel/Cluster support stored them.
-          await redis.hset(`old:acct:${id}`, {
-            id,
-            email: 'bea@example.com',
-            tier: 'pro',
-            passwordHash: 'h',
-            createdAt: '2026-01-01T00:00:00.000Z',
-          });
-          await redis.set('old:email:bea@example.com', id);
-          await redis.zadd('old:accts', 5, id);
-          const secret = `nsk_live_${'d'.repeat(32)}`;
-          const hash = sha256Hex(secret);
-          const key = {
-            id: 'key_00000000000000cc',
-            accountId: id,
-            name: 'ci',
-            prefix: 'nsk_live_dddd',
-            last4: 'dddd',
-          };
-          await redis.hset('old:key:key_00000000000000cc', {
-            ...key,
-            createdAt: '2026-01-02T00:00:00.000Z',
-            lastUsedAt: '',
-            revokedAt: '',
-            hash,
-          });
-          await redis.set(`old:keyhash:${hash}`, key.id);
-          await redis.zadd(`old:acctkeys:${id}`, 6, key.id);
-          const dayStart = day * 86_400_000;
-          await redis.hset(`old:q:acct:${id}:d`, 'w', dayStart, 'n', 7);
-          await redis.pexpireat(`old:q:acct:${id}:d`, dayStart + 86_400_000);
-          await redis.hset(`old:h:acct:${id}:${day}`, 's', 7, 'r', 2);
-          await redis.hset(`old:h:key:${key.id}:${day}`, 's', 7);
-
-          const quota = new RedisQuotaStore(redis, 'old:');
-          expect(await migrateLegacyLayout(redis, 'old:')).toEqual({ accounts: 1, keys: 1 });
-          expect(await migrateLegacyLayout(redis, 'old:')).toEqual({ accounts: 1, keys: 1 }); // again: same result
-          expect((await accounts.findAccountByEmail('Bea@example.com'))?.id).toBe(id);
-          expect((await accounts.listAccounts()).map((a) => a.id)).toEqual([id]);
-          expect((await accounts.resolveKey(secret))?.key).toMatchObject(key);
-          expect((await quota.peek(`acct:${id}`, { perMinute: 100, perDay: 100 })).day.used).toBe(7);
-          const today = new Date().toISOString().slice(0, 10);
-          expect((await quota.history(`acct:${id}`, 1)).at(-1)).toEqual({
-            day: today,
-            served: 7,
-            refused: 2,
-          });
-          expect((await quota.history(`acct:${id}/key:${key.id}`, 1)).at(-1)).toEqual({
-            day: today,
-            served: 7,
-            refused: 0,
-          });
-          await expect(
-            accounts.createAccount({ email: 'bea@example.com', tier: 'free' }),
-          ).rejects.toBeInstanceOf(EmailTakenError);
-          expect((await accounts.revokeKey(key.id))?.revokedAt).not.toBeNull();
-          expect(await accounts.resolveKey(secret)).toBeUndefined();
         });
 
         it('makes a timed-out count and its 503 agree: refunded calls leave exactly the answered ones counted', async () => {

@@ -363,11 +363,24 @@ function credentialsForm(form, path) {
     const data = new FormData(form);
     const button = form.querySelector('button[type=submit]');
     button.disabled = true;
+    const credentials = {
+      email: String(data.get('email') ?? ''),
+      password: String(data.get('password') ?? ''),
+    };
     try {
-      const session = await api('POST', path, {
-        email: String(data.get('email') ?? ''),
-        password: String(data.get('password') ?? ''),
-      });
+      // A sign-up answers alike whether the email was free or not (so it tells nobody who has an
+      // account) and logs nobody in: the login that follows does, with the password just typed.
+      if (path === 'signup') await api('POST', 'signup', credentials);
+      let session;
+      try {
+        session = await api('POST', 'login', credentials);
+      } catch (err) {
+        if (path === 'signup' && err instanceof ApiFailure && err.status === 401)
+          throw new Error(
+            'Could not sign you in with this password. If you already have an account with this email, log in with its password.',
+          );
+        throw err;
+      }
       form.reset();
       await showDashboard(session);
     } catch (err) {

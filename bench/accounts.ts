@@ -1,0 +1,202 @@
+// The embedded account store at 1k, 100k and 1M accounts: does a sign-up or a key-endpoint detect cost
+// more as accounts pile up, and does the server's memory grow with them? One database grows through
+// the sizes (accounts created in bulk through the store, each with a key); at each size the real
+// server (`npm start`'s entry, ACCOUNTS_FILE on that database) answers console sign-ups and key
+// detects one at a time, and its peak RSS (VmHWM) is read. Beside them, the store's own createAccount
+// and resolveKey, in this process. `npx tsx bench/accounts.ts` runs it alone (BENCH_ACCOUNTS_SIZES=
+// 1000,100000 to choose the sizes); `npm run bench -- --only accounts` too.
+
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import sharp from 'sharp';
+import { openSqliteAccountStore } from '../services/quota/stores/sqlite-account-store.ts';
+import { startServer } from '../test/support/server-process.ts';
+import { percentile } from './http-load.ts';
+
+const SIZES = (process.env.BENCH_ACCOUNTS_SIZES ?? '1000,100000,1000000').split(',').map(Number);
+const SIGNUPS = Number(process.env.BENCH_ACCOUNTS_SIGNUPS ?? 40);
+const DETECTS = Number(process.env.BENCH_ACCOUNTS_DETECTS ?? 400);
+const STORE_OPS = 2000;
+/** Keys kept to call with, spread over the whole store. */
+const SAMPLE = 512;
+const HIGH = '100000000';
+const MiB = 1024 * 1024;
+
+interface Figures {
+  size: number;
+  signup: { p50: number; p99: number };
+  detect: { p50: number; p99: number };
+  create: { p50: number; p99: number };
+  resolve: { p50: number; p99: number };
+  rssPeakMiB: number;
+  bytesPerAccount: number;
+  bulkSeconds: number;
+}
+
+function summary(ms: number[]): { p50: number; p99: number } {
+  const sorted = [...ms].sort((a, b) => a - b);
+  return { p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
+}
+
+function peakRss(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1]) * 1024;
+}
+
+/** Every file of the database (WAL included), in bytes. */
+function databaseBytes(path: string): number {
+  let total = 0;
+  for (const suffix of ['', '-wal']) {
+    try {
+      total += statSync(`${path}${suffix}`).size;
+    } catch {
+      // no WAL at the moment
+    }
+  }
+  return total;
+}
+
+async function measureServer(path: string, secrets: string[], size: number) {
+  const server = await startServer({
+    ACCOUNTS_FILE: path,
+    LOG_LEVEL: 'warn',
+    // Each sign-up from its own address (the per-address limit is 5 a minute), told by one proxy hop.
+    TRUSTED_PROXY_HOPS: '1',
+    FREE_PER_MINUTE: HIGH,
+    FREE_PER_DAY: HIGH,
+    SIGNUP_PER_MINUTE: HIGH,
+    SIGNUP_PER_DAY: HIGH,
+  });
+  try {
+    // A small image: the account path, not the inference, is what this measures.
+    const image = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#777' } })
+      .jpeg()
+      .toBuffer();
+    const detect = async (i: number) => {
+      const started = performance.now();
+      const res = await fetch(`${server.url}/api/open/detect`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${secrets[(i * 7919) % secrets.length]}`,
+          'content-type': 'image/jpeg',
+        },
+        body: image,
+      });
+      await res.arrayBuffer();
+      if (res.status !== 200) throw new Error(`detect answered ${res.status}`);
+      return performance.now() - started;
+    };
+    // Warm-up: past the first requests' compilation, so every size is measured on a warm server.
+    for (let i = 0; i < 100; i++) await detect(i);
+    const detects: number[] = [];
+    for (let i = 0; i < DETECTS; i++) detects.push(await detect(i));
+    const signups: number[] = [];
+    for (let i = 0; i < SIGNUPS; i++) {
+      const started = performance.now();
+      const res = await fetch(`${server.url}/console/api/signup`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-forwarded-for': `10.${i >> 8}.${i & 255}.7` },
+        body: JSON.stringify({
+          email: `bench-signup-${size}-${i}@example.com`,
+          password: 'a bench password',
+        }),
+      });
+      await res.arrayBuffer();
+      if (res.status !== 202) throw new Error(`sign-up answered ${res.status}`);
+      signups.push(performance.now() - started);
+    }
+    return {
+      signup: summary(signups),
+      detect: summary(detects),
+      rssPeak: peakRss(server.proc.pid as number),
+    };
+  } finally {
+    await server.stop();
+  }
+}
+
+export async function accountsBench(): Promise<string[]> {
+  const dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-bench-accounts-'));
+  const path = join(dir, 'accounts.db');
+  const results: Figures[] = [];
+  const secrets: string[] = [];
+  let created = 0;
+  try {
+    for (const size of SIZES) {
+      const store = openSqliteAccountStore(path);
+      const adding = size - created;
+      const started = performance.now();
+      // Keeps SAMPLE keys drawn evenly from all accounts made so far (reservoir sampling).
+      const base = created;
+      store.bulkCreateAccounts(
+        adding,
+        (i) => `bench-${base + i}@example.com`,
+        (i, secret) => {
+          const n = base + i;
+          if (n < SAMPLE) secrets.push(secret);
+          else {
+            const j = Math.floor(Math.random() * (n + 1));
+            if (j < SAMPLE) secrets[j] = secret;
+          }
+        },
+      );
+      const bulkSeconds = (performance.now() - started) / 1000;
+      created = size;
+      const creates: number[] = [];
+      for (let i = 0; i < STORE_OPS / 10; i++) {
+        const t = performance.now();
+        await store.createAccount({ email: `bench-store-${size}-${i}@example.com`, tier: 'free' });
+        creates.push(performance.now() - t);
+      }
+      const resolves: number[] = [];
+      for (let i = 0; i < STORE_OPS; i++) {
+        const t = performance.now();
+        if (!(await store.resolveKey(secrets[(i * 7919) % secrets.length] as string)))
+          throw new Error('a bench key did not resolve');
+        resolves.push(performance.now() - t);
+      }
+      await store.close();
+      const server = await measureServer(path, secrets, size);
+      results.push({
+        size,
+        signup: server.signup,
+        detect: server.detect,
+        create: summary(creates),
+        resolve: summary(resolves),
+        rssPeakMiB: server.rssPeak / MiB,
+        bytesPerAccount: databaseBytes(path) / size,
+        bulkSeconds,
+      });
+      const r = results.at(-1) as Figures;
+      console.log(
+        `accounts ${size.toLocaleString('en')}: created ${adding.toLocaleString('en')} in ${r.bulkSeconds.toFixed(1)} s`,
+      );
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const ms = (x: { p50: number; p99: number }, digits = 1) =>
+    `p50 ${x.p50.toFixed(digits)} ms, p99 ${x.p99.toFixed(digits)} ms`;
+  const lines = [
+    `embedded accounts (SQLite), one at a time: console sign-up (scrypt included), key detect (64×64 JPEG), store calls in process; ${SIGNUPS} sign-ups, ${DETECTS} detects, ${STORE_OPS / 10} createAccount, ${STORE_OPS} resolveKey per size`,
+  ];
+  for (const r of results)
+    lines.push(
+      `  ${r.size.toLocaleString('en').padStart(9)} accounts: sign-up ${ms(r.signup)}; key detect ${ms(r.detect)}; createAccount ${ms(r.create, 3)}; resolveKey ${ms(r.resolve, 3)}; server peak RSS ${r.rssPeakMiB.toFixed(0)} MiB; ${r.bytesPerAccount.toFixed(0)} B/account on disk`,
+    );
+  const first = results[0];
+  const last = results.at(-1);
+  if (first && last && last !== first) {
+    const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}×`;
+    lines.push(
+      `  ${last.size.toLocaleString('en')} vs ${first.size.toLocaleString('en')}: sign-up p50 ${ratio(last.signup.p50, first.signup.p50)} p99 ${ratio(last.signup.p99, first.signup.p99)}; key detect p50 ${ratio(last.detect.p50, first.detect.p50)} p99 ${ratio(last.detect.p99, first.detect.p99)}; peak RSS ${ratio(last.rssPeakMiB, first.rssPeakMiB)}  (target: within 2×, RSS flat)`,
+    );
+  }
+  return lines;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  for (const line of await accountsBench()) console.log(line);
+}

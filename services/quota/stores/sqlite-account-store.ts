@@ -1,0 +1,496 @@
+// The embedded AccountStore + SessionStore: accounts, key hashes and session hashes in one SQLite
+// database (Node's built-in `node:sqlite`), at ACCOUNTS_FILE, or in memory for tests.
+//
+// - Every write is one short transaction on indexed tables: O(log n) in the number of accounts, keys
+//   and sessions, whatever their count; memory use does not grow with them (a bounded page cache).
+// - WAL journal, synchronous=FULL: a write is acknowledged only once it is in the log on disk, so
+//   `kill -9` (or a power cut) at any moment loses no acknowledged write, and SQLite's recovery at the
+//   next open replays or drops the log as a whole; nothing else lies beside the file to clean up.
+// - Several processes (the server and the admin CLI) share the file: readers never wait (WAL), a
+//   writer waits for another's transaction up to BUSY_TIMEOUT_MS. Every read goes to the database (no
+//   cache), so a key revoked or a tier changed by the CLI applies to the server's very next request.
+// - An accounts JSON file (the store's earlier format) found at ACCOUNTS_FILE is imported once, in one
+//   transaction into a new database that then replaces it by rename; the JSON stays beside it as
+//   `<ACCOUNTS_FILE>.json-backup` (json-accounts-import.ts).
+
+import { randomBytes } from 'node:crypto';
+import { closeSync, mkdirSync, openSync, readSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import {
+  type Account,
+  type AccountStore,
+  type AccountTier,
+  type ApiKeyRecord,
+  type CreatedKey,
+  EmailTakenError,
+  emailProblem,
+  InvalidEmailError,
+  isAccountTier,
+  type NewAccount,
+  normaliseEmail,
+  type ResolvedKey,
+  type Session,
+  type SessionStore,
+} from '../accounts/account-store.ts';
+import {
+  displayParts,
+  generateApiKey,
+  generateSessionToken,
+  isValidApiKeyFormat,
+  KEY_PREFIX,
+  newId,
+  sha256Hex,
+} from '../accounts/api-keys.ts';
+import { AccountsFileError } from './accounts-file-error.ts';
+import { importJsonAccounts } from './json-accounts-import.ts';
+
+/** How long a write waits for another process's transaction before failing. */
+const BUSY_TIMEOUT_MS = 5_000;
+/** The page cache per connection, in KiB (SQLite's negative cache_size): bounds memory at any size. */
+const CACHE_KIB = 8 * 1024;
+/** The page cache while creating accounts in bulk (benchmarks), in KiB. */
+const BULK_CACHE_KIB = 1024 * 1024;
+const SCHEMA_VERSION = 1;
+const SQLITE_MAGIC = 'SQLite format 3\0';
+/** Expired sessions are swept by every this-many-th session created (each sweep is indexed). */
+const SESSION_SWEEP_EVERY = 64;
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS accounts (
+  id            TEXT PRIMARY KEY,
+  email         TEXT NOT NULL UNIQUE,
+  tier          TEXT NOT NULL,
+  password_hash TEXT NOT NULL,
+  created_at    TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS accounts_created ON accounts (created_at);
+CREATE TABLE IF NOT EXISTS api_keys (
+  id           TEXT PRIMARY KEY,
+  account_id   TEXT NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+  name         TEXT NOT NULL,
+  prefix       TEXT NOT NULL,
+  last4        TEXT NOT NULL,
+  created_at   TEXT NOT NULL,
+  last_used_at TEXT,
+  revoked_at   TEXT,
+  hash         TEXT NOT NULL UNIQUE
+);
+CREATE INDEX IF NOT EXISTS api_keys_account ON api_keys (account_id, created_at);
+CREATE TABLE IF NOT EXISTS sessions (
+  token_hash  TEXT PRIMARY KEY,
+  account_id  TEXT NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+  expires_at  TEXT NOT NULL,
+  expires_ms  INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sessions_account ON sessions (account_id);
+CREATE INDEX IF NOT EXISTS sessions_expiry ON sessions (expires_ms);
+`;
+
+interface AccountRow {
+  id: string;
+  email: string;
+  tier: string;
+  password_hash: string;
+  created_at: string;
+}
+
+interface KeyRow {
+  id: string;
+  account_id: string;
+  name: string;
+  prefix: string;
+  last4: string;
+  created_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+}
+
+function toAccount(row: AccountRow | undefined): Account | undefined {
+  if (!row || !isAccountTier(row.tier)) return undefined;
+  return {
+    id: row.id,
+    email: row.email,
+    tier: row.tier,
+    passwordHash: row.password_hash,
+    createdAt: row.created_at,
+  };
+}
+
+function toKey(row: KeyRow | undefined): ApiKeyRecord | undefined {
+  if (!row) return undefined;
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    name: row.name,
+    prefix: row.prefix,
+    last4: row.last4,
+    createdAt: row.created_at,
+    lastUsedAt: row.last_used_at,
+    revokedAt: row.revoked_at,
+  };
+}
+
+/** Opens (creating when missing) a database at `path`, or in memory for ':memory:'. */
+export function openDatabase(path: string): DatabaseSync {
+  const db = new DatabaseSync(path, { timeout: BUSY_TIMEOUT_MS, enableForeignKeyConstraints: true });
+  try {
+    if (path !== ':memory:') {
+      db.exec('PRAGMA journal_mode = WAL');
+      // A process killed in the middle of anything keeps every commit; FULL also survives power loss.
+      db.exec('PRAGMA synchronous = FULL');
+    }
+    db.exec(`PRAGMA cache_size = -${CACHE_KIB}`);
+    const version = (db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version;
+    if (version > SCHEMA_VERSION)
+      throw new AccountsFileError(
+        `ACCOUNTS_FILE ${path} has schema version ${version}; this release knows up to ${SCHEMA_VERSION}`,
+      );
+    if (version < SCHEMA_VERSION) {
+      db.exec('BEGIN IMMEDIATE');
+      try {
+        db.exec(SCHEMA);
+        db.exec(`PRAGMA user_version = ${SCHEMA_VERSION}`);
+        db.exec('COMMIT');
+      } catch (err) {
+        db.exec('ROLLBACK');
+        throw err;
+      }
+    }
+    return db;
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+}
+
+/** Every statement the store runs, prepared once per connection. */
+function prepareStatements(db: DatabaseSync) {
+  const p = (sql: string) => db.prepare(sql);
+  const keyColumns =
+    'k.id, k.account_id, k.name, k.prefix, k.last4, k.created_at, k.last_used_at, k.revoked_at';
+  return {
+    insertAccount: p(
+      'INSERT INTO accounts (id, email, tier, password_hash, created_at) VALUES (?, ?, ?, ?, ?)',
+    ),
+    // A taken email rewrites its row unchanged: the same durable write (one WAL commit) as a new
+    // account, so the time a sign-up takes does not tell whether the email was free.
+    claimAccount: p(
+      `INSERT INTO accounts (id, email, tier, password_hash, created_at) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (email) DO UPDATE SET email = excluded.email RETURNING id`,
+    ),
+    accountById: p('SELECT * FROM accounts WHERE id = ?'),
+    accountByEmail: p('SELECT * FROM accounts WHERE email = ?'),
+    allAccounts: p('SELECT * FROM accounts ORDER BY created_at, rowid'),
+    setTier: p('UPDATE accounts SET tier = ? WHERE id = ? RETURNING *'),
+    setPassword: p('UPDATE accounts SET password_hash = ? WHERE id = ? RETURNING *'),
+    deleteAccount: p('DELETE FROM accounts WHERE id = ?'),
+    pruneUnused: p(
+      `DELETE FROM accounts WHERE created_at < ? AND password_hash <> ''
+       AND NOT EXISTS (SELECT 1 FROM api_keys k WHERE k.account_id = accounts.id)`,
+    ),
+    insertKey: p(
+      `INSERT INTO api_keys (id, account_id, name, prefix, last4, created_at, hash)
+       SELECT ?, id, ?, ?, ?, ?, ? FROM accounts WHERE id = ?`,
+    ),
+    keysOf: p(
+      `SELECT ${keyColumns} FROM api_keys k WHERE k.account_id = ? ORDER BY k.created_at DESC, k.rowid DESC`,
+    ),
+    keyById: p(`SELECT ${keyColumns} FROM api_keys k WHERE k.id = ?`),
+    revokeKey: p('UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?'),
+    resolveKey: p(
+      `SELECT ${keyColumns}, a.email, a.tier, a.password_hash, a.created_at AS account_created_at
+       FROM api_keys k JOIN accounts a ON a.id = k.account_id
+       WHERE k.hash = ? AND k.revoked_at IS NULL`,
+    ),
+    touchKey: p('UPDATE api_keys SET last_used_at = ? WHERE id = ?'),
+    insertSession: p(
+      'INSERT INTO sessions (token_hash, account_id, expires_at, expires_ms) SELECT ?, id, ?, ? FROM accounts WHERE id = ?',
+    ),
+    sessionByHash: p('SELECT account_id, expires_at, expires_ms FROM sessions WHERE token_hash = ?'),
+    deleteSession: p('DELETE FROM sessions WHERE token_hash = ?'),
+    sweepSessions: p('DELETE FROM sessions WHERE expires_ms <= ?'),
+  };
+}
+
+export class SqliteAccountStore implements AccountStore, SessionStore {
+  readonly #db: DatabaseSync;
+  readonly #s: ReturnType<typeof prepareStatements>;
+  /** synchronous = FULL, which touchKey relaxes for its own commit only. */
+  readonly #durable: boolean;
+  #sessionsCreated = 0;
+
+  constructor(db: DatabaseSync) {
+    this.#db = db;
+    this.#durable = (db.prepare('PRAGMA synchronous').get() as { synchronous: number }).synchronous === 2;
+    this.#s = prepareStatements(db);
+  }
+
+  /** Runs `work` in one write transaction (taken at once, so it never has to be retried). */
+  #write<T>(work: () => T): T {
+    this.#db.exec('BEGIN IMMEDIATE');
+    try {
+      const result = work();
+      this.#db.exec('COMMIT');
+      return result;
+    } catch (err) {
+      if (this.#db.isTransaction) this.#db.exec('ROLLBACK');
+      throw err;
+    }
+  }
+
+  async createAccount(input: NewAccount): Promise<Account> {
+    const problem = emailProblem(input.email);
+    if (problem) throw new InvalidEmailError(problem);
+    const account: Account = {
+      id: newId('acc_'),
+      email: normaliseEmail(input.email),
+      tier: input.tier,
+      passwordHash: input.passwordHash ?? '',
+      createdAt: new Date().toISOString(),
+    };
+    const row = this.#s.claimAccount.get(
+      account.id,
+      account.email,
+      account.tier,
+      account.passwordHash,
+      account.createdAt,
+    ) as { id: string } | undefined;
+    if (row?.id !== account.id) throw new EmailTakenError(account.email);
+    return account;
+  }
+
+  /**
+   * Benchmarks: `count` accounts (emails from `email(i)`, no password), each with one key, in one
+   * transaction; `onKey` sees every secret as it is made. Far faster than one createAccount each:
+   * randomness drawn in blocks, the parent check of each key skipped (its account was just inserted),
+   * and a page cache large enough for the indexes while it runs.
+   */
+  bulkCreateAccounts(
+    count: number,
+    email: (i: number) => string,
+    onKey?: (i: number, secret: string) => void,
+  ): void {
+    const createdAt = new Date().toISOString();
+    const insertKey = this.#db.prepare(
+      'INSERT INTO api_keys (id, account_id, name, prefix, last4, created_at, hash) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    );
+    this.#db.exec(`PRAGMA cache_size = -${BULK_CACHE_KIB}`);
+    this.#db.exec('PRAGMA foreign_keys = OFF');
+    try {
+      this.#write(() => {
+        const BLOCK = 4096;
+        let random = '';
+        for (let i = 0; i < count; i++) {
+          const o = (i % BLOCK) * 64;
+          if (o === 0) random = randomBytes(32 * BLOCK).toString('hex');
+          const accountId = `acc_${random.slice(o, o + 16)}`;
+          const secret = `${KEY_PREFIX}${random.slice(o + 32, o + 64)}`;
+          const { prefix, last4 } = displayParts(secret);
+          this.#s.insertAccount.run(accountId, normaliseEmail(email(i)), 'free', '', createdAt);
+          insertKey.run(
+            `key_${random.slice(o + 16, o + 32)}`,
+            accountId,
+            '',
+            prefix,
+            last4,
+            createdAt,
+            sha256Hex(secret),
+          );
+          onKey?.(i, secret);
+        }
+      });
+    } finally {
+      this.#db.exec('PRAGMA foreign_keys = ON');
+      this.#db.exec(`PRAGMA cache_size = -${CACHE_KIB}`);
+    }
+  }
+
+  async getAccount(accountId: string): Promise<Account | undefined> {
+    return toAccount(this.#s.accountById.get(accountId) as AccountRow | undefined);
+  }
+
+  async findAccountByEmail(email: string): Promise<Account | undefined> {
+    if (emailProblem(email)) return undefined;
+    return toAccount(this.#s.accountByEmail.get(normaliseEmail(email)) as AccountRow | undefined);
+  }
+
+  async listAccounts(): Promise<Account[]> {
+    const rows = this.#s.allAccounts.all() as unknown as AccountRow[];
+    return rows.map(toAccount).filter((a): a is Account => a !== undefined);
+  }
+
+  async setTier(accountId: string, tier: AccountTier): Promise<Account | undefined> {
+    return toAccount(this.#s.setTier.get(tier, accountId) as AccountRow | undefined);
+  }
+
+  async setPasswordHash(accountId: string, passwordHash: string): Promise<Account | undefined> {
+    return toAccount(this.#s.setPassword.get(passwordHash, accountId) as AccountRow | undefined);
+  }
+
+  async createKey(accountId: string, opts: { name?: string } = {}): Promise<CreatedKey | undefined> {
+    const secret = generateApiKey();
+    const record: ApiKeyRecord = {
+      id: newId('key_'),
+      accountId,
+      name: opts.name ?? '',
+      ...displayParts(secret),
+      createdAt: new Date().toISOString(),
+      lastUsedAt: null,
+      revokedAt: null,
+    };
+    // Inserted only when the account exists (the SELECT yields no row otherwise), in one statement.
+    const { changes } = this.#s.insertKey.run(
+      record.id,
+      record.name,
+      record.prefix,
+      record.last4,
+      record.createdAt,
+      sha256Hex(secret),
+      accountId,
+    );
+    return Number(changes) === 1 ? { record, secret } : undefined;
+  }
+
+  async listKeys(accountId: string): Promise<ApiKeyRecord[]> {
+    const rows = this.#s.keysOf.all(accountId) as unknown as KeyRow[];
+    return rows.map((r) => toKey(r) as ApiKeyRecord);
+  }
+
+  async getKey(keyId: string): Promise<ApiKeyRecord | undefined> {
+    return toKey(this.#s.keyById.get(keyId) as KeyRow | undefined);
+  }
+
+  async revokeKey(keyId: string, accountId?: string): Promise<ApiKeyRecord | undefined> {
+    return this.#write(() => {
+      const key = toKey(this.#s.keyById.get(keyId) as KeyRow | undefined);
+      if (!key || (accountId !== undefined && key.accountId !== accountId)) return undefined;
+      this.#s.revokeKey.run(new Date().toISOString(), keyId);
+      return toKey(this.#s.keyById.get(keyId) as KeyRow | undefined);
+    });
+  }
+
+  async resolveKey(secret: string): Promise<ResolvedKey | undefined> {
+    if (!isValidApiKeyFormat(secret)) return undefined;
+    const row = this.#s.resolveKey.get(sha256Hex(secret)) as
+      | (KeyRow & { email: string; tier: string; password_hash: string; account_created_at: string })
+      | undefined;
+    if (!row) return undefined;
+    const account = toAccount({
+      id: row.account_id,
+      email: row.email,
+      tier: row.tier,
+      password_hash: row.password_hash,
+      created_at: row.account_created_at,
+    });
+    const key = toKey(row);
+    return account && key ? { key, account } : undefined;
+  }
+
+  async touchKey(keyId: string, at: Date = new Date()): Promise<void> {
+    // On the request path and best effort: committed without waiting for the disk (a crash of the
+    // process still keeps it; a power cut may lose the last ones), so a detect never waits for an
+    // fsync. The next durable commit makes it durable too.
+    if (this.#durable) this.#db.exec('PRAGMA synchronous = NORMAL');
+    try {
+      this.#s.touchKey.run(at.toISOString(), keyId);
+    } finally {
+      if (this.#durable) this.#db.exec('PRAGMA synchronous = FULL');
+    }
+  }
+
+  async deleteAccount(accountId: string): Promise<boolean> {
+    // Keys and sessions go with it (ON DELETE CASCADE), in the same transaction.
+    return Number(this.#s.deleteAccount.run(accountId).changes) === 1;
+  }
+
+  async pruneUnusedAccounts(createdBefore: Date): Promise<number> {
+    // One statement: an account that gets a key meanwhile is not deleted (the write lock orders them).
+    return Number(this.#s.pruneUnused.run(createdBefore.toISOString()).changes);
+  }
+
+  async createSession(accountId: string, ttlMs: number): Promise<{ token: string; expiresAt: string }> {
+    const token = generateSessionToken();
+    const expiresMs = Date.now() + ttlMs;
+    const expiresAt = new Date(expiresMs).toISOString();
+    if (++this.#sessionsCreated % SESSION_SWEEP_EVERY === 1) this.#s.sweepSessions.run(Date.now());
+    // A session of an account that does not exist (deleted meanwhile) is not kept: it would log nobody in.
+    this.#s.insertSession.run(sha256Hex(token), expiresAt, expiresMs, accountId);
+    return { token, expiresAt };
+  }
+
+  async resolveSession(token: string): Promise<Session | undefined> {
+    const row = this.#s.sessionByHash.get(sha256Hex(token)) as
+      | { account_id: string; expires_at: string; expires_ms: number }
+      | undefined;
+    return row && row.expires_ms > Date.now()
+      ? { accountId: row.account_id, expiresAt: row.expires_at }
+      : undefined;
+  }
+
+  async deleteSession(token: string): Promise<void> {
+    this.#s.deleteSession.run(sha256Hex(token));
+  }
+
+  async close(): Promise<void> {
+    if (this.#db.isOpen) this.#db.close();
+  }
+}
+
+/** Accounts in memory only (tests). */
+export function memoryAccountStore(): SqliteAccountStore {
+  return new SqliteAccountStore(openDatabase(':memory:'));
+}
+
+/** What the first bytes of `path` are: a database, something else, or nothing yet. */
+function fileKind(path: string): 'missing' | 'sqlite' | 'other' {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'missing';
+    throw new AccountsFileError(`cannot read ACCOUNTS_FILE ${path}`, { cause: err });
+  }
+  try {
+    const head = Buffer.alloc(SQLITE_MAGIC.length);
+    const n = readSync(fd, head, 0, head.length, 0);
+    if (n === 0) return 'missing';
+    return head.toString('latin1', 0, n) === SQLITE_MAGIC ? 'sqlite' : 'other';
+  } catch (err) {
+    throw new AccountsFileError(`cannot read ACCOUNTS_FILE ${path}`, { cause: err });
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * The embedded store at `path` (the server, the admin CLI): creates the database when missing, imports
+ * an accounts JSON file found there first. Refuses anything else rather than overwrite it.
+ */
+export function openSqliteAccountStore(path: string): SqliteAccountStore {
+  try {
+    mkdirSync(dirname(path), { recursive: true });
+  } catch (err) {
+    throw new AccountsFileError(`cannot create the directory of ACCOUNTS_FILE ${path}`, { cause: err });
+  }
+  const kind = fileKind(path);
+  if (kind === 'other') {
+    importJsonAccounts(path, openDatabase);
+  }
+  if (kind === 'missing') {
+    // Created here with owner-only access: SQLite gives its -wal and -shm files the same mode.
+    try {
+      writeFileSync(path, '', { flag: 'a', mode: 0o600 });
+    } catch (err) {
+      throw new AccountsFileError(`cannot create ACCOUNTS_FILE ${path}`, { cause: err });
+    }
+  }
+  let db: DatabaseSync;
+  try {
+    db = openDatabase(path);
+  } catch (err) {
+    if (err instanceof AccountsFileError) throw err;
+    throw new AccountsFileError(`cannot open ACCOUNTS_FILE ${path}`, { cause: err });
+  }
+  return new SqliteAccountStore(db);
+}
