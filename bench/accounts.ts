@@ -1,9 +1,9 @@
 // The embedded account store at 1k, 100k and 1M accounts: does a sign-up or a key-endpoint detect cost
-// more as accounts pile up, and does the server's memory grow with them? One database grows through
-// the sizes (accounts created in bulk through the store, each with a key); at each size the real
-// server (`npm start`'s entry, ACCOUNTS_FILE on that database) answers console sign-ups and key
-// detects one at a time, and its peak RSS (VmHWM) is read. Beside them, the store's own createAccount
-// and resolveKey, in this process. `npx tsx bench/accounts.ts` runs it alone (BENCH_ACCOUNTS_SIZES=
+// more as accounts pile up, and does the server's memory grow with them? A database per size (accounts
+// created in bulk through the store, each with a key); the real server (`npm start`'s entry,
+// ACCOUNTS_FILE on that database) answers console sign-ups and key detects one at a time, started on
+// each size in turn, twice, and its peak RSS (VmHWM) is read. Beside them, the store's own
+// createAccount and resolveKey, in this process. `npx tsx bench/accounts.ts` runs it alone (BENCH_ACCOUNTS_SIZES=
 // 1000,100000 to choose the sizes); `npm run bench -- --only accounts` too.
 
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -16,8 +16,10 @@ import { startServer } from '../test/support/server-process.ts';
 import { percentile } from './http-load.ts';
 
 const SIZES = (process.env.BENCH_ACCOUNTS_SIZES ?? '1000,100000,1000000').split(',').map(Number);
-const SIGNUPS = Number(process.env.BENCH_ACCOUNTS_SIGNUPS ?? 40);
-const DETECTS = Number(process.env.BENCH_ACCOUNTS_DETECTS ?? 400);
+/** Per server start; each size's server starts ROUNDS times, in turn with the other sizes'. */
+const SIGNUPS = Number(process.env.BENCH_ACCOUNTS_SIGNUPS ?? 20);
+const DETECTS = Number(process.env.BENCH_ACCOUNTS_DETECTS ?? 200);
+const ROUNDS = Number(process.env.BENCH_ACCOUNTS_ROUNDS ?? 2);
 const STORE_OPS = 2000;
 /** Keys kept to call with, spread over the whole store. */
 const SAMPLE = 512;
@@ -58,7 +60,7 @@ function databaseBytes(path: string): number {
   return total;
 }
 
-async function measureServer(path: string, secrets: string[], size: number) {
+async function measureServer(path: string, secrets: string[], tag: string) {
   const server = await startServer({
     ACCOUNTS_FILE: path,
     LOG_LEVEL: 'warn',
@@ -99,7 +101,7 @@ async function measureServer(path: string, secrets: string[], size: number) {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-forwarded-for': `10.${i >> 8}.${i & 255}.7` },
         body: JSON.stringify({
-          email: `bench-signup-${size}-${i}@example.com`,
+          email: `bench-signup-${tag}-${i}@example.com`,
           password: 'a bench password',
         }),
       });
@@ -107,72 +109,90 @@ async function measureServer(path: string, secrets: string[], size: number) {
       if (res.status !== 202) throw new Error(`sign-up answered ${res.status}`);
       signups.push(performance.now() - started);
     }
-    return {
-      signup: summary(signups),
-      detect: summary(detects),
-      rssPeak: peakRss(server.proc.pid as number),
-    };
+    return { signups, detects, rssPeak: peakRss(server.proc.pid as number) };
   } finally {
     await server.stop();
   }
 }
 
+interface Database {
+  size: number;
+  path: string;
+  /** Keys to call with, drawn evenly from all its accounts. */
+  secrets: string[];
+  bulkSeconds: number;
+  create: { p50: number; p99: number };
+  resolve: { p50: number; p99: number };
+}
+
+/** A database of `size` accounts with a key each, and the store's own call costs on it. */
+async function buildDatabase(dir: string, size: number): Promise<Database> {
+  const path = join(dir, `accounts-${size}.db`);
+  const store = openSqliteAccountStore(path);
+  const secrets: string[] = [];
+  const started = performance.now();
+  store.bulkCreateAccounts(
+    size,
+    (i) => `bench-${i}@example.com`,
+    (i, secret) => {
+      // Reservoir sampling: SAMPLE keys, each account equally likely.
+      if (i < SAMPLE) secrets.push(secret);
+      else {
+        const j = Math.floor(Math.random() * (i + 1));
+        if (j < SAMPLE) secrets[j] = secret;
+      }
+    },
+  );
+  const bulkSeconds = (performance.now() - started) / 1000;
+  const creates: number[] = [];
+  for (let i = 0; i < STORE_OPS / 10; i++) {
+    const t = performance.now();
+    await store.createAccount({ email: `bench-store-${i}@example.com`, tier: 'free' });
+    creates.push(performance.now() - t);
+  }
+  const resolves: number[] = [];
+  for (let i = 0; i < STORE_OPS; i++) {
+    const t = performance.now();
+    if (!(await store.resolveKey(secrets[(i * 7919) % secrets.length] as string)))
+      throw new Error('a bench key did not resolve');
+    resolves.push(performance.now() - t);
+  }
+  await store.close();
+  console.log(`accounts ${size.toLocaleString('en')}: created in ${bulkSeconds.toFixed(1)} s`);
+  return { size, path, secrets, bulkSeconds, create: summary(creates), resolve: summary(resolves) };
+}
+
 export async function accountsBench(): Promise<string[]> {
   const dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-bench-accounts-'));
-  const path = join(dir, 'accounts.db');
   const results: Figures[] = [];
-  const secrets: string[] = [];
-  let created = 0;
   try {
-    for (const size of SIZES) {
-      const store = openSqliteAccountStore(path);
-      const adding = size - created;
-      const started = performance.now();
-      // Keeps SAMPLE keys drawn evenly from all accounts made so far (reservoir sampling).
-      const base = created;
-      store.bulkCreateAccounts(
-        adding,
-        (i) => `bench-${base + i}@example.com`,
-        (i, secret) => {
-          const n = base + i;
-          if (n < SAMPLE) secrets.push(secret);
-          else {
-            const j = Math.floor(Math.random() * (n + 1));
-            if (j < SAMPLE) secrets[j] = secret;
-          }
-        },
-      );
-      const bulkSeconds = (performance.now() - started) / 1000;
-      created = size;
-      const creates: number[] = [];
-      for (let i = 0; i < STORE_OPS / 10; i++) {
-        const t = performance.now();
-        await store.createAccount({ email: `bench-store-${size}-${i}@example.com`, tier: 'free' });
-        creates.push(performance.now() - t);
+    const databases: Database[] = [];
+    for (const size of SIZES) databases.push(await buildDatabase(dir, size));
+    // The server at each size in turn, ROUNDS times: the machine's drift and the first server's
+    // warm-up weigh on every size alike.
+    const samples = databases.map(() => ({ signups: [] as number[], detects: [] as number[], rssPeak: 0 }));
+    let round = 0;
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const [i, db] of databases.entries()) {
+        const measured = await measureServer(db.path, db.secrets, `${db.size}-${round++}`);
+        const sample = samples[i] as (typeof samples)[number];
+        sample.signups.push(...measured.signups);
+        sample.detects.push(...measured.detects);
+        sample.rssPeak = Math.max(sample.rssPeak, measured.rssPeak);
       }
-      const resolves: number[] = [];
-      for (let i = 0; i < STORE_OPS; i++) {
-        const t = performance.now();
-        if (!(await store.resolveKey(secrets[(i * 7919) % secrets.length] as string)))
-          throw new Error('a bench key did not resolve');
-        resolves.push(performance.now() - t);
-      }
-      await store.close();
-      const server = await measureServer(path, secrets, size);
+    }
+    for (const [i, db] of databases.entries()) {
+      const sample = samples[i] as (typeof samples)[number];
       results.push({
-        size,
-        signup: server.signup,
-        detect: server.detect,
-        create: summary(creates),
-        resolve: summary(resolves),
-        rssPeakMiB: server.rssPeak / MiB,
-        bytesPerAccount: databaseBytes(path) / size,
-        bulkSeconds,
+        size: db.size,
+        signup: summary(sample.signups),
+        detect: summary(sample.detects),
+        create: db.create,
+        resolve: db.resolve,
+        rssPeakMiB: sample.rssPeak / MiB,
+        bytesPerAccount: databaseBytes(db.path) / db.size,
+        bulkSeconds: db.bulkSeconds,
       });
-      const r = results.at(-1) as Figures;
-      console.log(
-        `accounts ${size.toLocaleString('en')}: created ${adding.toLocaleString('en')} in ${r.bulkSeconds.toFixed(1)} s`,
-      );
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -180,7 +200,7 @@ export async function accountsBench(): Promise<string[]> {
   const ms = (x: { p50: number; p99: number }, digits = 1) =>
     `p50 ${x.p50.toFixed(digits)} ms, p99 ${x.p99.toFixed(digits)} ms`;
   const lines = [
-    `embedded accounts (SQLite), one at a time: console sign-up (scrypt included), key detect (64×64 JPEG), store calls in process; ${SIGNUPS} sign-ups, ${DETECTS} detects, ${STORE_OPS / 10} createAccount, ${STORE_OPS} resolveKey per size`,
+    `embedded accounts (SQLite), one at a time: console sign-up (scrypt included), key detect (64×64 JPEG), store calls in process; per size ${ROUNDS * SIGNUPS} sign-ups and ${ROUNDS * DETECTS} detects over ${ROUNDS} server starts taken in turn with the other sizes', ${STORE_OPS / 10} createAccount, ${STORE_OPS} resolveKey`,
   ];
   for (const r of results)
     lines.push(

@@ -114,43 +114,30 @@ describe('importing the accounts JSON file under kill -9', () => {
       };
     }
     const text = JSON.stringify({ version: 1, accounts, keys, sessions: {} });
-    writeFileSync(jsonPath, text);
-    let kills = 0;
-    let stillJson = 0;
-    let midImport = 0;
     const lock = `${jsonPath}.import-lock`;
-    try {
-      for (let round = 0; round < 8 && readFileSync(jsonPath, 'latin1').startsWith('{'); round++) {
-        const child = spawnChild(
-          'importer',
-          process.execPath,
-          ['--import', 'tsx', 'test/support/accounts-writer.ts'],
-          {
-            cwd: ROOT,
-            env: { ...process.env, TSX_DISABLE_CACHE: '1', ACCOUNTS_FILE: jsonPath, LOG_LEVEL: 'warn' },
-          },
-        );
-        // Once the import has begun (its lock is there), somewhere within the next 3 s: an import of
-        // this size takes one to a few seconds here, so most kills land inside it, some after.
-        const deadline = Date.now() + 60_000;
-        while (!existsSync(lock) && child.running() && Date.now() < deadline)
-          await new Promise((r) => setTimeout(r, 5));
-        await new Promise((r) => setTimeout(r, random() * 3000));
-        await child.kill();
-        kills++;
-        if (readdirSync(importDir).some((n) => n.startsWith(`accounts.json.importing-${child.pid}-`)))
-          midImport++;
-        const head = readFileSync(jsonPath, 'latin1');
-        if (head.startsWith('{')) {
-          stillJson++;
-          expect(head, `round ${round}`).toBe(text);
-        } else {
-          expect(head.startsWith('SQLite format 3\0'), `round ${round}`).toBe(true);
-        }
-      }
-      // Some kill landed while the database was being built (else this proves nothing).
-      expect(midImport).toBeGreaterThan(0);
-      // Whatever was left, the next start comes up with every imported account and nothing half-done.
+    /** The path holds the JSON again, alone (after an import that finished). */
+    const resetToJson = () => {
+      for (const name of readdirSync(importDir)) rmSync(join(importDir, name), { force: true });
+      writeFileSync(jsonPath, text);
+    };
+    /** An importer (the writer, which opens the store as the server does) once its import has begun. */
+    const startImporter = async () => {
+      const child = spawnChild(
+        'importer',
+        process.execPath,
+        ['--import', 'tsx', 'test/support/accounts-writer.ts'],
+        {
+          cwd: ROOT,
+          env: { ...process.env, TSX_DISABLE_CACHE: '1', ACCOUNTS_FILE: jsonPath, LOG_LEVEL: 'warn' },
+        },
+      );
+      const deadline = Date.now() + 60_000;
+      while (!existsSync(lock) && child.running() && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 5));
+      return child;
+    };
+    /** Every imported account is in the database at the path. */
+    const checkImported = async () => {
       const store = openSqliteAccountStore(jsonPath);
       try {
         expect((await store.listAccounts()).length).toBeGreaterThanOrEqual(COUNT);
@@ -161,13 +148,47 @@ describe('importing the accounts JSON file under kill -9', () => {
       } finally {
         await store.close();
       }
+    };
+    resetToJson();
+    // How long an import takes on this machine now: the kills below land within it, or just after.
+    const timed = await startImporter();
+    const began = Date.now();
+    while (existsSync(lock) && timed.running()) await new Promise((r) => setTimeout(r, 5));
+    const importMs = Date.now() - began;
+    await timed.kill();
+    await checkImported();
+    let kills = 0;
+    let stillJson = 0;
+    let midImport = 0;
+    try {
+      for (let round = 0; round < 8; round++) {
+        resetToJson();
+        const child = await startImporter();
+        await new Promise((r) => setTimeout(r, random() * importMs * 1.2));
+        await child.kill();
+        kills++;
+        if (readdirSync(importDir).some((n) => n.startsWith(`accounts.json.importing-${child.pid}-`)))
+          midImport++;
+        const head = readFileSync(jsonPath, 'latin1');
+        if (head.startsWith('{')) {
+          stillJson++;
+          expect(head, `round ${round}`).toBe(text);
+        } else {
+          expect(head.startsWith('SQLite format 3\0'), `round ${round}`).toBe(true);
+          await checkImported();
+        }
+      }
+      // Some kill landed while the database was being built (else this proves nothing).
+      expect(midImport).toBeGreaterThan(0);
+      // Whatever was left, the next start comes up with every imported account and nothing half-done.
+      await checkImported();
       const left = readdirSync(importDir).filter(
         (n) => !/^accounts\.json(-wal|-shm|\.json-backup)?$/.test(n),
       );
       expect(left).toEqual([]);
       expect(readFileSync(join(importDir, 'accounts.json.json-backup'), 'utf8')).toBe(text);
       console.log(
-        `accounts JSON import: ${kills} SIGKILLs (${midImport} while the database was being built): ${stillJson} left the JSON whole, ${kills - stillJson} the database; the next start had all ${COUNT} accounts`,
+        `accounts JSON import (${importMs} ms here): ${kills} SIGKILLs (${midImport} while the database was being built): ${stillJson} left the JSON whole, ${kills - stillJson} the database; the next start had all ${COUNT} accounts`,
       );
     } finally {
       rmSync(importDir, { recursive: true, force: true });

@@ -147,8 +147,9 @@ function consoleFlow(kind: StoreKind): void {
     await form.locator('input[name=email]').fill(email.toUpperCase());
     await form.locator('input[name=password]').fill('someone else’s password');
     await form.locator('button[type=submit]').click();
+    // A sign-up and a login, each a scrypt hash: seconds on a loaded machine.
     await expect
-      .poll(() => form.locator('.form-error').textContent())
+      .poll(() => form.locator('.form-error').textContent(), { timeout: 30_000 })
       .toBe(
         'Could not sign you in with this password. If you already have an account with this email, log in with its password.',
       );
