@@ -419,6 +419,35 @@ export async function incompleteProgressiveJpegs(
   return out;
 }
 
+/** An animated WebP of `frames` one-pixel lossless frames on a 63² canvas. */
+async function animatedWebp(frames: number): Promise<Buffer> {
+  const one = await sharp({ create: { width: 1, height: 1, channels: 4, background: '#fff' } })
+    .webp({ lossless: true })
+    .toBuffer();
+  const chunk = (fourcc: string, data: Buffer) => {
+    const head = Buffer.alloc(8);
+    head.write(fourcc, 0, 'latin1');
+    head.writeUInt32LE(data.length, 4);
+    return Buffer.concat([head, data, Buffer.alloc(data.length & 1)]);
+  };
+  const vp8x = Buffer.alloc(10);
+  vp8x[0] = 0x12; // animation, alpha
+  vp8x.writeUIntLE(62, 4, 3);
+  vp8x.writeUIntLE(62, 7, 3);
+  const frameHeader = Buffer.alloc(16);
+  frameHeader.writeUIntLE(100, 12, 3); // 100 ms
+  const anmf = chunk('ANMF', Buffer.concat([frameHeader, one.subarray(12)]));
+  const body = Buffer.concat([
+    Buffer.from('WEBP'),
+    chunk('VP8X', vp8x),
+    chunk('ANIM', Buffer.alloc(6)),
+    ...Array<Buffer>(frames).fill(anmf),
+  ]);
+  const size = Buffer.alloc(4);
+  size.writeUInt32LE(body.length, 0);
+  return Buffer.concat([Buffer.from('RIFF'), size, body]);
+}
+
 // ------------------------------------------------------------------------------------------- the map
 
 export interface HostileImage {
@@ -486,6 +515,21 @@ export const HOSTILE_IMAGES = {
         components: 1,
         scans: manyScanScript(1).slice(0, 42),
       }),
+  },
+  'gif-3m-frames': {
+    about: '64² GIF of 3,000,000 one-pixel frames (45 MB): libnsgif keeps a record of every frame',
+    make: async () => {
+      const screen = Buffer.from([
+        0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 64, 0, 64, 0, 0x80, 0, 0, 0, 0, 0, 255, 255, 255,
+      ]);
+      const frame = Buffer.from([0x2c, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0x02, 0x02, 0x44, 0x01, 0x00]);
+      return Buffer.concat([screen, ...Array<Buffer>(3_000_000).fill(frame), Buffer.from([0x3b])]);
+    },
+  },
+  'webp-20000-frames': {
+    about:
+      "63² animated WebP of 20,000 one-pixel frames (1 MB): libvips's loader costs the square of the frame count",
+    make: async () => animatedWebp(20_000),
   },
   'png-text-31mb': {
     about: '64² PNG with a 31 MB tEXt chunk',

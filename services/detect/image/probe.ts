@@ -9,14 +9,20 @@
 //   4004 (DIMENSIONS_EXCEEDED)  — a well-formed header whose size exceeds the limits;
 //   4005 (UNDECODABLE)          — a JPEG whose scans would cost more than any real one (more than
 //                                 MAX_JPEG_SCANS scans, or MAX_JPEG_SCAN_BLOCKS blocks walked), or with
-//                                 other than 1, 3 or 4 components (docs/image-cost.md).
+//                                 other than 1, 3 or 4 components; an animated WebP of more than
+//                                 MAX_WEBP_FRAMES frames (docs/image-cost.md).
 // Width and height are those of the first frame / page as stored, i.e. before EXIF rotation.
 // `checkImageData`, run by decode just before the decoder, asks the next header-only question: can
 // the data hold the image its header claims (JPEG: one bit per block; TIFF: first page inside the
 // data)? If not: 4005, in microseconds, instead of a grey half-decoded canvas.
 
 import { ApiError, isApiError } from '../../common/errors.ts';
-import { JPEG_COMPONENT_COUNTS, MAX_JPEG_SCAN_BLOCKS, MAX_JPEG_SCANS } from './image-cost.ts';
+import {
+  JPEG_COMPONENT_COUNTS,
+  MAX_JPEG_SCAN_BLOCKS,
+  MAX_JPEG_SCANS,
+  MAX_WEBP_FRAMES,
+} from './image-cost.ts';
 import {
   DEFAULT_DIMENSION_LIMITS,
   type DimensionLimits,
@@ -745,6 +751,12 @@ export function probeHeader(
       const detail = err instanceof HeaderError ? err.message : 'malformed header';
       throw new ApiError('UNDECODABLE', `Undecodable JPEG image: ${detail}`);
     }
+  }
+  if (format === 'webp' && probed.frames > MAX_WEBP_FRAMES) {
+    throw new ApiError(
+      'UNDECODABLE',
+      `Undecodable WebP image: ${probed.frames} frames, over the limit of ${MAX_WEBP_FRAMES} (the decoder's cost grows with the square of the frame count)`,
+    );
   }
   return probed;
 }
