@@ -419,6 +419,42 @@ export async function incompleteProgressiveJpegs(
   return out;
 }
 
+/** A little-endian TIFF of `pages` one-pixel grey pages, each directory pointing to the next. */
+export function tiffPages(pages: number): Buffer {
+  const ifd = 2 + 8 * 12 + 4;
+  const buf = Buffer.alloc(8 + pages * (ifd + 2));
+  buf.write('II', 0, 'latin1');
+  buf.writeUInt16LE(42, 2);
+  buf.writeUInt32LE(8, 4);
+  for (let i = 0; i < pages; i++) {
+    const at = 8 + i * (ifd + 2);
+    const pixel = at + ifd;
+    // width, height, bits, compression none, min-is-black, strip offset, rows per strip, strip bytes
+    const tags: Array<[number, number, number]> = [
+      [256, 3, 1],
+      [257, 3, 1],
+      [258, 3, 8],
+      [259, 3, 1],
+      [262, 3, 1],
+      [273, 4, pixel],
+      [278, 3, 1],
+      [279, 4, 1],
+    ];
+    buf.writeUInt16LE(tags.length, at);
+    for (const [k, [tag, type, value]] of tags.entries()) {
+      const e = at + 2 + k * 12;
+      buf.writeUInt16LE(tag, e);
+      buf.writeUInt16LE(type, e + 2);
+      buf.writeUInt32LE(1, e + 4);
+      if (type === 3) buf.writeUInt16LE(value, e + 8);
+      else buf.writeUInt32LE(value, e + 8);
+    }
+    buf.writeUInt32LE(i + 1 < pages ? at + ifd + 2 : 0, at + 2 + tags.length * 12);
+    buf[pixel] = 128;
+  }
+  return buf;
+}
+
 /** An animated WebP of `frames` one-pixel lossless frames on a 63² canvas. */
 async function animatedWebp(frames: number): Promise<Buffer> {
   const one = await sharp({ create: { width: 1, height: 1, channels: 4, background: '#fff' } })
@@ -530,6 +566,10 @@ export const HOSTILE_IMAGES = {
     about:
       "63² animated WebP of 20,000 one-pixel frames (1 MB): libvips's loader costs the square of the frame count",
     make: async () => animatedWebp(20_000),
+  },
+  'tiff-65535-pages': {
+    about: 'TIFF of 65,535 one-pixel pages (6.8 MB): the most pages allowed; libtiff reads every directory',
+    make: async () => tiffPages(65_535),
   },
   'png-text-31mb': {
     about: '64² PNG with a 31 MB tEXt chunk',

@@ -16,7 +16,7 @@
 //   every frame in the file (GIF_FRAME_BYTES: libnsgif scans them all).
 // - WebP: the RGBA frame, libwebp's own planes, the sRGB copy (12 bytes a pixel, measured ≤ 10).
 // - TIFF: strips or tiles decoded at the file's sample size (tiffPixelBytes), then 8-bit RGBA; at
-//   least 12 bytes a pixel.
+//   least 12 bytes a pixel; and a directory record per page (TIFF_PAGE_BYTES: libtiff reads them all).
 // - BMP: decoded in JavaScript into RGB(A), handed to sharp, flattened (12 bytes a pixel, measured ≤ 6.1).
 // Every image also costs the model input and decoder bookkeeping (PER_IMAGE_BYTES).
 // decode-memory-peak.test.ts decodes each kind and checks the measured peak stays under the estimate.
@@ -27,6 +27,7 @@ import {
   PER_IMAGE_BYTES,
   PNG_ANCILLARY_FACTOR,
   SHRINK_ON_LOAD_ABOVE_PIXELS,
+  TIFF_PAGE_BYTES,
 } from './image-cost.ts';
 import { jpegStructure, PROGRESSIVE_SOF, pngAncillaryBytes, tiffPixelBytes } from './probe.ts';
 import type { ProbedImage } from './types.ts';
@@ -71,7 +72,7 @@ export function decodeMemoryBytes(bytes: Uint8Array, probed: ProbedImage): numbe
       decoder = pixels * 12;
       break;
     case 'tiff':
-      decoder = pixels * Math.max(12, tiffPixelBytes(bytes) + 4);
+      decoder = pixels * Math.max(12, tiffPixelBytes(bytes) + 4) + probed.frames * TIFF_PAGE_BYTES;
       break;
     case 'bmp':
       decoder = pixels * 12;

@@ -9,6 +9,7 @@ import {
   manyScanScript,
   type ScanSpec,
   simpleScript,
+  tiffPages,
   writeProgressiveJpeg,
 } from '../../../test/support/hostile-images.ts';
 import { ApiError } from '../../common/errors.ts';
@@ -181,5 +182,14 @@ describe('animated WebP frames (4005 past MAX_WEBP_FRAMES)', () => {
     const kept = Buffer.from(bytes.subarray(0, first + MAX_WEBP_FRAMES * frameBytes));
     kept.writeUInt32LE(kept.length - riff + 4, 4);
     expect(probeHeader(kept, 'webp').frames).toBe(MAX_WEBP_FRAMES);
+  });
+});
+
+describe('TIFF pages (4005 past 65,535)', () => {
+  it('counts 65,535 pages; refuses one more before decoding', () => {
+    expect(probeHeader(tiffPages(65_535), 'tiff').frames).toBe(65_535);
+    expect(() => probeHeader(tiffPages(65_536), 'tiff')).toThrow(
+      expect.objectContaining({ code: 4005, message: 'Undecodable TIFF image: more than 65535 pages' }),
+    );
   });
 });

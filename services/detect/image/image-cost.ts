@@ -63,3 +63,6 @@ export const GIF_FRAME_BYTES = 128;
  * minutes). 16,384 frames (~1.3 s) is over nine minutes of animation at 30 frames a second.
  */
 export const MAX_WEBP_FRAMES = 16_384;
+
+/** Memory per TIFF page: libtiff reads every directory of the file (measured ~230 bytes). */
+export const TIFF_PAGE_BYTES = 256;
