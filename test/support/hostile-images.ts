@@ -419,6 +419,71 @@ export async function incompleteProgressiveJpegs(
   return out;
 }
 
+/** A little-endian TIFF of `pages` one-pixel grey pages, each directory pointing to the next. */
+export function tiffPages(pages: number): Buffer {
+  const ifd = 2 + 8 * 12 + 4;
+  const buf = Buffer.alloc(8 + pages * (ifd + 2));
+  buf.write('II', 0, 'latin1');
+  buf.writeUInt16LE(42, 2);
+  buf.writeUInt32LE(8, 4);
+  for (let i = 0; i < pages; i++) {
+    const at = 8 + i * (ifd + 2);
+    const pixel = at + ifd;
+    // width, height, bits, compression none, min-is-black, strip offset, rows per strip, strip bytes
+    const tags: Array<[number, number, number]> = [
+      [256, 3, 1],
+      [257, 3, 1],
+      [258, 3, 8],
+      [259, 3, 1],
+      [262, 3, 1],
+      [273, 4, pixel],
+      [278, 3, 1],
+      [279, 4, 1],
+    ];
+    buf.writeUInt16LE(tags.length, at);
+    for (const [k, [tag, type, value]] of tags.entries()) {
+      const e = at + 2 + k * 12;
+      buf.writeUInt16LE(tag, e);
+      buf.writeUInt16LE(type, e + 2);
+      buf.writeUInt32LE(1, e + 4);
+      if (type === 3) buf.writeUInt16LE(value, e + 8);
+      else buf.writeUInt32LE(value, e + 8);
+    }
+    buf.writeUInt32LE(i + 1 < pages ? at + ifd + 2 : 0, at + 2 + tags.length * 12);
+    buf[pixel] = 128;
+  }
+  return buf;
+}
+
+/** An animated WebP of `frames` one-pixel lossless frames on a 63² canvas. */
+async function animatedWebp(frames: number): Promise<Buffer> {
+  const one = await sharp({ create: { width: 1, height: 1, channels: 4, background: '#fff' } })
+    .webp({ lossless: true })
+    .toBuffer();
+  const chunk = (fourcc: string, data: Buffer) => {
+    const head = Buffer.alloc(8);
+    head.write(fourcc, 0, 'latin1');
+    head.writeUInt32LE(data.length, 4);
+    return Buffer.concat([head, data, Buffer.alloc(data.length & 1)]);
+  };
+  const vp8x = Buffer.alloc(10);
+  vp8x[0] = 0x12; // animation, alpha
+  vp8x.writeUIntLE(62, 4, 3);
+  vp8x.writeUIntLE(62, 7, 3);
+  const frameHeader = Buffer.alloc(16);
+  frameHeader.writeUIntLE(100, 12, 3); // 100 ms
+  const anmf = chunk('ANMF', Buffer.concat([frameHeader, one.subarray(12)]));
+  const body = Buffer.concat([
+    Buffer.from('WEBP'),
+    chunk('VP8X', vp8x),
+    chunk('ANIM', Buffer.alloc(6)),
+    ...Array<Buffer>(frames).fill(anmf),
+  ]);
+  const size = Buffer.alloc(4);
+  size.writeUInt32LE(body.length, 0);
+  return Buffer.concat([Buffer.from('RIFF'), size, body]);
+}
+
 // ------------------------------------------------------------------------------------------- the map
 
 export interface HostileImage {
@@ -486,6 +551,25 @@ export const HOSTILE_IMAGES = {
         components: 1,
         scans: manyScanScript(1).slice(0, 42),
       }),
+  },
+  'gif-3m-frames': {
+    about: '64² GIF of 3,000,000 one-pixel frames (45 MB): libnsgif keeps a record of every frame',
+    make: async () => {
+      const screen = Buffer.from([
+        0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 64, 0, 64, 0, 0x80, 0, 0, 0, 0, 0, 255, 255, 255,
+      ]);
+      const frame = Buffer.from([0x2c, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0x02, 0x02, 0x44, 0x01, 0x00]);
+      return Buffer.concat([screen, ...Array<Buffer>(3_000_000).fill(frame), Buffer.from([0x3b])]);
+    },
+  },
+  'webp-20000-frames': {
+    about:
+      "63² animated WebP of 20,000 one-pixel frames (1 MB): libvips's loader costs the square of the frame count",
+    make: async () => animatedWebp(20_000),
+  },
+  'tiff-65535-pages': {
+    about: 'TIFF of 65,535 one-pixel pages (6.8 MB): the most pages allowed; libtiff reads every directory',
+    make: async () => tiffPages(65_535),
   },
   'png-text-31mb': {
     about: '64² PNG with a 31 MB tEXt chunk',

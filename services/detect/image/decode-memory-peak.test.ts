@@ -179,6 +179,8 @@ const CASES: Array<{ name: string; make: Source; decoders: JpegDecoder[] }> = [
     make: () => photo(2048, 2048).gif({ effort: 1, colours: 16, dither: 0 }).toBuffer(),
     decoders: ['sharp'],
   },
+  { name: 'TIFF of 65,535 pages', make: hostile('tiff-65535-pages'), decoders: ['sharp'] },
+  { name: 'GIF of 3,000,000 frames', make: hostile('gif-3m-frames'), decoders: ['sharp'] },
   {
     name: 'WebP lossy 9 MP',
     make: () => photo(3000, 3000).webp({ effort: 0 }).toBuffer(),

@@ -57,17 +57,18 @@ describe('decodeMemoryBytes', () => {
     expect(await estimate(rgba16)).toBe(300 * 200 * (8 + 4) + pHYs + PER_IMAGE);
   });
 
-  it('GIF: two RGBA frames; WebP: 12 bytes a pixel; TIFF: at least 12, more for wide samples', async () => {
-    expect(await estimate(await grey(300, 200).gif().toBuffer())).toBe(300 * 200 * 8 + PER_IMAGE);
+  it('GIF: two RGBA frames and a record per frame; WebP: 12 bytes a pixel; TIFF: at least 12, more for wide samples, and 256 bytes a page', async () => {
+    // One frame: 128 bytes of frame record.
+    expect(await estimate(await grey(300, 200).gif().toBuffer())).toBe(300 * 200 * 8 + 128 + PER_IMAGE);
     expect(await estimate(await grey(300, 200).webp().toBuffer())).toBe(300 * 200 * 12 + PER_IMAGE);
-    expect(await estimate(await grey(300, 200).tiff().toBuffer())).toBe(300 * 200 * 12 + PER_IMAGE);
+    expect(await estimate(await grey(300, 200).tiff().toBuffer())).toBe(300 * 200 * 12 + 256 + PER_IMAGE);
     // 32-bit float RGBA: 16 bytes a pixel as stored, plus the 8-bit RGBA.
     const float = await grey(300, 200, 4).raw().toBuffer();
     const floatTiff = await sharp(new Float32Array(float), { raw: { width: 300, height: 200, channels: 4 } })
       .toColourspace('scrgb')
       .tiff({ compression: 'deflate' })
       .toBuffer();
-    expect(await estimate(floatTiff)).toBe(300 * 200 * (16 + 4) + PER_IMAGE);
+    expect(await estimate(floatTiff)).toBe(300 * 200 * (16 + 4) + 256 + PER_IMAGE);
   });
 
   it('JPEG metadata: every byte of its APPn and COM segments, three times', async () => {

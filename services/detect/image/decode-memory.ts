@@ -12,19 +12,22 @@
 //   8-bit sRGB image libvips makes of it; ancillary chunks (text, EXIF, ICC): PNG_ANCILLARY_FACTOR
 //   bytes per byte. Compressed text and profiles inflate within libspng's chunk limits (measured: a
 //   1 MB zTXt, iTXt or iCCP inflating to 256 MB costs under 4 MB), so their file bytes are the measure.
-// - GIF: the first frame as RGBA, plus the decoder's own buffer of the same size.
-// - WebP: the RGBA frame, libwebp's own planes, the sRGB copy (12 bytes a pixel, measured ≤ 10.4).
+// - GIF: the first frame as RGBA, plus the decoder's own buffer of the same size, plus a record of
+//   every frame in the file (GIF_FRAME_BYTES: libnsgif scans them all).
+// - WebP: the RGBA frame, libwebp's own planes, the sRGB copy (12 bytes a pixel, measured ≤ 10).
 // - TIFF: strips or tiles decoded at the file's sample size (tiffPixelBytes), then 8-bit RGBA; at
-//   least 12 bytes a pixel.
-// - BMP: decoded in JavaScript into RGB(A), handed to sharp, flattened (12 bytes a pixel, measured ≤ 6).
+//   least 12 bytes a pixel; and a directory record per page (TIFF_PAGE_BYTES: libtiff reads them all).
+// - BMP: decoded in JavaScript into RGB(A), handed to sharp, flattened (12 bytes a pixel, measured ≤ 6.1).
 // Every image also costs the model input and decoder bookkeeping (PER_IMAGE_BYTES).
 // decode-memory-peak.test.ts decodes each kind and checks the measured peak stays under the estimate.
 
 import {
+  GIF_FRAME_BYTES,
   JPEG_METADATA_FACTOR,
   PER_IMAGE_BYTES,
   PNG_ANCILLARY_FACTOR,
   SHRINK_ON_LOAD_ABOVE_PIXELS,
+  TIFF_PAGE_BYTES,
 } from './image-cost.ts';
 import { jpegStructure, PROGRESSIVE_SOF, pngAncillaryBytes, tiffPixelBytes } from './probe.ts';
 import type { ProbedImage } from './types.ts';
@@ -63,13 +66,13 @@ export function decodeMemoryBytes(bytes: Uint8Array, probed: ProbedImage): numbe
       decoder = pixels * (pngBytesPerPixel(bytes) + 4) + pngAncillaryBytes(bytes) * PNG_ANCILLARY_FACTOR;
       break;
     case 'gif':
-      decoder = pixels * 8;
+      decoder = pixels * 8 + probed.frames * GIF_FRAME_BYTES;
       break;
     case 'webp':
       decoder = pixels * 12;
       break;
     case 'tiff':
-      decoder = pixels * Math.max(12, tiffPixelBytes(bytes) + 4);
+      decoder = pixels * Math.max(12, tiffPixelBytes(bytes) + 4) + probed.frames * TIFF_PAGE_BYTES;
       break;
     case 'bmp':
       decoder = pixels * 12;

@@ -9,11 +9,12 @@ import {
   manyScanScript,
   type ScanSpec,
   simpleScript,
+  tiffPages,
   writeProgressiveJpeg,
 } from '../../../test/support/hostile-images.ts';
 import { ApiError } from '../../common/errors.ts';
 import { toModelInput } from './decode.ts';
-import { MAX_JPEG_SCAN_BLOCKS, MAX_JPEG_SCANS } from './image-cost.ts';
+import { MAX_JPEG_SCAN_BLOCKS, MAX_JPEG_SCANS, MAX_WEBP_FRAMES } from './image-cost.ts';
 import { jpegStructure, probeHeader } from './probe.ts';
 
 function refusal(bytes: Buffer): ApiError {
@@ -157,5 +158,38 @@ describe('JPEG cost limits (4005, before decoding)', () => {
     expect(probeHeader(big, 'jpeg')).toMatchObject({ width: 14142 });
     expect(simpleScript(3)).toHaveLength(10);
     expect(simpleScript(1)).toHaveLength(6);
+  });
+});
+
+describe('animated WebP frames (4005 past MAX_WEBP_FRAMES)', () => {
+  it('refuses 20,000 frames before decoding; takes the limit', async () => {
+    const bytes = await hostileImage('webp-20000-frames');
+    let err: unknown;
+    try {
+      probeHeader(bytes, 'webp');
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ApiError);
+    expect((err as ApiError).code).toBe(4005);
+    expect((err as ApiError).message).toBe(
+      `Undecodable WebP image: 20000 frames, over the limit of ${MAX_WEBP_FRAMES} (the decoder's cost grows with the square of the frame count)`,
+    );
+    const riff = 12;
+    // The first MAX_WEBP_FRAMES frames of the same file (each ANMF chunk the same size): taken.
+    const first = bytes.indexOf('ANMF');
+    const frameBytes = bytes.indexOf('ANMF', first + 4) - first;
+    const kept = Buffer.from(bytes.subarray(0, first + MAX_WEBP_FRAMES * frameBytes));
+    kept.writeUInt32LE(kept.length - riff + 4, 4);
+    expect(probeHeader(kept, 'webp').frames).toBe(MAX_WEBP_FRAMES);
+  });
+});
+
+describe('TIFF pages (4005 past 65,535)', () => {
+  it('counts 65,535 pages; refuses one more before decoding', () => {
+    expect(probeHeader(tiffPages(65_535), 'tiff').frames).toBe(65_535);
+    expect(() => probeHeader(tiffPages(65_536), 'tiff')).toThrow(
+      expect.objectContaining({ code: 4005, message: 'Undecodable TIFF image: more than 65535 pages' }),
+    );
   });
 });
