@@ -155,6 +155,26 @@ describe('DecoderPool', () => {
       }
     });
 
+    it('keeps one decoder free of images allowed over 1 s of CPU (not large) for the others', async () => {
+      const pool = await DecoderPool.create({ ...options, processes: 2, entry, deadlineMs: 60_000 });
+      try {
+        // 22 × 400,000: 8.8 MP, 26 MB with its RGB (not large), allowed 1.13 s of CPU: heavy.
+        const heavy = { format: 'png' as const, width: 22, height: 400_000, frames: 1 };
+        void pool.decode(new Uint8Array(4), heavy, false).catch(() => {});
+        // 10 × 1,000,000: 10 MP, 30 MB (not large), allowed 1.25 s: heavy too (the stand-in would answer it).
+        const second = pool.decode(new Uint8Array(4), { ...heavy, width: 10, height: 1_000_000 }, false).then(
+          () => 'decoded',
+          (err: unknown) => err,
+        );
+        const light = await pool.decode(new Uint8Array(4), image(10), false);
+        expect(light.tensor).toHaveLength(4);
+        await pool.close();
+        expect(await second).toMatchObject({ code: 5001, message: 'Scorer is shut down' });
+      } finally {
+        await pool.close();
+      }
+    });
+
     it('keeps one decoder free of large images for the others', async () => {
       const pool = await DecoderPool.create({ ...options, processes: 2, entry, deadlineMs: 60_000 });
       try {

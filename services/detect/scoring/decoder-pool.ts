@@ -64,6 +64,12 @@ export function decodeCpuLimitMs(byteLength: number, probed: ProbedImage, capMs:
   return Math.min(capMs, Math.ceil(ordinary));
 }
 
+/**
+ * An image allowed more CPU than this (~7.5 MP and up) is heavy: like a large one, it is held by all
+ * decoders but one, so that a file built to cost its whole limit cannot take every decoder.
+ */
+const HEAVY_DECODE_CPU_MS = 1_000;
+
 /** How long a decoder that failed to start waits before the next try. */
 const RESPAWN_AFTER_MS = 1_000;
 
@@ -96,7 +102,10 @@ interface Job {
   id: number;
   bytes: Uint8Array;
   probed: ProbedImage;
-  large: boolean;
+  /** Large (isLargeImage) or allowed over HEAVY_DECODE_CPU_MS: held by all decoders but one, at most. */
+  heavy: boolean;
+  /** Its CPU limit (decodeCpuLimitMs). */
+  cpuLimitMs: number;
   stillHeld: StillHeld | undefined;
   resolve: (decoded: DecodedImage) => void;
   reject: (err: Error) => void;
@@ -129,8 +138,8 @@ export function processCpuMs(pid: number): number | undefined {
 
 export class DecoderPool {
   readonly #opts: DecoderPoolOptions;
-  /** Decoders that may hold a large image at once: one stays free for the others when there are two. */
-  readonly #maxLarge: number;
+  /** Decoders that may hold a heavy image at once: one stays free for the others when there are two. */
+  readonly #maxHeavy: number;
   readonly #queue: Job[] = [];
   readonly #slots = new Set<Slot>();
   #nextId = 1;
@@ -138,7 +147,7 @@ export class DecoderPool {
 
   private constructor(opts: DecoderPoolOptions) {
     this.#opts = opts;
-    this.#maxLarge = Math.max(1, opts.processes - 1);
+    this.#maxHeavy = Math.max(1, opts.processes - 1);
   }
 
   /** Resolves once every decoder has decoded its warm-up image; rejects if any cannot. */
@@ -166,7 +175,8 @@ export class DecoderPool {
 
   /**
    * The model input for `bytes` (ownership passes: the pool may copy it to a decoder and drop it).
-   * `large` (isLargeImage): such images are held by all decoders but one, at most.
+   * `large` (isLargeImage), or allowed more than HEAVY_DECODE_CPU_MS of CPU: such images are held by
+   * all decoders but one, at most, so that a light image always finds a decoder soon.
    */
   decode(
     bytes: Uint8Array,
@@ -176,7 +186,9 @@ export class DecoderPool {
   ): Promise<DecodedImage> {
     if (this.#closed) return Promise.reject(new ApiError('UNAVAILABLE', 'Scorer is shut down'));
     return new Promise<DecodedImage>((resolve, reject) => {
-      this.#queue.push({ id: this.#nextId++, bytes, probed, large, stillHeld, resolve, reject });
+      const cpuLimitMs = decodeCpuLimitMs(bytes.byteLength, probed, this.#opts.cpuLimitMs);
+      const heavy = large || cpuLimitMs > HEAVY_DECODE_CPU_MS;
+      this.#queue.push({ id: this.#nextId++, bytes, probed, heavy, cpuLimitMs, stillHeld, resolve, reject });
       this.#dispatch();
     });
   }
@@ -281,7 +293,7 @@ export class DecoderPool {
 
   #watch(slot: Slot, job: Job): void {
     const { deadlineMs } = this.#opts;
-    const cpuLimitMs = decodeCpuLimitMs(job.bytes.byteLength, job.probed, this.#opts.cpuLimitMs);
+    const { cpuLimitMs } = job;
     const pid = slot.child.pid ?? 0;
     const cpuAtStart = processCpuMs(pid);
     const overCpu = () =>
@@ -332,13 +344,13 @@ export class DecoderPool {
   }
 
   #slotFor(job: Job): Slot | undefined {
-    let large = 0;
+    let heavy = 0;
     let free: Slot | undefined;
     for (const slot of this.#slots) {
-      if (slot.job?.large) large += 1;
+      if (slot.job?.heavy) heavy += 1;
       if (slot.ready && !slot.job) free ??= slot;
     }
-    if (job.large && large >= this.#maxLarge) return undefined;
+    if (job.heavy && heavy >= this.#maxHeavy) return undefined;
     return free;
   }
 

@@ -52,9 +52,9 @@ export const epochNow = (): number => performance.timeOrigin + performance.now()
 export const FULL_DECODE_MAX_PIXELS = 16_000_000;
 
 /**
- * Upload plus decoded RGB above this is a large image (~10 MP and up): a scoring worker holds at most
- * one at a time (and collects garbage right after it), and at most half the workers hold one, so peak
- * memory stays bounded.
+ * Upload plus decoded RGB above this is a large image (~10 MP and up): all decoder processes but one
+ * may hold one (decoder-pool.ts), so a small image always finds a decoder; a scoring worker that
+ * decodes holds at most one at a time (and collects garbage right after it).
  */
 export const LARGE_IMAGE_BYTES = 32 * 1024 * 1024;
 

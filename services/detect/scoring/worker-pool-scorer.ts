@@ -1,7 +1,9 @@
 // A fixed pool of scoring worker threads, one ONNX session each. onnxruntime-node runs a session
-// synchronously on its calling thread, and BMP decoding is plain JavaScript: on the main thread
-// either would stall every other request (health included) for the whole image. Here the main
-// thread only does I/O, sniffing and header probes, and each core can score an image.
+// synchronously on its calling thread: on the main thread it would stall every other request (health
+// included). Here the main thread only does I/O, sniffing and header probes, and each core can infer.
+// The server hands these workers model inputs only (`infer`): images are decoded in decoder processes
+// (decoder-pool.ts), so that a decode can be killed without terminating a thread that runs a session —
+// which aborts the whole process. `score` (decode and inference in the worker) serves tools and tests.
 //
 // Supervision: a worker that dies takes only its own images down (5001), and so does a worker that
 // holds an image past the scoring deadline — it is terminated and a fresh one takes its place, so no
