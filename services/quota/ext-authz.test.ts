@@ -164,6 +164,33 @@ describe('ext_authz check', () => {
     expect((await via('203.0.113.9, 198.51.100.1')).statusCode).toBe(200);
   });
 
+  it('behind Envoy counts an IPv6 client by its /64 (CLIENT_IPV6_PREFIX_LENGTH), an IPv4-mapped one as IPv4', async () => {
+    const edge = await start({ ANON_PER_MINUTE: '2', TRUSTED_PROXY_HOPS: '1' });
+    const via = (xff: string) =>
+      check(edge, '/api/public/detect', { 'x-forwarded-for': xff }, 'POST', '127.0.0.1');
+    expect((await via('2001:db8:1:2::1')).statusCode).toBe(200);
+    expect((await via('2001:db8:1:2:ffff::9')).statusCode).toBe(200);
+    expect((await via('2001:db8:1:2::3')).statusCode).toBe(429);
+    expect((await via('2001:db8:1:3::1')).statusCode).toBe(200);
+    expect((await via('203.0.113.5')).statusCode).toBe(200);
+    expect((await via('::ffff:203.0.113.5')).statusCode).toBe(200);
+    expect((await via('203.0.113.5')).statusCode).toBe(429);
+    await edge.close();
+
+    const per56 = await start({
+      ANON_PER_MINUTE: '1',
+      TRUSTED_PROXY_HOPS: '1',
+      CLIENT_IPV6_PREFIX_LENGTH: '56',
+    });
+    const via56 = (xff: string) =>
+      check(per56, '/api/public/detect', { 'x-forwarded-for': xff }, 'POST', '127.0.0.1');
+    expect((await via56('2001:db8:1:200::1')).statusCode).toBe(200);
+    expect((await via56('2001:db8:1:2ff::1')).statusCode).toBe(429);
+    expect((await via56('2001:db8:1:300::1')).statusCode).toBe(200);
+    await per56.close();
+    expect(() => loadQuotaConfig({ CLIENT_IPV6_PREFIX_LENGTH: '16' })).toThrow(/CLIENT_IPV6_PREFIX_LENGTH/);
+  });
+
   it('tracks a valid X-Device-Id', async () => {
     const a = await start();
     const id = '3f1c2a4e-9b7d-4c1e-8a2b-5d6e7f8a9b0c';

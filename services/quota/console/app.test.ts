@@ -452,6 +452,46 @@ describe('console login limits', () => {
   });
 });
 
+describe('console limits per IPv6 client', () => {
+  it('counts the sign-ups and logins of one /64 together, and another /64 apart', async () => {
+    const midMinute = Date.UTC(2026, 0, 15, 12, 30, 30);
+    const ctx = await build(
+      {
+        loginPerIp: { perMinute: 2, perDay: 100 },
+        loginPerEmail: { perMinute: 100, perDay: 100 },
+        signupPerIp: { perMinute: 2, perDay: 100 },
+      },
+      () => midMinute,
+    );
+    try {
+      const signup = (n: number, ip: string) =>
+        ctx.app.inject({
+          method: 'POST',
+          url: '/console/api/signup',
+          headers: { 'x-forwarded-for': ip },
+          payload: { email: `v6-${n}@example.com`, password: PASSWORD },
+        });
+      expect((await signup(1, '2001:db8:5:6::1')).statusCode).toBe(201);
+      expect((await signup(2, '2001:db8:5:6:a:b:c:d')).statusCode).toBe(201);
+      expect((await signup(3, '2001:db8:5:6::ffff')).json().code).toBe(4290);
+      expect((await signup(4, '2001:db8:5:7::1')).statusCode).toBe(201);
+      const login = (ip: string) =>
+        ctx.app.inject({
+          method: 'POST',
+          url: '/console/api/login',
+          headers: { 'x-forwarded-for': ip },
+          payload: { email: 'v6-1@example.com', password: 'wrong password!' },
+        });
+      expect((await login('2001:db8:9:1::1')).json().code).toBe(4011);
+      expect((await login('2001:db8:9:1::2')).json().code).toBe(4011);
+      expect((await login('2001:db8:9:1::3')).json().code).toBe(4290);
+      expect((await login('2001:db8:9:2::3')).json().code).toBe(4011);
+    } finally {
+      await ctx.app.close();
+    }
+  });
+});
+
 describe('console emails', () => {
   it('maps look-alike emails (case, fullwidth, NFKC-equivalent) to one account', async () => {
     const ctx = await build({
