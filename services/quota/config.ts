@@ -1,7 +1,7 @@
 // The quota service's part of the configuration (and the admin CLI's, which opens the same stores):
 // where accounts live without Redis, and the quota server's port.
 
-import { type CoreConfig, type Env, loadCoreConfig, pathVar, portVar } from '../common/config.ts';
+import { type CoreConfig, type Env, intSetting, loadCoreConfig, pathSetting } from '../common/config.ts';
 import { loadPolicyConfig, type PolicyConfig } from '../policy/policy-config.ts';
 
 /** What openStores needs: the Redis (core) or, without one, the embedded accounts file. */
@@ -17,7 +17,7 @@ export interface QuotaConfig extends CoreConfig, PolicyConfig {
 }
 
 export function accountsFileVar(env: Env): string {
-  return pathVar(env, 'ACCOUNTS_FILE', '.data/accounts.json');
+  return pathSetting(env, 'ACCOUNTS_FILE');
 }
 
 export function loadQuotaConfig(env: Env): QuotaConfig {
@@ -25,6 +25,6 @@ export function loadQuotaConfig(env: Env): QuotaConfig {
     ...loadCoreConfig(env),
     ...loadPolicyConfig(env),
     accountsFile: accountsFileVar(env),
-    quotaPort: portVar(env, 'QUOTA_PORT', 8081),
+    quotaPort: intSetting(env, 'QUOTA_PORT'),
   };
 }
