@@ -7,16 +7,16 @@
 
 import { DEFAULT_MAX_FILE_BYTES, FRAMING_BYTES } from './http-limits.ts';
 
-export type Process = 'detect' | 'quota' | 'health' | 'all-in-one' | 'operator' | 'admin';
+export type Process = 'detect' | 'quota' | 'health' | 'all-in-one' | 'operator' | 'admin' | 'calibrate';
 
 /** The processes that read the core (services/common/config.ts). */
 const EVERY: readonly Process[] = ['detect', 'quota', 'health', 'all-in-one', 'operator', 'admin'];
 /** The processes that decide or count (services/policy/policy-config.ts). */
-const POLICY: readonly Process[] = ['detect', 'quota', 'health', 'all-in-one', 'admin'];
+const POLICY: readonly Process[] = ['detect', 'quota', 'health', 'all-in-one', 'admin', 'calibrate'];
 /** The processes that read uploads (services/detect/config.ts, loadUploadConfig). */
-const UPLOADS: readonly Process[] = ['detect', 'health', 'all-in-one'];
+const UPLOADS: readonly Process[] = ['detect', 'health', 'all-in-one', 'calibrate'];
 /** The processes that score images (loadScoringConfig). */
-const SCORING: readonly Process[] = ['detect', 'all-in-one'];
+const SCORING: readonly Process[] = ['detect', 'all-in-one', 'calibrate'];
 
 export type Section = 'policy' | 'uploads' | 'scoring' | 'core' | 'redis' | 'ports' | 'operator';
 
