@@ -47,6 +47,7 @@ describe('a policy that states only its thresholds', () => {
       { ANON_PER_DAY: '50', PRO_PER_MINUTE: '60', MAX_FILE_BYTES: '1000000' },
     );
     try {
+      expect(policy.thresholds()).toEqual({ allow: 0.2, block: 0.7 });
       expect(policy.limits()).toEqual({
         anonymous: { perMinute: 10, perDay: 50 },
         tiers: { free: { perMinute: 10, perDay: 100 }, pro: { perMinute: 60, perDay: 10_000 } },
