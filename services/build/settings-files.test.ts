@@ -37,6 +37,7 @@ describe('the generated files', () => {
       values: ['  anonPerDay: 30\n', '  anonPerDay: 100\n'],
       schema: ['"maximum": 60000\n', '"maximum": 600000\n'],
       workloads: ['{{ $c.anonPerDay | int64 | quote }}', '{{ 100 | quote }}'],
+      derived: ['1048576', '2097152'],
       crd: ['minimum: 0', 'minimum: 1'],
       docs: ['| `ANON_PER_DAY` | `30` |', '| `ANON_PER_DAY` | `100` |'],
       chartReadme: ['| `config.anonPerDay` | `30` |', '| `config.anonPerDay` | `100` |'],
