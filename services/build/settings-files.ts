@@ -97,7 +97,11 @@ function valueSchema(s: Setting): Record<string, unknown> {
     case 'enum':
       return { enum: [...(allowed(s) as readonly string[])] };
     case 'string':
-      return { type: 'string', ...(s.pattern && { pattern: s.pattern }) };
+      return {
+        type: 'string',
+        ...(s.pattern && { pattern: s.pattern }),
+        ...(s.minLength !== undefined && { minLength: s.minLength }),
+      };
   }
 }
 
@@ -248,6 +252,7 @@ function rangeCell(s: Setting): string {
     const max = s.max !== undefined ? String(s.max) : '';
     return `${s.min} – ${max || '…'}`;
   }
+  if (s.type === 'string' && s.minLength !== undefined) return `at least ${s.minLength} characters`;
   return s.type === 'string' && s.pattern ? `\`${s.pattern.replaceAll('|', '\\|')}\`` : '';
 }
 

@@ -56,6 +56,8 @@ export interface StringSetting extends Common {
   default: string | undefined;
   /** The value must match it (the chart's schema checks it too). */
   pattern?: string;
+  /** The value must be at least this long. */
+  minLength?: number;
   /** Shown in the documentation instead of the default when that is computed (host name + pid, …). */
   defaultDoc?: string;
 }
@@ -389,7 +391,7 @@ export const SETTINGS = {
     section: 'scoring',
     type: 'string',
     default: undefined,
-    pattern: '^.{16,}$',
+    minLength: 16,
     readBy: ['detect'],
     doc: 'Cluster mode: detect takes a request’s identity headers only with `x-edge-secret: <this>`, which Envoy adds (at least 16 characters).',
   },

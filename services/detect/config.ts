@@ -180,8 +180,9 @@ export function loadScoringConfig(env: Env): ScoringConfig {
 
 function edgeSecretVar(env: Env): string | undefined {
   const raw = optionalStringSetting(env, 'EDGE_SECRET');
-  if (raw !== undefined && raw.length < 16)
-    throw new ConfigError(`EDGE_SECRET must be at least 16 characters, got ${raw.length}`);
+  const { minLength } = SETTINGS.EDGE_SECRET;
+  if (raw !== undefined && raw.length < minLength)
+    throw new ConfigError(`EDGE_SECRET must be at least ${minLength} characters, got ${raw.length}`);
   return raw;
 }
 
