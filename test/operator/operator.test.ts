@@ -227,7 +227,8 @@ endpoints: [{ addresses: [${hostAddress()}], conditions: { ready: true }, target
       expect(events).toContain('Rendered');
       const columns = await kubectl(['get', 'detectionpolicies']);
       expect(columns).toMatch(/NAME\s+ALLOW\s+BLOCK\s+MODEL\s+READY\s+AGE/);
-      expect(columns).toMatch(/main\s+0.2\s+0.8\s+<none>\s+True/);
+      // No model column: the policy names none (the deployment's MODEL applies).
+      expect(columns).toMatch(/main\s+0.2\s+0.8\s+True/);
     });
 
     it('leaves every limit as configured when the policy states only its thresholds (the spec’s numbers; the chart’s values where set)', async () => {
