@@ -1,8 +1,9 @@
 // The files generated from the settings table (services/common/settings.ts), each rendered from the
 // table and — for a file only partly generated — from its current text: the chart's `config:` block
 // (values.yaml), that block's schema (values.schema.json), the pods' environment from it
-// (templates/_workloads.tpl), the DetectionPolicy CRD, the configuration reference
-// (docs/configuration.md), and the chart README, which is generated from values.yaml.
+// (templates/_workloads.tpl), the edge's limits derived from the services' (templates/_derived.tpl),
+// the DetectionPolicy CRD, the configuration reference (docs/configuration.md), and the chart README,
+// which is generated from values.yaml.
 // services/build/generate-settings.ts writes them or, with --check, lists the stale ones.
 
 import { readFileSync } from 'node:fs';
