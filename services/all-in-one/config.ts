@@ -1,7 +1,7 @@
 // `npm start`'s configuration: one process serves everything, so it reads every part but the
 // cluster-only ones (the servers' own ports, EDGE_SECRET, the operator's).
 
-import { type CoreConfig, type Env, loadCoreConfig, portVar } from '../common/config.ts';
+import { type CoreConfig, type Env, intSetting, loadCoreConfig } from '../common/config.ts';
 import {
   loadScoringConfig,
   loadUploadConfig,
@@ -23,7 +23,7 @@ export function loadAllInOneConfig(env: Env): AllInOneConfig {
     ...loadUploadConfig(env),
     ...loadScoringConfig(env),
     ...loadSignupConfig(env),
-    port: portVar(env, 'PORT', 8080),
+    port: intSetting(env, 'PORT'),
     accountsFile: accountsFileVar(env),
   };
 }

@@ -6,6 +6,7 @@
 
 import { isIPv4, isIPv6 } from 'node:net';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { SETTINGS } from './settings.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -14,18 +15,12 @@ declare module 'fastify' {
   }
 }
 
-/** CLIENT_IPV6_PREFIX_LENGTH's bounds. */
-export const IPV6_PREFIX_LENGTH = {
-  /** A subscriber's usual allocation: the /64 every IPv6 LAN gets. */
-  fallback: 64,
-  /** Wider than a /32 (a whole ISP's allocation) would put unrelated clients together. */
-  min: 32,
-} as const;
+const DEFAULT_IPV6_PREFIX_LENGTH = SETTINGS.CLIENT_IPV6_PREFIX_LENGTH.default;
 
 /** Gives every request of `app` its `clientKey` (each service's root app does: root-app.ts). */
 export function decorateClientKey(
   app: FastifyInstance,
-  ipv6PrefixLength: number = IPV6_PREFIX_LENGTH.fallback,
+  ipv6PrefixLength: number = DEFAULT_IPV6_PREFIX_LENGTH,
 ): void {
   app.decorateRequest('clientKey', {
     getter(this: FastifyRequest) {
@@ -40,7 +35,7 @@ export function decorateClientKey(
  * `<network>/<prefixLength>` in RFC 5952 form (the address itself at 128). Anything that is not an
  * IP address is returned unchanged.
  */
-export function clientKey(address: string, ipv6PrefixLength: number = IPV6_PREFIX_LENGTH.fallback): string {
+export function clientKey(address: string, ipv6PrefixLength: number = DEFAULT_IPV6_PREFIX_LENGTH): string {
   if (isIPv4(address)) return address;
   const plain = address.replace(/%.*$/, ''); // a link-local address's zone names an interface, not a client
   if (!isIPv6(plain)) return address;

@@ -4,7 +4,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadCoreConfig } from './config.ts';
+import { ConfigError, intSetting, loadCoreConfig } from './config.ts';
+import { SETTINGS } from './settings.ts';
 
 describe('loadCoreConfig', () => {
   it('traces everything by default; TRACE_SAMPLE_RATIO is a share between 0 and 1', () => {
@@ -29,7 +30,7 @@ describe('configuration files', () => {
 
   it('documents every variable they read in the README', () => {
     const names = sources.flatMap((source) => [
-      ...[...source.matchAll(/Var\(env, '([A-Z0-9_]+)'/g)].map((m) => m[1]),
+      ...[...source.matchAll(/(?:Var|Setting)\(env, '([A-Z0-9_]+)'/g)].map((m) => m[1]),
       ...[...source.matchAll(/windowVars\(env, '([A-Z0-9]+)'/g)].flatMap((m) => [
         `${m[1]}_PER_MINUTE`,
         `${m[1]}_PER_DAY`,
@@ -38,5 +39,48 @@ describe('configuration files', () => {
     expect(names.length).toBeGreaterThan(40);
     const readme = readFileSync(new URL('README.md', root), 'utf8');
     for (const name of names) expect(readme, name).toContain(`\`${name}\``);
+  });
+
+  it('reads nothing the settings table does not declare (services/common/settings.ts)', () => {
+    const declared = new Set(Object.keys(SETTINGS));
+    const read = sources.flatMap((source) => [
+      ...[...source.matchAll(/Var\(env, '([A-Z0-9_]+)'/g)].map((m) => m[1] as string),
+    ]);
+    expect(read.filter((name) => !declared.has(name))).toEqual([]);
+  });
+});
+
+describe('the settings table', () => {
+  it("is what the readers apply: its default, and its range in the refusal's message", () => {
+    expect(intSetting({}, 'SHUTDOWN_DELAY_MS')).toBe(0);
+    expect(intSetting({ SHUTDOWN_DELAY_MS: '60000' }, 'SHUTDOWN_DELAY_MS')).toBe(60_000);
+    expect(() => intSetting({ SHUTDOWN_DELAY_MS: '90000' }, 'SHUTDOWN_DELAY_MS')).toThrow(
+      'SHUTDOWN_DELAY_MS must be between 0 and 60000, got 90000',
+    );
+  });
+
+  it("holds the spec's numbers (part 8) as the defaults", () => {
+    const defaults = Object.fromEntries(
+      (
+        [
+          'ANON_PER_MINUTE',
+          'ANON_PER_DAY',
+          'FREE_PER_MINUTE',
+          'FREE_PER_DAY',
+          'PRO_PER_MINUTE',
+          'PRO_PER_DAY',
+          'MAX_FILE_BYTES',
+        ] as const
+      ).map((name) => [name, SETTINGS[name].default]),
+    );
+    expect(defaults).toEqual({
+      ANON_PER_MINUTE: 10,
+      ANON_PER_DAY: 30,
+      FREE_PER_MINUTE: 10,
+      FREE_PER_DAY: 100,
+      PRO_PER_MINUTE: 30,
+      PRO_PER_DAY: 10_000,
+      MAX_FILE_BYTES: 52_428_800,
+    });
   });
 });

@@ -5,8 +5,17 @@
 // validates nothing it does not use.
 
 import { isAbsolute, resolve } from 'node:path';
-import { IPV6_PREFIX_LENGTH } from './client-key.ts';
 import { type RedisTarget, redisTargetVar } from './redis-target.ts';
+import {
+  type EnumName,
+  type EnumValue,
+  type IntegerName,
+  type NumberName,
+  type OptionalIntegerName,
+  type OptionalStringName,
+  SETTINGS,
+  type StringName,
+} from './settings.ts';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -70,7 +79,43 @@ export function enumVar<T extends string>(env: Env, name: string, allowed: reado
   return raw as T;
 }
 
-export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+// Readers of the settings table (settings.ts): the default and the range are the table's.
+
+export function intSetting(env: Env, name: IntegerName): number {
+  const s = SETTINGS[name];
+  return intVar(env, name, s.default, s.min, 'max' in s ? s.max : undefined);
+}
+
+/** An integer setting unset by default: undefined when not given. */
+export function optionalIntSetting(env: Env, name: OptionalIntegerName): number | undefined {
+  const s = SETTINGS[name];
+  if (read(env, name) === undefined) return undefined;
+  return intVar(env, name, 0, s.min, 'max' in s ? s.max : undefined);
+}
+
+export function numberSetting(env: Env, name: NumberName): number {
+  const s = SETTINGS[name];
+  return numberVar(env, name, s.default, s.min, s.max);
+}
+
+export function stringSetting(env: Env, name: StringName): string {
+  return stringVar(env, name, SETTINGS[name].default);
+}
+
+export function optionalStringSetting(env: Env, name: OptionalStringName): string | undefined {
+  return optionalVar(env, name);
+}
+
+export function pathSetting(env: Env, name: StringName): string {
+  return pathVar(env, name, SETTINGS[name].default);
+}
+
+export function enumSetting<N extends EnumName>(env: Env, name: N): EnumValue<N> {
+  const s = SETTINGS[name];
+  return enumVar<EnumValue<N>>(env, name, s.values, s.default);
+}
+
+export type LogLevel = EnumValue<'LOG_LEVEL'>;
 
 export interface CoreConfig {
   host: string;
@@ -104,26 +149,20 @@ export interface CoreConfig {
 }
 
 export function loadCoreConfig(env: Env): CoreConfig {
-  const ipv6 = IPV6_PREFIX_LENGTH;
   return {
-    host: stringVar(env, 'HOST', '0.0.0.0'),
-    logLevel: enumVar(
-      env,
-      'LOG_LEVEL',
-      ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
-      'info',
-    ),
-    trustedProxyHops: intVar(env, 'TRUSTED_PROXY_HOPS', 0, 0, 10),
-    clientIpv6PrefixLength: intVar(env, 'CLIENT_IPV6_PREFIX_LENGTH', ipv6.fallback, ipv6.min, 128),
-    shutdownGraceMs: intVar(env, 'SHUTDOWN_GRACE_MS', 25_000, 0),
-    shutdownDelayMs: intVar(env, 'SHUTDOWN_DELAY_MS', 0, 0, 60_000),
-    traceSampleRatio: numberVar(env, 'TRACE_SAMPLE_RATIO', 1, 0, 1),
+    host: stringSetting(env, 'HOST'),
+    logLevel: enumSetting(env, 'LOG_LEVEL'),
+    trustedProxyHops: intSetting(env, 'TRUSTED_PROXY_HOPS'),
+    clientIpv6PrefixLength: intSetting(env, 'CLIENT_IPV6_PREFIX_LENGTH'),
+    shutdownGraceMs: intSetting(env, 'SHUTDOWN_GRACE_MS'),
+    shutdownDelayMs: intSetting(env, 'SHUTDOWN_DELAY_MS'),
+    traceSampleRatio: numberSetting(env, 'TRACE_SAMPLE_RATIO'),
     redisTarget: redisTargetVar(env),
     redis: {
-      commandTimeoutMs: intVar(env, 'REDIS_COMMAND_TIMEOUT_MS', 500, 1, 60_000),
-      socketTimeoutMs: intVar(env, 'REDIS_SOCKET_TIMEOUT_MS', 1000, 1, 600_000),
-      connectTimeoutMs: intVar(env, 'REDIS_CONNECT_TIMEOUT_MS', 1000, 1, 60_000),
-      keyPrefix: stringVar(env, 'REDIS_KEY_PREFIX', 'nsfwd:'),
+      commandTimeoutMs: intSetting(env, 'REDIS_COMMAND_TIMEOUT_MS'),
+      socketTimeoutMs: intSetting(env, 'REDIS_SOCKET_TIMEOUT_MS'),
+      connectTimeoutMs: intSetting(env, 'REDIS_CONNECT_TIMEOUT_MS'),
+      keyPrefix: stringSetting(env, 'REDIS_KEY_PREFIX'),
     },
   };
 }

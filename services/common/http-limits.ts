@@ -3,8 +3,8 @@
 
 /**
  * Request line and headers a client may send, in bytes (Node's default maxHeaderSize). Over it: 431/4310
- * from the first hop — the embedded server, or Envoy (`envoy.maxRequestHeadersKb` in the chart, which
- * test/e2e/envoy-config.test.ts keeps equal to this) before ext_authz, so such a request is never counted.
+ * from the first hop — the embedded server, or Envoy (the chart's templates/_derived.tpl is generated from
+ * this by `npm run settings`) before ext_authz, so such a request is never counted.
  */
 export const MAX_REQUEST_HEADER_BYTES = 16 * 1024;
 

@@ -6,7 +6,7 @@
 // REDIS_SENTINEL_PASSWORD for the sentinels. REDIS_WAIT_REPLICAS: how many replicas must acknowledge
 // a write to accounts, keys and tiers (default 1 with Sentinel or Cluster, 0 for a single URL).
 
-import { ConfigError, intVar, optionalVar } from './config.ts';
+import { ConfigError, optionalIntSetting, optionalVar } from './config.ts';
 
 type Env = Record<string, string | undefined>;
 
@@ -54,7 +54,7 @@ export function redisTargetVar(env: Env): RedisTarget | undefined {
     ...optionalField('username', optionalVar(env, 'REDIS_USERNAME')),
     ...optionalField('password', optionalVar(env, 'REDIS_PASSWORD')),
   };
-  const waitReplicas = (fallback: number) => intVar(env, 'REDIS_WAIT_REPLICAS', fallback, 0, 16);
+  const waitReplicas = (fallback: number) => optionalIntSetting(env, 'REDIS_WAIT_REPLICAS') ?? fallback;
   if (url !== undefined)
     return { mode: 'single', url: redisUrl(url), ...credentials, waitReplicas: waitReplicas(0) };
   if (sentinels !== undefined) {

@@ -26,7 +26,8 @@ export interface RootAppOptions {
 /**
  * How much of a refused upload is read and dropped (before the answer behind a proxy, after it
  * otherwise): two upload limits plus framing, or 10 s, so that clients writing their whole body first
- * still read the answer. The edge refuses longer declared bodies unread (envoy.maxRequestBytes).
+ * still read the answer. The edge refuses longer declared bodies unread (the chart derives
+ * its bound from this function: templates/_derived.tpl).
  */
 export function refusedBodyBounds(maxFileBytes: number): LingerOptions {
   return { maxBytes: 2 * maxFileBytes + FRAMING_BYTES, maxMs: 10_000, idleMs: 2_000 };

@@ -6,17 +6,20 @@ import {
   ConfigError,
   type CoreConfig,
   type Env,
+  enumSetting,
   enumVar,
-  intVar,
+  intSetting,
   loadCoreConfig,
+  optionalIntSetting,
+  optionalStringSetting,
   optionalVar,
-  portVar,
 } from '../common/config.ts';
-import { DEFAULT_MAX_FILE_BYTES, FRAMING_BYTES } from '../common/http-limits.ts';
+import { DEFAULT_MAX_FILE_BYTES } from '../common/http-limits.ts';
+import { SETTINGS } from '../common/settings.ts';
 import { MODEL_NAMES, type ModelName, OFFERED_MODEL_NAMES } from '../policy/model-catalogue.ts';
 import { loadPolicyConfig, type PolicyConfig } from '../policy/policy-config.ts';
 import { worstJpegDecodeBytes } from './image/image-cost.ts';
-import { JPEG_DECODERS, type JpegDecoderChoice, libjpegUnavailable } from './image/libjpeg/jpeg-tensor.ts';
+import { type JpegDecoderChoice, libjpegUnavailable } from './image/libjpeg/jpeg-tensor.ts';
 import type { WorkGateOptions } from './work-gate.ts';
 
 export interface UploadConfig {
@@ -88,18 +91,17 @@ function decodeBytesVar(
   uploadBytes: number,
   jpegLimits: { maxEdge: number; maxPixels: number },
 ): number {
-  if (optionalVar(env, 'DECODE_MEMORY_BUDGET_BYTES') !== undefined)
-    return intVar(env, 'DECODE_MEMORY_BUDGET_BYTES', 0, 16 * MiB);
-  if (optionalVar(env, 'CONTAINER_MEMORY_LIMIT_BYTES') === undefined)
-    return Math.ceil(worstJpegDecodeBytes(jpegLimits, DEFAULT_MAX_FILE_BYTES) / MiB) * MiB;
-  const limit = intVar(env, 'CONTAINER_MEMORY_LIMIT_BYTES', 0, 1);
-  const budget = limit - uploadBytes - PROCESS_RESERVE_BYTES;
-  if (budget < 64 * MiB) {
+  const budget = optionalIntSetting(env, 'DECODE_MEMORY_BUDGET_BYTES');
+  if (budget !== undefined) return budget;
+  const limit = optionalIntSetting(env, 'CONTAINER_MEMORY_LIMIT_BYTES');
+  if (limit === undefined) return Math.ceil(worstJpegDecodeBytes(jpegLimits, DEFAULT_MAX_FILE_BYTES) / MiB) * MiB;
+  const left = limit - uploadBytes - PROCESS_RESERVE_BYTES;
+  if (left < 64 * MiB) {
     throw new ConfigError(
-      `CONTAINER_MEMORY_LIMIT_BYTES (${limit}) leaves ${Math.max(0, budget)} bytes for decoding after MAX_UPLOAD_BYTES_IN_PROGRESS (${uploadBytes}) and the process's own ${PROCESS_RESERVE_BYTES}: raise the memory limit, lower MAX_UPLOAD_BYTES_IN_PROGRESS, or set DECODE_MEMORY_BUDGET_BYTES`,
+      `CONTAINER_MEMORY_LIMIT_BYTES (${limit}) leaves ${Math.max(0, left)} bytes for decoding after MAX_UPLOAD_BYTES_IN_PROGRESS (${uploadBytes}) and the process's own ${PROCESS_RESERVE_BYTES}: raise the memory limit, lower MAX_UPLOAD_BYTES_IN_PROGRESS, or set DECODE_MEMORY_BUDGET_BYTES`,
     );
   }
-  return budget;
+  return left;
 }
 
 /** Variables that no longer exist, with what replaced them: an operator's old setting would otherwise
@@ -112,51 +114,42 @@ const RETIRED: Record<string, string> = {
 export function loadUploadConfig(env: Env): UploadConfig {
   for (const [name, instead] of Object.entries(RETIRED))
     if (optionalVar(env, name) !== undefined) throw new ConfigError(`${name} no longer exists: ${instead}`);
-  // 8 full uploads (50 MiB + multipart framing): the memory figure README gives (8 concurrent
-  // 50 MB uploads) stays the worst case.
-  const uploadBytes = intVar(
-    env,
-    'MAX_UPLOAD_BYTES_IN_PROGRESS',
-    8 * (DEFAULT_MAX_FILE_BYTES + FRAMING_BYTES),
-    1,
-  );
+  const uploadBytes = intSetting(env, 'MAX_UPLOAD_BYTES_IN_PROGRESS');
   const limits = {
     jpeg: {
-      maxEdge: intVar(env, 'JPEG_MAX_EDGE', 30_000, 1),
-      maxPixels: intVar(env, 'JPEG_MAX_PIXELS', 200_000_000, 1),
+      maxEdge: intSetting(env, 'JPEG_MAX_EDGE'),
+      maxPixels: intSetting(env, 'JPEG_MAX_PIXELS'),
     },
     other: {
-      maxEdge: intVar(env, 'OTHER_MAX_EDGE', 8192, 1),
-      maxPixels: intVar(env, 'OTHER_MAX_PIXELS', 36_000_000, 1),
+      maxEdge: intSetting(env, 'OTHER_MAX_EDGE'),
+      maxPixels: intSetting(env, 'OTHER_MAX_PIXELS'),
     },
   };
   return {
-    uploadIdleTimeoutMs: intVar(env, 'UPLOAD_IDLE_TIMEOUT_MS', 30_000, 100),
-    // 8 KiB/s is 64 kbit/s: slower than any phone link still in use, a thousand times what a trickling
-    // attacker needs to send to hold a connection open.
-    uploadMinBytesPerSecond: intVar(env, 'UPLOAD_MIN_BYTES_PER_SECOND', 8192, 0),
-    uploadMinRateGraceMs: intVar(env, 'UPLOAD_MIN_RATE_GRACE_MS', 10_000, 0),
+    uploadIdleTimeoutMs: intSetting(env, 'UPLOAD_IDLE_TIMEOUT_MS'),
+    uploadMinBytesPerSecond: intSetting(env, 'UPLOAD_MIN_BYTES_PER_SECOND'),
+    uploadMinRateGraceMs: intSetting(env, 'UPLOAD_MIN_RATE_GRACE_MS'),
     limits,
     concurrency: {
       // Handed to the scoring pool at once: up to three per worker decode or infer (scoring-pool.ts),
       // the rest wait there, bodies read. Measured through HTTP at concurrency 8 in alternating pairs: 6
       // beat 4 by ~11 % (3 of 3 pairs), 8 beat 6 by ~10 % (7 of 8 pairs).
-      active: intVar(env, 'MAX_ACTIVE_IMAGES', 8, 1, 256),
+      active: intSetting(env, 'MAX_ACTIVE_IMAGES'),
       // Requests in progress cost a socket and their bytes (bounded below), not CPU: many may upload
       // at once, and a few clients cannot take them all. Per client, 16 is above the default per-minute
       // limits (anonymous and free: 10), so a burst within its allowance never meets this bound.
-      uploads: intVar(env, 'MAX_UPLOADS', 64, 1, 100_000),
-      uploadsPerClient: intVar(env, 'MAX_UPLOADS_PER_CLIENT', 16, 1, 100_000),
+      uploads: intSetting(env, 'MAX_UPLOADS'),
+      uploadsPerClient: intSetting(env, 'MAX_UPLOADS_PER_CLIENT'),
       uploadBytes,
       decodeBytes: decodeBytesVar(env, uploadBytes, limits.jpeg),
-      retryAfterSeconds: intVar(env, 'OVERLOAD_RETRY_AFTER_SECONDS', 1, 1, 3600),
+      retryAfterSeconds: intSetting(env, 'OVERLOAD_RETRY_AFTER_SECONDS'),
     },
   };
 }
 
 /** JPEG_DECODER; `libjpeg` (the fast path required) fails here when the addon was not built. */
 function jpegDecoderVar(env: Env): JpegDecoderChoice {
-  const choice = enumVar(env, 'JPEG_DECODER', JPEG_DECODERS, 'auto');
+  const choice = enumSetting(env, 'JPEG_DECODER');
   const missing = choice === 'libjpeg' ? libjpegUnavailable() : undefined;
   if (missing) throw new ConfigError(`JPEG_DECODER=libjpeg, but ${missing}`);
   return choice;
@@ -168,7 +161,7 @@ function jpegDecoderVar(env: Env): JpegDecoderChoice {
  * switch).
  */
 function modelVar(env: Env): ModelName {
-  const unshipped = enumVar(env, 'ALLOW_UNSHIPPED_MODELS', ['true', 'false'], 'false') === 'true';
+  const unshipped = enumSetting(env, 'ALLOW_UNSHIPPED_MODELS') === 'true';
   const raw = optionalVar(env, 'MODEL');
   if (
     !unshipped &&
@@ -180,34 +173,34 @@ function modelVar(env: Env): ModelName {
       `MODEL=${raw} is not offered: it missed its fidelity bound (README, "Quantised model"); use one of ${OFFERED_MODEL_NAMES.join(', ')}`,
     );
   }
-  return enumVar(env, 'MODEL', unshipped ? MODEL_NAMES : OFFERED_MODEL_NAMES, 'mobilenet_v2');
+  return enumVar(
+    env,
+    'MODEL',
+    unshipped ? MODEL_NAMES : OFFERED_MODEL_NAMES,
+    SETTINGS.MODEL.default satisfies ModelName,
+  );
 }
 
 export function loadScoringConfig(env: Env): ScoringConfig {
   return {
     model: modelVar(env),
     // One per core.
-    scoringWorkers: intVar(env, 'SCORING_WORKERS', 2, 1, 64),
+    scoringWorkers: intSetting(env, 'SCORING_WORKERS'),
     // For an image alone in the pool: two threads cut one inference (~8.5 → ~5.5 ms for mobilenet_v2
     // on 2 cores). Under load each image uses one thread (see scorer-worker.ts).
-    inferenceThreads: intVar(env, 'INFERENCE_THREADS', 2, 1, 64),
-    // The slowest legitimate images (a 200 MP JPEG shrunk on load, a 36 MP 16-bit PNG) take ~1-3 s of
-    // CPU; with three images per worker and both cores busy, well under 10 s of wall time.
-    scoringDeadlineMs: intVar(env, 'SCORING_DEADLINE_MS', 15_000, 100, 600_000),
-    // One more than the cores: while one decoder hands its model input over, both cores still decode.
-    // Each costs ~35 MiB of its own memory at rest (docs/isolation-and-charging.md).
-    decoderProcesses: intVar(env, 'DECODER_PROCESSES', 3, 1, 64),
-    // The costliest images within the spec's limits decode in under 2 s of CPU (a 196 MP progressive
-    // 4:4:4 JPEG: 1.8 s on an Intel Xeon VM); smaller images are held to less (decodeCpuLimitMs).
-    decodeCpuLimitMs: intVar(env, 'DECODE_CPU_LIMIT_MS', 6_000, 50, 600_000),
+    inferenceThreads: intSetting(env, 'INFERENCE_THREADS'),
+    scoringDeadlineMs: intSetting(env, 'SCORING_DEADLINE_MS'),
+    decoderProcesses: intSetting(env, 'DECODER_PROCESSES'),
+    decodeCpuLimitMs: intSetting(env, 'DECODE_CPU_LIMIT_MS'),
     jpegDecoder: jpegDecoderVar(env),
   };
 }
 
 function edgeSecretVar(env: Env): string | undefined {
-  const raw = optionalVar(env, 'EDGE_SECRET');
-  if (raw !== undefined && raw.length < 16)
-    throw new ConfigError(`EDGE_SECRET must be at least 16 characters, got ${raw.length}`);
+  const raw = optionalStringSetting(env, 'EDGE_SECRET');
+  const { minLength } = SETTINGS.EDGE_SECRET;
+  if (raw !== undefined && raw.length < minLength)
+    throw new ConfigError(`EDGE_SECRET must be at least ${minLength} characters, got ${raw.length}`);
   return raw;
 }
 
@@ -217,7 +210,7 @@ export function loadDetectConfig(env: Env): DetectConfig {
     ...loadPolicyConfig(env),
     ...loadUploadConfig(env),
     ...loadScoringConfig(env),
-    detectPort: portVar(env, 'DETECT_PORT', 8082),
+    detectPort: intSetting(env, 'DETECT_PORT'),
     edgeSecret: edgeSecretVar(env),
   };
 }

@@ -1,7 +1,7 @@
 // The health server's configuration: the core, and what the published contract it serves documents
 // (the detect limits and the policy's defaults) — never the model or the JPEG decoder.
 
-import { type CoreConfig, type Env, loadCoreConfig, portVar } from '../common/config.ts';
+import { type CoreConfig, type Env, intSetting, loadCoreConfig } from '../common/config.ts';
 import { loadUploadConfig, type UploadConfig } from '../detect/config.ts';
 import { loadPolicyConfig, type PolicyConfig } from '../policy/policy-config.ts';
 
@@ -14,6 +14,6 @@ export function loadHealthConfig(env: Env): HealthConfig {
     ...loadCoreConfig(env),
     ...loadPolicyConfig(env),
     ...loadUploadConfig(env),
-    healthPort: portVar(env, 'HEALTH_PORT', 8083),
+    healthPort: intSetting(env, 'HEALTH_PORT'),
   };
 }

@@ -6,12 +6,13 @@ import {
   ConfigError,
   type CoreConfig,
   type Env,
-  intVar,
+  intSetting,
   loadCoreConfig,
-  optionalVar,
-  portVar,
+  optionalStringSetting,
+  stringSetting,
   stringVar,
 } from '../common/config.ts';
+import { SETTINGS } from '../common/settings.ts';
 import { type PolicyReader, parsePolicyReaders } from './policy-readers.ts';
 
 export interface OperatorConfig extends CoreConfig {
@@ -34,13 +35,13 @@ export function loadOperatorConfig(env: Env): OperatorConfig {
     );
   const config: OperatorConfig = {
     ...core,
-    namespace: stringVar(env, 'OPERATOR_NAMESPACE', 'default'),
+    namespace: stringSetting(env, 'OPERATOR_NAMESPACE'),
     identity: stringVar(env, 'OPERATOR_IDENTITY', `${hostname()}-${process.pid}`),
-    leaseSeconds: intVar(env, 'OPERATOR_LEASE_SECONDS', 15, 1, 600),
-    retryMs: intVar(env, 'OPERATOR_RETRY_MS', 2_000, 100, 60_000),
-    resyncMs: intVar(env, 'OPERATOR_RESYNC_MS', 300_000, 1_000),
-    metricsPort: portVar(env, 'OPERATOR_METRICS_PORT', 9090),
-    detectDeployment: optionalVar(env, 'OPERATOR_DETECT_DEPLOYMENT'),
+    leaseSeconds: intSetting(env, 'OPERATOR_LEASE_SECONDS'),
+    retryMs: intSetting(env, 'OPERATOR_RETRY_MS'),
+    resyncMs: intSetting(env, 'OPERATOR_RESYNC_MS'),
+    metricsPort: intSetting(env, 'OPERATOR_METRICS_PORT'),
+    detectDeployment: optionalStringSetting(env, 'OPERATOR_DETECT_DEPLOYMENT'),
     policyReaders: policyReadersVar(env),
   };
   if (config.retryMs * 3 >= config.leaseSeconds * 1000 * 2)
@@ -48,7 +49,7 @@ export function loadOperatorConfig(env: Env): OperatorConfig {
       'OPERATOR_RETRY_MS must be below two thirds of OPERATOR_LEASE_SECONDS (the renew deadline): a leader renews several times before it steps down',
     );
   const name = config.detectDeployment;
-  if (name !== undefined && !/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(name))
+  if (name !== undefined && !new RegExp(SETTINGS.OPERATOR_DETECT_DEPLOYMENT.pattern).test(name))
     throw new ConfigError(
       `OPERATOR_DETECT_DEPLOYMENT must be a Deployment name, got ${JSON.stringify(name)}`,
     );

@@ -3,7 +3,7 @@
 
 import type { V1Deployment } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { MODEL_ANNOTATION, rolloutProgress, templateModel } from './detect-rollout.ts';
+import { configuredModel, MODEL_ANNOTATION, rolloutProgress, templateModel } from './detect-rollout.ts';
 
 function detect(opts: {
   annotation?: string;
@@ -25,13 +25,13 @@ function detect(opts: {
 describe('templateModel', () => {
   it('is the annotation once the operator has set it', () => {
     expect(
-      templateModel(detect({ annotation: 'InceptionV3', env: [{ name: 'MODEL', value: 'mobilenet_v2' }] })),
-    ).toBe('InceptionV3');
+      templateModel(detect({ annotation: 'inception_v3', env: [{ name: 'MODEL', value: 'mobilenet_v2' }] })),
+    ).toBe('inception_v3');
   });
 
   it("is the template's MODEL before that (its default when unset), so a matching policy rolls nothing", () => {
-    expect(templateModel(detect({ env: [{ name: 'MODEL', value: 'inception_v3' }] }))).toBe('InceptionV3');
-    expect(templateModel(detect({ env: [] }))).toBe('MobileNetV2');
+    expect(templateModel(detect({ env: [{ name: 'MODEL', value: 'inception_v3' }] }))).toBe('inception_v3');
+    expect(templateModel(detect({ env: [] }))).toBe('mobilenet_v2');
   });
 
   it('is unknown (the operator rolls) for MODEL from a reference, another container, a bad annotation', () => {
@@ -40,6 +40,20 @@ describe('templateModel', () => {
     ).toBeUndefined();
     expect(templateModel(detect({ container: 'sidecar' }))).toBeUndefined();
     expect(templateModel(detect({ annotation: 'ResNet' }))).toBeUndefined();
+  });
+});
+
+describe('configuredModel', () => {
+  it("is the detect container's MODEL whatever the annotation says: what detect loads when a policy names none", () => {
+    expect(
+      configuredModel(
+        detect({ annotation: 'inception_v3', env: [{ name: 'MODEL', value: 'mobilenet_v2' }] }),
+      ),
+    ).toBe('mobilenet_v2');
+    expect(configuredModel(detect({ annotation: 'inception_v3' }))).toBe('mobilenet_v2');
+    expect(
+      configuredModel(detect({ env: [{ name: 'MODEL', valueFrom: { configMapKeyRef: {} } }] })),
+    ).toBeUndefined();
   });
 });
 

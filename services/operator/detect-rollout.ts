@@ -6,32 +6,38 @@
 // Threshold and limit changes never touch the Deployment (the services re-read the file live).
 
 import type { KubernetesObject, V1Deployment, V1DeploymentStatus } from '@kubernetes/client-node';
-import { POLICY_MODELS, type PolicyDocument } from '../policy/policy-file.ts';
+import { SETTINGS } from '../common/settings.ts';
+import { MODEL_NAMES, type ModelName } from '../policy/model-catalogue.ts';
 import { apply, type Kube } from './kube.ts';
 
 export const MODEL_ANNOTATION = 'nsfwdetector.io/model';
 
-type PolicyModel = PolicyDocument['model'];
+function modelName(value: string | undefined): ModelName | undefined {
+  return MODEL_NAMES.find((m) => m === value);
+}
 
-function policyModel(value: string | undefined): PolicyModel | undefined {
-  return Object.keys(POLICY_MODELS).find((m) => m === value) as PolicyModel | undefined;
+/**
+ * The model the deployment is configured with: the detect container's MODEL (the chart's
+ * `config.model`), its default when unset; what detect loads when the policy names none. Unknown
+ * (MODEL from a reference, no detect container): undefined.
+ */
+export function configuredModel(deployment: V1Deployment): ModelName | undefined {
+  const container = deployment.spec?.template?.spec?.containers.find((c) => c.name === 'detect');
+  if (!container) return undefined;
+  const env = container.env?.find((e) => e.name === 'MODEL');
+  if (env?.valueFrom) return undefined;
+  return modelName(env?.value ?? SETTINGS.MODEL.default);
 }
 
 /**
  * The model the pods of the current template run: the annotation once the operator has set it; before
- * that, the template's MODEL (the chart's `config.model`, default mobilenet_v2), so a fresh install
- * whose policy names that same model is not rolled for nothing. Unknown: undefined (roll).
+ * that, the configured MODEL, so a fresh install whose policy names that same model is not rolled for
+ * nothing. Unknown: undefined (roll).
  */
-export function templateModel(deployment: V1Deployment): PolicyModel | undefined {
-  const template = deployment.spec?.template;
-  const annotated = template?.metadata?.annotations?.[MODEL_ANNOTATION];
-  if (annotated !== undefined) return policyModel(annotated);
-  const container = template?.spec?.containers.find((c) => c.name === 'detect');
-  if (!container) return undefined;
-  const env = container.env?.find((e) => e.name === 'MODEL');
-  if (env?.valueFrom) return undefined;
-  const name = env?.value ?? 'mobilenet_v2';
-  return (Object.entries(POLICY_MODELS).find(([, m]) => m === name)?.[0] as PolicyModel) ?? undefined;
+export function templateModel(deployment: V1Deployment): ModelName | undefined {
+  const annotated = deployment.spec?.template?.metadata?.annotations?.[MODEL_ANNOTATION];
+  if (annotated !== undefined) return modelName(annotated);
+  return configuredModel(deployment);
 }
 
 export interface RolloutProgress {
@@ -78,7 +84,7 @@ export function rolloutProgress(deployment: V1Deployment, settled = false): Roll
 export async function rollToModel(
   kube: Kube,
   deployment: V1Deployment,
-  model: PolicyModel,
+  model: ModelName,
 ): Promise<V1Deployment> {
   // Apply names only the fields this manager owns (not a whole V1Deployment: no selector, no containers).
   const patch: KubernetesObject & { spec: object } = {

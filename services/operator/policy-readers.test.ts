@@ -32,7 +32,7 @@ const policy: CustomResource = {
   metadata: { name: 'main', namespace: 'ns', uid: 'u1', generation: 3 },
   spec: {
     thresholds: { allow: 0.2, block: 0.8 },
-    model: 'MobileNetV2',
+    model: 'mobilenet_v2',
     anonymous: { perMinute: 10, perDay: 30 },
     tiers: { free: { perMinute: 10, perDay: 100 }, pro: { perMinute: 30, perDay: 1000 } },
     upload: { maxBytes: 1_000_000 },

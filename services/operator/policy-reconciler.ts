@@ -9,7 +9,7 @@
 
 import type { V1Deployment } from '@kubernetes/client-node';
 import { POLICY_FILE_KEY, type PolicyDocument, parsePolicy } from '../policy/policy-file.ts';
-import { rolloutProgress, rollToModel, templateModel } from './detect-rollout.ts';
+import { configuredModel, rolloutProgress, rollToModel, templateModel } from './detect-rollout.ts';
 import {
   apply,
   applyStatus,
@@ -28,20 +28,35 @@ export function policyConfigMapName(policyName: string): string {
   return `${policyName}-policy`;
 }
 
-/** The file the services read, from the spec (defaults were filled in by the API server). */
+/**
+ * The file the services read: what the spec states, and nothing else. The CRD declares no defaults, so
+ * what the policy leaves out stays as the deployment is configured (the services merge).
+ */
 export function renderPolicy(cr: CustomResource): PolicyDocument {
-  const s = cr.spec as Record<string, Record<string, unknown> | string | undefined>;
-  const tiers = (s.tiers ?? {}) as Record<string, Record<string, unknown>>;
+  const s = (cr.spec ?? {}) as Record<string, unknown>;
   const doc = {
     source: { name: cr.metadata.name, generation: cr.metadata.generation ?? 0 },
     thresholds: s.thresholds,
     model: s.model,
     anonymous: s.anonymous,
-    tiers: { free: tiers.free, pro: tiers.pro },
+    tiers: s.tiers,
     upload: s.upload,
   };
   // The same validation the services run: a file they would refuse is never written.
   return parsePolicy(JSON.stringify(doc));
+}
+
+/** What a policy states, for the Rendered event: `allow 0.2, block 0.8, model inception_v3`. */
+function stated(doc: PolicyDocument): string {
+  const parts = [
+    doc.thresholds && `allow ${doc.thresholds.allow}, block ${doc.thresholds.block}`,
+    doc.model && `model ${doc.model}`,
+    doc.anonymous && `anonymous ${doc.anonymous.perMinute}/min ${doc.anonymous.perDay}/day`,
+    doc.tiers?.free && `free ${doc.tiers.free.perMinute}/min ${doc.tiers.free.perDay}/day`,
+    doc.tiers?.pro && `pro ${doc.tiers.pro.perMinute}/min ${doc.tiers.pro.perDay}/day`,
+    doc.upload?.maxBytes !== undefined && `upload ${doc.upload.maxBytes} bytes`,
+  ].filter(Boolean);
+  return parts.length ? parts.join(', ') : 'nothing: the configuration applies';
 }
 
 function older(a: CustomResource, b: CustomResource): number {
@@ -135,16 +150,19 @@ export async function reconcilePolicy(
       POLICY_KIND,
       'Normal',
       'Rendered',
-      `Generation ${generation} rendered into ConfigMap ${name} (allow ${doc.thresholds.allow}, block ${doc.thresholds.block})`,
+      `Generation ${generation} rendered into ConfigMap ${name} (${stated(doc)})`,
     );
   }
   const rendered = `Generation ${generation} is in ConfigMap ${name}; services apply it on their next request`;
   // The ConfigMap first, then the roll: the new pods mount the file that names the new model.
   let rollout: { complete: boolean; message: string } = { complete: true, message: rendered };
-  if (detect?.deployment) {
+  // The model the pods must run: the policy's, or the deployment's own MODEL when it names none (a model
+  // the policy named before and no longer does is rolled back).
+  const model = detect?.deployment && (doc.model ?? configuredModel(detect.deployment));
+  if (detect?.deployment && model) {
     let deployment = detect.deployment;
-    if (templateModel(deployment) !== doc.model) {
-      deployment = await rollToModel(kube, deployment, doc.model);
+    if (templateModel(deployment) !== model) {
+      deployment = await rollToModel(kube, deployment, model);
       if (!was('Progressing', 'RollingOut'))
         await event(
           kube,
@@ -152,17 +170,17 @@ export async function reconcilePolicy(
           POLICY_KIND,
           'Normal',
           'RollingOut',
-          `Model ${doc.model}: Deployment ${detect.name} rolls its pods (annotation nsfwdetector.io/model)`,
+          `Model ${model}: Deployment ${detect.name} rolls its pods (annotation nsfwdetector.io/model)`,
         );
     }
     const progress = rolloutProgress(deployment, was('Ready', 'RolledOut'));
     rollout = progress.complete
-      ? { complete: true, message: `${rendered}; Deployment ${detect.name} runs model ${doc.model}` }
+      ? { complete: true, message: `${rendered}; Deployment ${detect.name} runs model ${model}` }
       : {
           complete: false,
-          message: `Deployment ${detect.name} is rolling out model ${doc.model}: ${progress.detail}`,
+          message: `Deployment ${detect.name} is rolling out model ${model}: ${progress.detail}`,
         };
-  } else if (detect) {
+  } else if (detect && !detect.deployment) {
     rollout.message = `${rendered}; no Deployment ${detect.name} to roll`;
   }
   let reason = !detect?.deployment ? 'Rendered' : rollout.complete ? 'RolledOut' : 'RollingOut';

@@ -10,7 +10,7 @@ const policy = (over: object) =>
   JSON.stringify({
     source: { name: 'default', generation: 1 },
     thresholds: { allow: 0.1, block: 0.9 },
-    model: 'MobileNetV2',
+    model: 'mobilenet_v2',
     anonymous: { perMinute: 10, perDay: 30 },
     tiers: { free: { perMinute: 10, perDay: 100 }, pro: { perMinute: 30, perDay: 10_000 } },
     upload: { maxBytes: 52_428_800 },

@@ -2,8 +2,7 @@
 // (POLICY_FILE, the operator's ConfigMap). Read by every process that decides or counts.
 
 import type { AccountTier } from '../common/account-tier.ts';
-import { ConfigError, type Env, intVar, numberVar, optionalVar } from '../common/config.ts';
-import { DEFAULT_MAX_FILE_BYTES } from '../common/http-limits.ts';
+import { ConfigError, type Env, intSetting, numberSetting, optionalStringSetting } from '../common/config.ts';
 import { type Thresholds, thresholdsProblem, type WindowLimits, windowLimitsProblem } from './rules.ts';
 
 export interface PolicyConfig {
@@ -16,11 +15,11 @@ export interface PolicyConfig {
   policyFile: string | undefined;
 }
 
-function windowVars(env: Env, prefix: string, perMinute: number, perDay: number): WindowLimits {
-  const names = { perMinute: `${prefix}_PER_MINUTE`, perDay: `${prefix}_PER_DAY` };
+function windowVars(env: Env, prefix: 'ANON' | 'FREE' | 'PRO'): WindowLimits {
+  const names = { perMinute: `${prefix}_PER_MINUTE`, perDay: `${prefix}_PER_DAY` } as const;
   const limits = {
-    perMinute: intVar(env, names.perMinute, perMinute, 0),
-    perDay: intVar(env, names.perDay, perDay, 0),
+    perMinute: intSetting(env, names.perMinute),
+    perDay: intSetting(env, names.perDay),
   };
   const problem = windowLimitsProblem(limits, names);
   if (problem) throw new ConfigError(problem);
@@ -29,16 +28,16 @@ function windowVars(env: Env, prefix: string, perMinute: number, perDay: number)
 
 export function loadPolicyConfig(env: Env): PolicyConfig {
   const thresholds = {
-    allow: numberVar(env, 'THRESHOLD_ALLOW', 0.1, 0, 1),
-    block: numberVar(env, 'THRESHOLD_BLOCK', 0.9, 0, 1),
+    allow: numberSetting(env, 'THRESHOLD_ALLOW'),
+    block: numberSetting(env, 'THRESHOLD_BLOCK'),
   };
   const problem = thresholdsProblem(thresholds, { allow: 'THRESHOLD_ALLOW', block: 'THRESHOLD_BLOCK' });
   if (problem) throw new ConfigError(problem);
   return {
     thresholds,
-    maxFileBytes: intVar(env, 'MAX_FILE_BYTES', DEFAULT_MAX_FILE_BYTES, 1),
-    anonymous: windowVars(env, 'ANON', 10, 30),
-    tiers: { free: windowVars(env, 'FREE', 10, 100), pro: windowVars(env, 'PRO', 30, 10_000) },
-    policyFile: optionalVar(env, 'POLICY_FILE'),
+    maxFileBytes: intSetting(env, 'MAX_FILE_BYTES'),
+    anonymous: windowVars(env, 'ANON'),
+    tiers: { free: windowVars(env, 'FREE'), pro: windowVars(env, 'PRO') },
+    policyFile: optionalStringSetting(env, 'POLICY_FILE'),
   };
 }

@@ -1,27 +1,25 @@
 // The policy file the operator renders from a DetectionPolicy into a ConfigMap and the services read
-// (POLICY_FILE). One JSON document; parsing validates it fully so a bad file is refused as a whole
-// and the last good policy stays in force.
+// (POLICY_FILE). One JSON document holding what the policy states: each group (thresholds, model,
+// anonymous, tiers.free, tiers.pro, upload.maxBytes) is given whole or left out, and what is left out
+// stays as the deployment is configured (policy-in-force.ts merges). Parsing validates the file fully,
+// so a bad file is refused as a whole and the last good policy stays in force.
 
-import type { ModelName } from './model-catalogue.ts';
+import { SETTINGS } from '../common/settings.ts';
+import { type ModelName, OFFERED_MODEL_NAMES } from './model-catalogue.ts';
 import { type Thresholds, thresholdsProblem, type WindowLimits, windowLimitsProblem } from './rules.ts';
 
 export interface PolicyDocument {
   /** The DetectionPolicy's name and generation (logs, debugging). */
   source: { name: string; generation: number };
-  thresholds: Thresholds;
-  model: 'MobileNetV2' | 'InceptionV3';
-  anonymous: WindowLimits;
-  tiers: { free: WindowLimits; pro: WindowLimits };
-  upload: { maxBytes: number };
+  thresholds?: Thresholds;
+  /** A model name as MODEL spells it. */
+  model?: ModelName;
+  anonymous?: WindowLimits;
+  tiers?: { free?: WindowLimits; pro?: WindowLimits };
+  upload?: { maxBytes?: number };
 }
 
 export const POLICY_FILE_KEY = 'policy.json';
-
-/** The policy's model names (DetectionPolicy spec.model) as the services' MODEL names them. */
-export const POLICY_MODELS: Record<PolicyDocument['model'], ModelName> = {
-  MobileNetV2: 'mobilenet_v2',
-  InceptionV3: 'inception_v3',
-};
 
 function num(v: unknown, what: string, min: number, max = Number.POSITIVE_INFINITY): number {
   if (typeof v !== 'number' || !Number.isFinite(v) || v < min || v > max) {
@@ -35,39 +33,70 @@ function obj(v: unknown, what: string): Record<string, unknown> {
   return v as Record<string, unknown>;
 }
 
-function limits(v: unknown, what: string): WindowLimits {
+/** A group the policy leaves out: absent or null. */
+function omitted(v: unknown): v is undefined | null {
+  return v === undefined || v === null;
+}
+
+function limits(v: unknown, what: string, perMinute: number, perDay: number): WindowLimits {
   const o = obj(v, what);
   const parsed = {
-    perMinute: num(o.perMinute, `${what}.perMinute`, 0),
-    perDay: num(o.perDay, `${what}.perDay`, 0),
+    perMinute: num(o.perMinute, `${what}.perMinute`, perMinute),
+    perDay: num(o.perDay, `${what}.perDay`, perDay),
   };
   const problem = windowLimitsProblem(parsed, { perMinute: `${what}.perMinute`, perDay: `${what}.perDay` });
   if (problem) throw new Error(problem);
   return parsed;
 }
 
-/** Parses and validates the file's text; throws an Error naming the first bad field. */
-export function parsePolicy(text: string): PolicyDocument {
-  const o = obj(JSON.parse(text), 'the policy');
-  const source = obj(o.source, 'source');
-  const t = obj(o.thresholds, 'thresholds');
-  const allow = num(t.allow, 'thresholds.allow', 0, 1);
-  const block = num(t.block, 'thresholds.block', 0, 1);
+function thresholds(v: unknown): Thresholds {
+  const t = obj(v, 'thresholds');
+  const allow = num(t.allow, 'thresholds.allow', SETTINGS.THRESHOLD_ALLOW.min, SETTINGS.THRESHOLD_ALLOW.max);
+  const block = num(t.block, 'thresholds.block', SETTINGS.THRESHOLD_BLOCK.min, SETTINGS.THRESHOLD_BLOCK.max);
   const problem = thresholdsProblem(
     { allow, block },
     { allow: 'thresholds.allow', block: 'thresholds.block' },
   );
   if (problem) throw new Error(problem);
-  if (o.model !== 'MobileNetV2' && o.model !== 'InceptionV3') {
-    throw new Error(`model must be MobileNetV2 or InceptionV3, got ${JSON.stringify(o.model)}`);
+  return { allow, block };
+}
+
+function model(v: unknown): ModelName {
+  if (!OFFERED_MODEL_NAMES.includes(v as ModelName)) {
+    throw new Error(`model must be one of ${OFFERED_MODEL_NAMES.join(', ')}, got ${JSON.stringify(v)}`);
   }
-  const tiers = obj(o.tiers, 'tiers');
-  return {
+  return v as ModelName;
+}
+
+/** Parses and validates the file's text; throws an Error naming the first bad field. */
+export function parsePolicy(text: string): PolicyDocument {
+  const o = obj(JSON.parse(text), 'the policy');
+  const source = obj(o.source, 'source');
+  const doc: PolicyDocument = {
     source: { name: String(source.name ?? ''), generation: Number(source.generation ?? 0) },
-    thresholds: { allow, block },
-    model: o.model,
-    anonymous: limits(o.anonymous, 'anonymous'),
-    tiers: { free: limits(tiers.free, 'tiers.free'), pro: limits(tiers.pro, 'tiers.pro') },
-    upload: { maxBytes: num(obj(o.upload, 'upload').maxBytes, 'upload.maxBytes', 0) },
   };
+  if (!omitted(o.thresholds)) doc.thresholds = thresholds(o.thresholds);
+  if (!omitted(o.model)) doc.model = model(o.model);
+  if (!omitted(o.anonymous))
+    doc.anonymous = limits(o.anonymous, 'anonymous', SETTINGS.ANON_PER_MINUTE.min, SETTINGS.ANON_PER_DAY.min);
+  if (!omitted(o.tiers)) {
+    const tiers = obj(o.tiers, 'tiers');
+    doc.tiers = {};
+    if (!omitted(tiers.free))
+      doc.tiers.free = limits(
+        tiers.free,
+        'tiers.free',
+        SETTINGS.FREE_PER_MINUTE.min,
+        SETTINGS.FREE_PER_DAY.min,
+      );
+    if (!omitted(tiers.pro))
+      doc.tiers.pro = limits(tiers.pro, 'tiers.pro', SETTINGS.PRO_PER_MINUTE.min, SETTINGS.PRO_PER_DAY.min);
+  }
+  if (!omitted(o.upload)) {
+    const upload = obj(o.upload, 'upload');
+    doc.upload = {};
+    if (!omitted(upload.maxBytes))
+      doc.upload.maxBytes = num(upload.maxBytes, 'upload.maxBytes', SETTINGS.MAX_FILE_BYTES.min);
+  }
+  return doc;
 }

@@ -1,5 +1,5 @@
-// What is in force now: the mounted policy file (POLICY_FILE, the operator's ConfigMap) once it holds a
-// valid policy, otherwise the configuration. Every composition (detect, quota, all-in-one) gets its
+// What is in force now: what the mounted policy file (POLICY_FILE, the operator's ConfigMap) states once
+// it holds a valid policy, and the configuration for everything else (and for all while there is none). Every composition (detect, quota, all-in-one) gets its
 // thresholds, limits and upload limit from these providers, and every caller reads a provider once per
 // request: a policy swap applies to the next request and never changes one in flight.
 
@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import type { AccountTier } from '../common/account-tier.ts';
 import type { ModelName } from './model-catalogue.ts';
 import type { PolicyConfig } from './policy-config.ts';
-import { POLICY_MODELS } from './policy-file.ts';
+import type { PolicyDocument } from './policy-file.ts';
 import { type PolicySource, registerPolicyReport } from './policy-report.ts';
 import { type PolicyLogger, PolicyWatch } from './policy-watch.ts';
 import type { Thresholds, WindowLimits } from './rules.ts';
@@ -28,7 +28,7 @@ export interface PolicyInForce {
    */
   maxFileBytes(): number;
   /**
-   * The policy's model, if a valid policy is mounted (detect falls back to MODEL). Detect reads it
+   * The policy's model, if a valid policy is mounted and names one (detect falls back to MODEL). Detect reads it
    * once, at boot (a process loads one model); a changed spec.model reaches new pods, which the
    * operator rolls.
    */
@@ -44,21 +44,33 @@ export function configuredLimits(config: PolicyConfig): QuotaLimits {
   return { anonymous: config.anonymous, tiers: config.tiers };
 }
 
+/** The limits a policy states, each window the policy leaves out as configured. */
+export function mergedLimits(policy: PolicyDocument | undefined, configured: QuotaLimits): QuotaLimits {
+  if (!policy) return configured;
+  return {
+    anonymous: policy.anonymous ?? configured.anonymous,
+    tiers: {
+      free: policy.tiers?.free ?? configured.tiers.free,
+      pro: policy.tiers?.pro ?? configured.tiers.pro,
+    },
+  };
+}
+
 /** Watches POLICY_FILE when it is set; with no (valid) policy the configuration applies. */
 export function policyInForce(config: PolicyConfig, log: PolicyLogger): PolicyInForce {
   const watch = config.policyFile ? new PolicyWatch(config.policyFile, log) : undefined;
   const fromConfig = configuredLimits(config);
+  // Merged once per policy read, not per request.
+  let merged = { policy: undefined as PolicyDocument | undefined, limits: fromConfig };
   return {
     thresholds: () => watch?.current()?.thresholds ?? config.thresholds,
     limits: () => {
       const policy = watch?.current();
-      return policy ? { anonymous: policy.anonymous, tiers: policy.tiers } : fromConfig;
+      if (policy !== merged.policy) merged = { policy, limits: mergedLimits(policy, fromConfig) };
+      return merged.limits;
     },
-    maxFileBytes: () => Math.min(config.maxFileBytes, watch?.current()?.upload.maxBytes ?? Infinity),
-    model: () => {
-      const policy = watch?.current();
-      return policy ? POLICY_MODELS[policy.model] : undefined;
-    },
+    maxFileBytes: () => Math.min(config.maxFileBytes, watch?.current()?.upload?.maxBytes ?? Infinity),
+    model: () => watch?.current()?.model,
     source: () => watch?.current()?.source,
     close: () => watch?.close(),
   };
@@ -71,6 +83,10 @@ export function policyInForce(config: PolicyConfig, log: PolicyLogger): PolicyIn
 export function policyForApp(app: FastifyInstance, config: PolicyConfig): PolicyInForce {
   const policy = policyInForce(config, app.log);
   app.addHook('onClose', async () => policy.close());
-  registerPolicyReport(app, policy.source);
+  registerPolicyReport(app, policy.source, () => ({
+    thresholds: policy.thresholds(),
+    limits: policy.limits(),
+    maxFileBytes: policy.maxFileBytes(),
+  }));
   return policy;
 }

@@ -16,7 +16,7 @@ const doc = (allow: number, block: number) =>
   JSON.stringify({
     source: { name: 'main', generation: 1 },
     thresholds: { allow, block },
-    model: 'MobileNetV2',
+    model: 'mobilenet_v2',
     anonymous: { perMinute: 1, perDay: 2 },
     tiers: { free: { perMinute: 1, perDay: 2 }, pro: { perMinute: 3, perDay: 4 } },
     upload: { maxBytes: 10 },

@@ -1,7 +1,7 @@
 // The quota service's part of the configuration (and the admin CLI's, which opens the same stores):
 // where accounts live without Redis, and the quota server's port.
 
-import { type CoreConfig, type Env, intVar, loadCoreConfig, pathVar, portVar } from '../common/config.ts';
+import { type CoreConfig, type Env, intSetting, loadCoreConfig, pathSetting } from '../common/config.ts';
 import { loadPolicyConfig, type PolicyConfig } from '../policy/policy-config.ts';
 import type { WindowLimits } from '../policy/rules.ts';
 
@@ -23,14 +23,14 @@ export interface QuotaConfig extends CoreConfig, PolicyConfig, SignupConfig {
 }
 
 export function accountsFileVar(env: Env): string {
-  return pathVar(env, 'ACCOUNTS_FILE', '.data/accounts.json');
+  return pathSetting(env, 'ACCOUNTS_FILE');
 }
 
 export function loadSignupConfig(env: Env): SignupConfig {
   return {
     signupTotal: {
-      perMinute: intVar(env, 'SIGNUP_PER_MINUTE', 30, 1),
-      perDay: intVar(env, 'SIGNUP_PER_DAY', 1000, 1),
+      perMinute: intSetting(env, 'SIGNUP_PER_MINUTE'),
+      perDay: intSetting(env, 'SIGNUP_PER_DAY'),
     },
   };
 }
@@ -41,6 +41,6 @@ export function loadQuotaConfig(env: Env): QuotaConfig {
     ...loadPolicyConfig(env),
     ...loadSignupConfig(env),
     accountsFile: accountsFileVar(env),
-    quotaPort: portVar(env, 'QUOTA_PORT', 8081),
+    quotaPort: intSetting(env, 'QUOTA_PORT'),
   };
 }

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
-import { numberVar } from '../common/config.ts';
+import { numberSetting } from '../common/config.ts';
 import { Child, listeningPorts, waitFor } from './child.ts';
 import { LOCAL_VALUES, renderEnvoyConfigText } from './render-envoy.ts';
 import { requireTool } from './tools.ts';
@@ -117,7 +117,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const children = new Map<ChildName, Child>();
   const ports = new Map<ChildName, number>();
   const echo = opts.echo ?? false;
-  const traceSampleRatio = numberVar(productEnv, 'TRACE_SAMPLE_RATIO', 1, 0, 1);
+  const traceSampleRatio = numberSetting(productEnv, 'TRACE_SAMPLE_RATIO');
 
   const stop = async () => {
     // The edge first (no new requests), then the services (they drain), then what they depend on.

@@ -168,7 +168,7 @@ describeWithStackTools(
     });
 
     it('answers 400/4003 at the edge, without reading it, for a body declared longer than detect would read', async () => {
-      // envoy.maxRequestBytes: twice the limit plus 1 MiB, detect's own bound on reading a refused body.
+      // The edge's bound (templates/_derived.tpl): twice the limit plus 1 MiB, detect's own bound on reading a refused body.
       const big = Buffer.alloc(2 * 52_428_800 + 1_048_576 + 1);
       JPEG.copy(big, 0, 0, 1024);
       for (const body of [

@@ -147,7 +147,7 @@ spec:
       console.log(`kube-node: operator install: helm install --wait took ${seconds(Date.now() - started)} s`);
       const svc = JSON.parse(await kubectl(['get', 'service', `${RELEASE}-gateway`, '-o', 'json']));
       gateway = `http://${svc.spec.clusterIP}:${svc.spec.ports[0].port}`;
-      const first = await applyAndWait({ allow: 0.2, block: 0.8, model: 'MobileNetV2' });
+      const first = await applyAndWait({ allow: 0.2, block: 0.8, model: 'mobilenet_v2' });
       console.log(
         `kube-node: operator: the first policy in force in every ready pod ${seconds(first.ms)} s after kubectl apply`,
       );
@@ -163,7 +163,7 @@ spec:
       const traffic = detectTraffic(gateway);
       await new Promise((r) => setTimeout(r, 2_000));
       const applied = Date.now();
-      const { ms } = await applyAndWait({ allow: 0.3, block: 0.7, model: 'MobileNetV2' });
+      const { ms } = await applyAndWait({ allow: 0.3, block: 0.7, model: 'mobilenet_v2' });
       const next = await post(gateway, '/api/public/detect');
       expect(next.status, JSON.stringify(next.body)).toBe(200);
       expect(JSON.stringify(next.body.data.thresholds)).toBe(after);
@@ -183,7 +183,7 @@ spec:
       const scores = async () => JSON.stringify((await post(gateway, '/api/public/detect')).body.data.scores);
       const mobilenet = await scores();
       const seen: Record<string, string> = {};
-      for (const model of ['InceptionV3', 'MobileNetV2']) {
+      for (const model of ['inception_v3', 'mobilenet_v2']) {
         // Two clients sending one request after the other, every answer kept, and k6 at a steady rate.
         const traffic = detectTraffic(gateway);
         const load = startLoad(gateway, 4);
@@ -216,9 +216,9 @@ spec:
         expect(deployment.spec.template.metadata.annotations['nsfwdetector.io/model']).toBe(model);
         expect(deployment.status.updatedReplicas).toBe(deployment.status.replicas);
       }
-      // The model is the one that answers: InceptionV3 scores the image otherwise, MobileNetV2 as before.
-      expect(seen.InceptionV3).not.toBe(mobilenet);
-      expect(seen.MobileNetV2).toBe(mobilenet);
+      // The model is the one that answers: inception_v3 scores the image otherwise, mobilenet_v2 as before.
+      expect(seen.inception_v3).not.toBe(mobilenet);
+      expect(seen.mobilenet_v2).toBe(mobilenet);
     }, 1_500_000);
 
     const account = (keys: string[]) => `apiVersion: nsfwdetector.io/v1alpha1
@@ -287,7 +287,7 @@ spec:
         `kube-node: operator failover: ${leader} deleted, ${next} holds the Lease ${seconds(failover)} s later (Lease duration ${lease.spec.leaseDurationSeconds} s)`,
       );
       expect(failover).toBeLessThanOrEqual(lease.spec.leaseDurationSeconds * 1000);
-      const { ms } = await applyAndWait({ allow: 0.25, block: 0.75, model: 'MobileNetV2' });
+      const { ms } = await applyAndWait({ allow: 0.25, block: 0.75, model: 'mobilenet_v2' });
       const answer = await post(gateway, '/api/public/detect');
       expect(JSON.stringify(answer.body.data.thresholds)).toBe(thresholdsOf(0.25, 0.75));
       console.log(

@@ -18,11 +18,13 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { detectionPolicyManifest } from '../../services/calibrate/report.ts';
-import { CHART_DIR, helm, removeHelmHome } from '../chart/helm.ts';
+import { SETTINGS } from '../../services/common/settings.ts';
+import { CHART_DIR, helm, removeHelmHome, sets } from '../chart/helm.ts';
 import { fixture } from '../fixtures/corpus.ts';
 import { describeWithKube } from '../support/describe-kube.ts';
 import { eventually } from '../support/eventually.ts';
 import { type KubeApiServer, startKubeApiServer } from '../support/kube-apiserver.ts';
+import { policyMount } from '../support/policy-mount.ts';
 import { startQuotaServer } from '../support/quota-process.ts';
 import { RedisServer } from '../support/redis-server.ts';
 import { ROOT, type ServerProcess, spawnService } from '../support/server-process.ts';
@@ -209,11 +211,11 @@ endpoints: [{ addresses: [${hostAddress()}], conditions: { ready: true }, target
         expect.objectContaining({ kind: 'DetectionPolicy', uid: cr.metadata.uid, controller: true }),
       ]);
       expect(cm.metadata.managedFields.map((f) => f.manager)).toContain('nsfwdetector-operator');
-      const doc = JSON.parse(await configMapText());
-      expect(doc.thresholds).toEqual({ allow: 0.2, block: 0.8 });
-      // Defaults filled in by the API server from the CRD's schema.
-      expect(doc.model).toBe('MobileNetV2');
-      expect(doc.tiers.free).toEqual({ perMinute: 60, perDay: 1000 });
+      // What the policy states and nothing else: the API server fills in no defaults of its own.
+      expect(JSON.parse(await configMapText())).toEqual({
+        source: { name: 'main', generation: 1 },
+        thresholds: { allow: 0.2, block: 0.8 },
+      });
       const events = await kubectl([
         'get',
         'events',
@@ -225,8 +227,77 @@ endpoints: [{ addresses: [${hostAddress()}], conditions: { ready: true }, target
       expect(events).toContain('Rendered');
       const columns = await kubectl(['get', 'detectionpolicies']);
       expect(columns).toMatch(/NAME\s+ALLOW\s+BLOCK\s+MODEL\s+READY\s+AGE/);
-      expect(columns).toMatch(/main\s+0.2\s+0.8\s+MobileNetV2\s+True/);
+      // No model column: the policy names none (the deployment's MODEL applies).
+      expect(columns).toMatch(/main\s+0.2\s+0.8\s+True/);
     });
+
+    it('leaves every limit as configured when the policy states only its thresholds (the spec’s numbers; the chart’s values where set)', async () => {
+      const stored = await getJson<{ spec: unknown }>('detectionpolicy', 'main');
+      expect(stored.spec).toEqual({ thresholds: { allow: 0.2, block: 0.8 } });
+      const file = policyMount(await configMapText());
+      const quotas: ServerProcess[] = [];
+      try {
+        // The chart's defaults, and values an operator set: the quota container's env as the chart renders it.
+        const chartEnv = async (values: Record<string, string | number>) => {
+          const gateway = await helm([
+            'template',
+            'nsfwdetector',
+            CHART_DIR,
+            '--show-only',
+            'templates/gateway-deployment.yaml',
+            ...sets(values),
+          ]);
+          expect(gateway.code, gateway.stderr).toBe(0);
+          const policyVars = Object.entries(SETTINGS)
+            .filter(([, s]) => s.section === 'policy' && 'chart' in s)
+            .map(([name]) => name);
+          return Object.fromEntries(
+            [...gateway.stdout.matchAll(/- \{ name: ([A-Z_]+), value: "([^"]*)" \}/g)]
+              .filter((m) => policyVars.includes(m[1] as string))
+              .map((m) => [m[1] as string, m[2] as string]),
+          );
+        };
+        const inForce = async (env: Record<string, string>) => {
+          const quota = await startQuotaServer({ ...env, REDIS_URL: redis.url, POLICY_FILE: file.file });
+          quotas.push(quota);
+          const res = await fetch(`${quota.url}/internal/policy`);
+          return ((await res.json()) as { data: unknown }).data;
+        };
+        const defaults = await chartEnv({});
+        expect(defaults).toMatchObject({ ANON_PER_MINUTE: '10', ANON_PER_DAY: '30', PRO_PER_DAY: '10000' });
+        expect(await inForce(defaults)).toEqual({
+          source: { name: 'main', generation: 1 },
+          inForce: {
+            thresholds: { allow: 0.2, block: 0.8 },
+            limits: {
+              anonymous: { perMinute: 10, perDay: 30 },
+              tiers: { free: { perMinute: 10, perDay: 100 }, pro: { perMinute: 30, perDay: 10_000 } },
+            },
+            maxFileBytes: 52_428_800,
+          },
+        });
+        const set = await chartEnv({
+          'config.anonPerDay': 50,
+          'config.freePerMinute': 20,
+          'config.proPerDay': 20_000,
+          'config.maxFileBytes': 1_000_000,
+        });
+        expect(await inForce(set)).toEqual({
+          source: { name: 'main', generation: 1 },
+          inForce: {
+            thresholds: { allow: 0.2, block: 0.8 },
+            limits: {
+              anonymous: { perMinute: 10, perDay: 50 },
+              tiers: { free: { perMinute: 20, perDay: 100 }, pro: { perMinute: 30, perDay: 20_000 } },
+            },
+            maxFileBytes: 1_000_000,
+          },
+        });
+      } finally {
+        for (const q of quotas) await q.stop();
+        file.remove();
+      }
+    }, 120_000);
 
     it('follows a threshold change: ConfigMap and status, and detect answers with it on its next request', async () => {
       mount = mkdtempSync(join(tmpdir(), 'nsfwdetector-policy-'));
@@ -471,7 +542,7 @@ spec:
       expect(detectYaml.stdout).toContain(`name: ${DETECT}\n`);
       await kubectl(['apply', '--server-side', '--field-manager=helm', '-f', '-'], detectYaml.stdout);
       await setRolloutStatus({ replicas: 1, updated: 1 });
-      // The policy's MobileNetV2 is what the template's MODEL already runs: nothing to roll.
+      // The policy names no model, and the template's MODEL is what its pods run: nothing to roll.
       const start = (await getJson<Cr>('detectionpolicy', 'main')).metadata.generation;
       await eventually('the policy to follow the rolled-out Deployment', async () => {
         const c = await condition('Ready', start);
@@ -481,16 +552,16 @@ spec:
       expect((await deployment()).metadata.generation).toBe(1);
 
       // The model changes: the operator sets the annotation (a new pod template) and reports the rollout.
-      const generation = await patchPolicy({ model: 'InceptionV3' });
+      const generation = await patchPolicy({ model: 'inception_v3' });
       const progressing = await eventually('Progressing=True', async () => {
         const c = await condition('Progressing', generation);
         return c.status === 'True' ? c : undefined;
       });
       expect(progressing.reason).toBe('RollingOut');
-      expect(progressing.message).toContain(`Deployment ${DETECT} is rolling out model InceptionV3`);
+      expect(progressing.message).toContain(`Deployment ${DETECT} is rolling out model inception_v3`);
       expect((await condition('Ready', generation)).status).toBe('False');
       const rolled = await deployment();
-      expect(rolled.spec.template.metadata.annotations?.['nsfwdetector.io/model']).toBe('InceptionV3');
+      expect(rolled.spec.template.metadata.annotations?.['nsfwdetector.io/model']).toBe('inception_v3');
       expect(rolled.metadata.generation).toBe(2);
       // Server-side apply under the operator's field manager, owning that one annotation and nothing else.
       expect(rolled.metadata.managedFields?.filter((f) => f.manager === 'nsfwdetector-operator')).toEqual([
@@ -503,10 +574,10 @@ spec:
           },
         }),
       ]);
-      expect(JSON.parse(await configMapText()).model).toBe('InceptionV3');
+      expect(JSON.parse(await configMapText()).model).toBe('inception_v3');
       expect(
         await kubectl(['get', 'events', '--field-selector', 'involvedObject.name=main,reason=RollingOut']),
-      ).toContain('InceptionV3');
+      ).toContain('inception_v3');
 
       // Midway (as the controller reports a surge: one new pod up, the old one still there): not Ready.
       await setRolloutStatus({ replicas: 2, updated: 1, unavailable: 1 });
@@ -521,7 +592,7 @@ spec:
       await readyFor('main', generation);
       const done = await condition('Progressing', generation);
       expect(done).toMatchObject({ status: 'False', reason: 'RolledOut' });
-      expect(done.message).toContain(`Deployment ${DETECT} runs model InceptionV3`);
+      expect(done.message).toContain(`Deployment ${DETECT} runs model inception_v3`);
 
       // A threshold-only change is in force without new pods: the Deployment is left alone.
       const thresholdsOnly = await patchPolicy({ thresholds: { allow: 0.2, block: 0.7 } });
@@ -529,11 +600,11 @@ spec:
       expect(JSON.parse(await configMapText()).thresholds).toEqual({ allow: 0.2, block: 0.7 });
       const after = await deployment();
       expect(after.metadata.generation).toBe(2);
-      expect(after.spec.template.metadata.annotations?.['nsfwdetector.io/model']).toBe('InceptionV3');
+      expect(after.spec.template.metadata.annotations?.['nsfwdetector.io/model']).toBe('inception_v3');
     }, 180_000);
 
     it('a detect pod booting with the mounted policy file loads the model the policy names', async () => {
-      // A new pod of the rollout above: the kubelet mounts the ConfigMap (InceptionV3) before detect starts.
+      // A new pod of the rollout above: the kubelet mounts the ConfigMap (inception_v3) before detect starts.
       mount = mkdtempSync(join(tmpdir(), 'nsfwdetector-policy-'));
       dirs.push(mount);
       kubeletWrite(await configMapText());
@@ -603,7 +674,7 @@ spec: { email: ${name}@acme.example, tier: free, keys: [{ name: ops }] }
       const leader = await leaderProcess();
       // Away 6 s: past the renew deadline of its 4 s Lease (2.7 s).
       await kube.restart({ downMs: 6_000 });
-      await convergesAfterRestart(leader, 'restarted-a', 'MobileNetV2', 0.1);
+      await convergesAfterRestart(leader, 'restarted-a', 'mobilenet_v2', 0.1);
       expect(leader.output()).toContain('lost leadership');
       expect(count(leader.output(), '"msg":"became leader"')).toBeGreaterThanOrEqual(2);
     }, 240_000);
@@ -620,7 +691,7 @@ spec: { email: ${name}@acme.example, tier: free, keys: [{ name: ops }] }
       );
       // etcd keeps running; the watches end and requests are refused until the API server is back.
       await kube.restart();
-      await convergesAfterRestart(leader, 'restarted-b', 'InceptionV3', 0.15);
+      await convergesAfterRestart(leader, 'restarted-b', 'inception_v3', 0.15);
       const out = leader.output();
       expect(out).not.toContain('lost leadership');
       expect(count(out, '"msg":"became leader"')).toBe(1);

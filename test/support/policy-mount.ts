@@ -34,16 +34,16 @@ export function policyMount(first: string): PolicyMount {
   };
 }
 
-type Overrides = { generation: number } & Partial<Omit<PolicyDocument, 'source' | 'tiers'>> & {
-    tiers?: Partial<PolicyDocument['tiers']>;
+type Overrides = { generation: number } & Omit<PolicyDocument, 'source' | 'tiers'> & {
+    tiers?: PolicyDocument['tiers'];
   };
 
-/** A valid policy file's text (as the operator renders it), with generous defaults. */
+/** A valid policy file's text (as the operator renders it), with generous limits where not given. */
 export function policyText(o: Overrides): string {
   const doc: PolicyDocument = {
     source: { name: 'main', generation: o.generation },
     thresholds: o.thresholds ?? { allow: 0.2, block: 0.8 },
-    model: o.model ?? 'MobileNetV2',
+    model: o.model ?? 'mobilenet_v2',
     anonymous: o.anonymous ?? { perMinute: 100_000, perDay: 1_000_000 },
     tiers: {
       free: o.tiers?.free ?? { perMinute: 100_000, perDay: 1_000_000 },

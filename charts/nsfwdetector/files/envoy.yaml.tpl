@@ -100,9 +100,9 @@ static_resources:
                 request_headers_timeout: {{ $e.requestHeadersTimeout }}
                 # The services' framing limits (services/common/http-limits.ts): what passes here is never
                 # refused by a service for its headers after ext_authz has counted it.
-                max_request_headers_kb: {{ $e.maxRequestHeadersKb }}
+                max_request_headers_kb: {{ include "nsfwdetector.edgeMaxRequestHeadersKb" $ }}
                 common_http_protocol_options:
-                  max_headers_count: {{ $e.maxRequestHeaders }}
+                  max_headers_count: {{ include "nsfwdetector.edgeMaxRequestHeaders" $ }}
                   # A connection with no request in flight, including one that never sends a byte.
                   idle_timeout: {{ $e.idleTimeout }}
                 # HTTP/1.0 is served, as the services serve it.
@@ -157,7 +157,7 @@ static_resources:
                           comparison: { op: EQ, value: { default_value: 413, runtime_key: nsfwdetector.local_reply.too_large } }
                       status_code: 400
                       body_format_override:
-                        text_format_source: { inline_string: '{"code":4003,"message":"File too large: the limit is 50 MB (52428800 bytes)"}' }
+                        text_format_source: { inline_string: {{ include "nsfwdetector.fileTooLargeBody" $ | squote }} }
                         content_type: application/json
                     # Requests Envoy's codec refuses, before ext_authz (never counted): headers too
                     # large or too many; malformed framing such as an invalid Transfer-Encoding, which
@@ -290,7 +290,7 @@ static_resources:
                         inline_string: |
                           function envoy_on_request(handle)
                             local length = tonumber(handle:headers():get("content-length"))
-                            if length ~= nil and length > {{ int64 $e.maxRequestBytes }} then
+                            if length ~= nil and length > {{ include "nsfwdetector.edgeMaxRequestBytes" $ }} then
                               handle:respond({[":status"] = "413"}, "")
                               return
                             end

@@ -141,29 +141,31 @@ REDIS_CLUSTER_NODES, with REDIS_PASSWORD read by the service itself.
 {{- $c := .Values.config -}}
 - { name: NODE_ENV, value: production }
 - { name: HOST, value: "0.0.0.0" }
+{{- /* Generated from services/common/settings.ts by `npm run settings`: one per `config` value. */}}
 - { name: THRESHOLD_ALLOW, value: {{ $c.thresholdAllow | quote }} }
 - { name: THRESHOLD_BLOCK, value: {{ $c.thresholdBlock | quote }} }
 - { name: MODEL, value: {{ $c.model | quote }} }
-- { name: MAX_FILE_BYTES, value: {{ $c.maxFileBytes | int64 | quote }} }
-- { name: UPLOAD_IDLE_TIMEOUT_MS, value: {{ $c.uploadIdleTimeoutMs | int64 | quote }} }
 - { name: ANON_PER_MINUTE, value: {{ $c.anonPerMinute | int64 | quote }} }
 - { name: ANON_PER_DAY, value: {{ $c.anonPerDay | int64 | quote }} }
 - { name: FREE_PER_MINUTE, value: {{ $c.freePerMinute | int64 | quote }} }
 - { name: FREE_PER_DAY, value: {{ $c.freePerDay | int64 | quote }} }
 - { name: PRO_PER_MINUTE, value: {{ $c.proPerMinute | int64 | quote }} }
 - { name: PRO_PER_DAY, value: {{ $c.proPerDay | int64 | quote }} }
-- { name: SCORING_WORKERS, value: {{ $c.scoringWorkers | int64 | quote }} }
-- { name: INFERENCE_THREADS, value: {{ $c.inferenceThreads | int64 | quote }} }
+- { name: MAX_FILE_BYTES, value: {{ $c.maxFileBytes | int64 | quote }} }
+- { name: UPLOAD_IDLE_TIMEOUT_MS, value: {{ $c.uploadIdleTimeoutMs | int64 | quote }} }
 - { name: MAX_ACTIVE_IMAGES, value: {{ $c.maxActiveImages | int64 | quote }} }
 - { name: MAX_UPLOADS, value: {{ $c.maxUploads | int64 | quote }} }
 - { name: MAX_UPLOADS_PER_CLIENT, value: {{ $c.maxUploadsPerClient | int64 | quote }} }
 - { name: MAX_UPLOAD_BYTES_IN_PROGRESS, value: {{ $c.maxUploadBytesInProgress | int64 | quote }} }
 - { name: OVERLOAD_RETRY_AFTER_SECONDS, value: {{ $c.overloadRetryAfterSeconds | int64 | quote }} }
+- { name: SCORING_WORKERS, value: {{ $c.scoringWorkers | int64 | quote }} }
+- { name: INFERENCE_THREADS, value: {{ $c.inferenceThreads | int64 | quote }} }
+- { name: LOG_LEVEL, value: {{ $c.logLevel | quote }} }
 - { name: SHUTDOWN_GRACE_MS, value: {{ $c.shutdownGraceMs | int64 | quote }} }
 - { name: SHUTDOWN_DELAY_MS, value: {{ $c.shutdownDelayMs | int64 | quote }} }
 - { name: REDIS_KEY_PREFIX, value: {{ $c.redisKeyPrefix | quote }} }
 - { name: REDIS_COMMAND_TIMEOUT_MS, value: {{ $c.redisCommandTimeoutMs | int64 | quote }} }
-- { name: LOG_LEVEL, value: {{ $c.logLevel | quote }} }
+{{- /* End of the generated lines. */}}
 - { name: TRUSTED_PROXY_HOPS, value: {{ add1 .Values.envoy.xffNumTrustedHops | quote }} }
 {{- with $c.otlpEndpoint }}
 - { name: OTEL_EXPORTER_OTLP_ENDPOINT, value: {{ . | quote }} }

@@ -3,10 +3,11 @@
 // (`npm install` runs it); where it could not be built, every JPEG goes through sharp as before.
 
 import { createRequire } from 'node:module';
+import { SETTINGS } from '../../../common/settings.ts';
 import { MAX_JPEG_SCANS } from '../image-cost.ts';
 
 /** JPEG_DECODER: `auto` uses the fast path when it was built; `libjpeg` requires it; `sharp` never uses it. */
-export const JPEG_DECODERS = ['auto', 'libjpeg', 'sharp'] as const;
+export const JPEG_DECODERS = SETTINGS.JPEG_DECODER.values;
 export type JpegDecoderChoice = (typeof JPEG_DECODERS)[number];
 export type JpegDecoder = 'libjpeg' | 'sharp';
 
