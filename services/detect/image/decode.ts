@@ -41,8 +41,10 @@
 
 import sharp, { type Sharp } from 'sharp';
 import { ApiError, isApiError } from '../../common/errors.ts';
+import type { ModelFamily } from '../../policy/model-catalogue.ts';
 import { decodeBmp } from './bmp.ts';
 import { type JpegDecoder, jpegToTensor, resolveJpegDecoder } from './libjpeg/jpeg-tensor.ts';
+import { OPEN_NSFW_RESIZE, openNsfwInput } from './open-nsfw-input.ts';
 import { checkImageData } from './probe.ts';
 import { signatureFormat } from './sniff.ts';
 import {
@@ -78,6 +80,11 @@ export interface DecodeOptions {
    * declines goes to sharp. Default: `libjpeg` where the addon was built, else `sharp`.
    */
   jpegDecoder?: JpegDecoder;
+  /**
+   * toModelInput only: whose preprocessing makes the tensor. Default `nsfwjs` (the resize below, or the
+   * libjpeg fast path); `open_nsfw` decodes with sharp and runs open-nsfw-input.ts.
+   */
+  preprocessing?: ModelFamily;
 }
 
 export interface DecodedRgb {
@@ -351,8 +358,10 @@ export async function toModelInput(
 ): Promise<ModelInput> {
   const t0 = performance.now();
   let declined: string | undefined;
+  const openNsfw = opts.preprocessing === 'open_nsfw';
   if (
     probed.format === 'jpeg' &&
+    !openNsfw &&
     opts.shrinkOnLoad !== true &&
     (opts.jpegDecoder ?? DEFAULT_JPEG_DECODER()) === 'libjpeg'
   ) {
@@ -371,9 +380,11 @@ export async function toModelInput(
     }
     declined = fast;
   }
-  const decoded = await decodeRgb(bytes, probed, { targetSize: size, ...opts });
+  const decoded = await decodeRgb(bytes, probed, { targetSize: openNsfw ? OPEN_NSFW_RESIZE : size, ...opts });
   const t1 = performance.now();
-  const tensor = resizeToTensor(decoded.rgb, decoded.width, decoded.height, size);
+  const tensor = openNsfw
+    ? await openNsfwInput(decoded.rgb, decoded.width, decoded.height)
+    : resizeToTensor(decoded.rgb, decoded.width, decoded.height, size);
   const t2 = performance.now();
   return {
     tensor,

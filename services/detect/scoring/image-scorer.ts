@@ -2,15 +2,15 @@
 // time spent decoding and inferring (for timing_ms and the decode/inference spans). The worker pool
 // implementation runs this off the event loop; the in-process one serves tests and tools.
 
-import type { ModelName } from '../../policy/model-catalogue.ts';
+import { MODEL_FAMILY, type ModelName } from '../../policy/model-catalogue.ts';
 import { type DecodeOptions, toModelInput } from '../image/decode.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
-import type { Classifier, ClassScores } from '../model/classifier.ts';
+import type { Classifier, ModelScores } from '../model/classifier.ts';
 import { releaseBuffer } from './release-buffer.ts';
 
 export interface ScoredImage {
-  scores: ClassScores;
+  scores: ModelScores;
   /** Wall-clock start of decoding, epoch milliseconds (fractional). */
   decodeStartedAt: number;
   decodeMs: number;
@@ -82,10 +82,11 @@ export class InProcessScorer implements ImageScorer {
     const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     const input = await toModelInput(buffer, probed, this.inputSize, {
       ...this.#decode,
+      preprocessing: MODEL_FAMILY[this.model],
       shrinkOnLoad: needsShrinkOnLoad(probed) ? 'if-declined' : false,
     });
     const inferenceStartedAt = epochNow();
-    let scores: ClassScores;
+    let scores: ModelScores;
     try {
       scores = await this.#classifier.classify(input.tensor);
     } finally {
