@@ -28,9 +28,10 @@ describe('loadDetectConfig', () => {
     );
   });
 
-  it('offers the float models; the quantised one only with ALLOW_UNSHIPPED_MODELS=true', () => {
+  it('offers the float models and open_nsfw; the quantised one only with ALLOW_UNSHIPPED_MODELS=true', () => {
     expect(loadScoringConfig({}).model).toBe('mobilenet_v2');
     expect(loadScoringConfig({ MODEL: 'inception_v3' }).model).toBe('inception_v3');
+    expect(loadScoringConfig({ MODEL: 'open_nsfw' }).model).toBe('open_nsfw');
     // QUANTISED_MODEL_SHIPS is false: MODEL refuses mobilenet_v2_int8, saying why.
     expect(() => loadScoringConfig({ MODEL: 'mobilenet_v2_int8' })).toThrow(
       /MODEL=mobilenet_v2_int8 is not offered: it missed its fidelity bound/,
