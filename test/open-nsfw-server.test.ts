@@ -56,6 +56,6 @@ describeWithTool(OPEN_NSFW_MODEL, 'MODEL=open_nsfw, the server process', () => {
     } finally {
       await local.close();
     }
-    expect(server?.logLines().some((l) => JSON.stringify(l).includes('open_nsfw'))).toBe(true);
+    expect(server?.logLines().some((l) => l.msg === 'model loaded' && l.model === 'open_nsfw')).toBe(true);
   });
 });
