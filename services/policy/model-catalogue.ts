@@ -50,3 +50,38 @@ export const FLOAT_SOURCE: Record<NsfwjsModelName, FloatModelName> = {
   inception_v3: 'inception_v3',
   mobilenet_v2_int8: 'mobilenet_v2',
 };
+
+/**
+ * What `MODEL` names: one model, or an ensemble of two or more different models joined by `+`
+ * (`mobilenet_v2+open_nsfw`). An ensemble scores the same decoded frame with each member (each with its
+ * own preprocessing); its scores.nsfw is the mean of the members' scores.nsfw, its scores.sfw the mean
+ * of theirs.
+ */
+export type ModelChoice = ModelName | `${ModelName}+${string}`;
+export const ENSEMBLE_JOIN = '+';
+
+/** The models a choice runs, in its order (one for a single model). */
+export function modelMembers(choice: ModelChoice): ModelName[] {
+  return choice.split(ENSEMBLE_JOIN) as ModelName[];
+}
+
+/** Why `raw` names no choice among `models` (single or joined by `+`, no repeats), or undefined. */
+export function modelChoiceProblem(raw: string, models: readonly ModelName[]): string | undefined {
+  const members = raw.split(ENSEMBLE_JOIN);
+  const unknown = members.filter((m) => !(models as readonly string[]).includes(m));
+  if (unknown.length > 0) {
+    return `${unknown.map((m) => JSON.stringify(m)).join(', ')} ${unknown.length > 1 ? 'are' : 'is'} not one of ${models.join(', ')}`;
+  }
+  if (new Set(members).size !== members.length) return 'an ensemble names each model once';
+  return undefined;
+}
+
+/** The edge of a choice's input in pixels; for an ensemble its largest member's (for traces and logs). */
+export function inputSizeOf(choice: ModelChoice): number {
+  return Math.max(...modelMembers(choice).map((m) => MODEL_INPUT_SIZE[m]));
+}
+
+/** Whether a choice is a single model of nsfwjs's family. */
+export function isNsfwjsModel(choice: ModelChoice): choice is NsfwjsModelName {
+  return !choice.includes(ENSEMBLE_JOIN) && MODEL_FAMILY[choice as ModelName] === 'nsfwjs';
+}

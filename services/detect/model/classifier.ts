@@ -1,7 +1,7 @@
 // The capability the detect service needs from a model. The ONNX implementation lives beside this
 // file; tests may substitute a fake, the composition root chooses.
 
-import type { ModelName } from '../../policy/model-catalogue.ts';
+import type { ModelChoice } from '../../policy/model-catalogue.ts';
 
 /** nsfwjs's output order. Scores are always read by name, never by position. */
 export const CLASS_NAMES = ['drawing', 'hentai', 'neutral', 'porn', 'sexy'] as const;
@@ -21,13 +21,15 @@ export interface NsfwProbability {
 export type ModelScores = ClassScores | (NsfwProbability & { readonly [C in ClassName]?: never });
 
 export interface Classifier {
-  readonly name: ModelName;
+  /** The model, or the ensemble (ensemble-classifier.ts). */
+  readonly name: ModelChoice;
   /** Edge of the square input, in pixels. */
   readonly inputSize: number;
   /**
    * Scores one image given as an NHWC float tensor [1, size, size, 3] made by its family's
    * preprocessing (toModelInput): for nsfwjs's models RGB in [0, 1], resized exactly as nsfwjs does
-   * (bilinear, alignCorners); for open_nsfw BGR minus the Caffe mean (image/open-nsfw-input.ts).
+   * (bilinear, alignCorners); for open_nsfw BGR minus the Caffe mean (image/open-nsfw-input.ts); for
+   * an ensemble its members' inputs one after another.
    */
   classify(input: Float32Array): Promise<ModelScores>;
   close(): Promise<void>;

@@ -11,15 +11,23 @@
 // inference over more cores.
 
 import * as ort from 'onnxruntime-node';
-import { MODEL_INPUT_SIZE, type ModelName, type NsfwjsModelName } from '../../policy/model-catalogue.ts';
+import {
+  ENSEMBLE_JOIN,
+  MODEL_INPUT_SIZE,
+  type ModelChoice,
+  type ModelName,
+  modelMembers,
+  type NsfwjsModelName,
+} from '../../policy/model-catalogue.ts';
 import { CLASS_NAMES, type Classifier, type ClassScores } from './classifier.ts';
+import { EnsembleClassifier } from './ensemble-classifier.ts';
 import { verifiedModelFile } from './model-file.ts';
 import { OpenNsfwClassifier } from './open-nsfw-classifier.ts';
 import { openSession } from './ort-session.ts';
 
 export { disableOrtTelemetry } from './ort-session.ts';
 
-export interface OnnxClassifierOptions<M extends ModelName = ModelName> {
+export interface OnnxClassifierOptions<M extends ModelChoice = ModelName> {
   model: M;
   /**
    * Threads one inference may use (ORT intra-op pool, the calling thread included). Default 1.
@@ -108,12 +116,27 @@ export class OnnxClassifier implements Classifier {
   }
 }
 
-/** The classifier of any model: nsfwjs's family here, open_nsfw in open-nsfw-classifier.ts. */
+/**
+ * The classifier of any choice: nsfwjs's family here, open_nsfw in open-nsfw-classifier.ts, an ensemble
+ * of them in ensemble-classifier.ts.
+ */
 export function createOnnxClassifier(opts: OnnxClassifierOptions<NsfwjsModelName>): Promise<OnnxClassifier>;
-export function createOnnxClassifier(opts: OnnxClassifierOptions): Promise<Classifier>;
-export function createOnnxClassifier(opts: OnnxClassifierOptions): Promise<Classifier> {
+export function createOnnxClassifier(opts: OnnxClassifierOptions<ModelChoice>): Promise<Classifier>;
+export async function createOnnxClassifier(opts: OnnxClassifierOptions<ModelChoice>): Promise<Classifier> {
   const { model } = opts;
+  if (model.includes(ENSEMBLE_JOIN)) {
+    if (opts.modelPath !== undefined) throw new Error(`${model}: an ensemble loads each member's own file`);
+    const members: Classifier[] = [];
+    try {
+      for (const member of modelMembers(model))
+        members.push(await createOnnxClassifier({ ...opts, model: member }));
+    } catch (err) {
+      await Promise.all(members.map((m) => m.close()));
+      throw err;
+    }
+    return new EnsembleClassifier(model, members);
+  }
   return model === 'open_nsfw'
     ? OpenNsfwClassifier.create({ ...opts, model })
-    : OnnxClassifier.create({ ...opts, model });
+    : OnnxClassifier.create({ ...opts, model: model as NsfwjsModelName });
 }

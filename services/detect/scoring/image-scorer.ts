@@ -2,7 +2,7 @@
 // time spent decoding and inferring (for timing_ms and the decode/inference spans). The worker pool
 // implementation runs this off the event loop; the in-process one serves tests and tools.
 
-import { MODEL_FAMILY, type ModelName } from '../../policy/model-catalogue.ts';
+import type { ModelChoice } from '../../policy/model-catalogue.ts';
 import { type DecodeOptions, toModelInput } from '../image/decode.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
@@ -24,7 +24,7 @@ export interface ScoredImage {
 export type ScorerState = 'ready' | 'recovering' | 'wedged';
 
 export interface ImageScorer {
-  readonly model: ModelName;
+  readonly model: ModelChoice;
   readonly inputSize: number;
   readonly state: ScorerState;
   /**
@@ -63,7 +63,7 @@ export function needsShrinkOnLoad(probed: ProbedImage): boolean {
 
 /** Decode and inference on the calling thread: the unit of work, also used inside each pool worker. */
 export class InProcessScorer implements ImageScorer {
-  readonly model: ModelName;
+  readonly model: ModelChoice;
   readonly inputSize: number;
   readonly state = 'ready';
   readonly #classifier: Classifier;
@@ -82,7 +82,7 @@ export class InProcessScorer implements ImageScorer {
     const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     const input = await toModelInput(buffer, probed, this.inputSize, {
       ...this.#decode,
-      preprocessing: MODEL_FAMILY[this.model],
+      model: this.model,
       shrinkOnLoad: needsShrinkOnLoad(probed) ? 'if-declined' : false,
     });
     const inferenceStartedAt = epochNow();

@@ -3,6 +3,7 @@
 // worker starts.
 
 import type { FastifyBaseLogger } from 'fastify';
+import { modelMembers } from '../../policy/model-catalogue.ts';
 import type { ScoringConfig, UploadConfig } from '../config.ts';
 import { libjpegUnavailable, resolveJpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import { verifiedModelFile } from '../model/model-file.ts';
@@ -46,7 +47,7 @@ export async function loadScorer(
   config: ScoringConfig & Pick<UploadConfig, 'concurrency' | 'limits'>,
   onWorkerError: (err: Error) => void,
 ): Promise<ImageScorer> {
-  await verifiedModelFile(config.model);
+  for (const model of modelMembers(config.model)) await verifiedModelFile(model);
   return WorkerPoolScorer.create({ ...scoringPoolOptions(config), onWorkerError });
 }
 
