@@ -8,6 +8,7 @@
 //   peer      ours against the Python peer (bench/peer.ts), one server at a time
 //   quantised mobilenet_v2_int8 beside mobilenet_v2 (bench/quantised.ts): fidelity and speed
 //   memory    peak RSS under the largest images of each format, 8 at a time (bench/memory.ts)
+//   models    req/s, CPU per image and RSS of each MODEL choice, ensembles too (bench/model-choices.ts)
 
 import { readFileSync } from 'node:fs';
 import { loadAllInOneConfig } from '../services/all-in-one/config.ts';
@@ -22,13 +23,14 @@ import { authorizeBench } from './authorize.ts';
 import { closeLoadConnections, postOnce, runLoad } from './http-load.ts';
 import { benchImages, largePng, ONE_MP } from './images.ts';
 import { memorySection } from './memory.ts';
+import { modelChoicesSection } from './model-choices.ts';
 import { nsfwjsWasmImagesPerSecond } from './nsfwjs-baseline.ts';
 import { peerComparison } from './peer.ts';
 import { quantisedSection } from './quantised.ts';
 import { stackFigures } from './stack.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
-const SECTIONS = ['core', 'baseline', 'edge', 'authorize', 'peer', 'quantised', 'memory'] as const;
+const SECTIONS = ['core', 'baseline', 'edge', 'authorize', 'peer', 'quantised', 'memory', 'models'] as const;
 const onlyArg = process.argv.indexOf('--only');
 const only = onlyArg < 0 ? [...SECTIONS] : (process.argv[onlyArg + 1] ?? '').split(',');
 for (const name of only)
@@ -236,6 +238,7 @@ if (runs('core') || runs('baseline') || runs('edge')) {
 }
 
 if (runs('memory')) lines.push(...(await memorySection(SECONDS * 2)));
+if (runs('models')) lines.push(...(await modelChoicesSection(SECONDS)));
 
 const width = Math.max(0, ...lines.map(([k]) => k.length));
 if (lines.length > 0) console.log('');
