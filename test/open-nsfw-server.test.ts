@@ -56,7 +56,12 @@ describeWithTool(OPEN_NSFW_MODEL, 'MODEL=open_nsfw, the server process', () => {
     } finally {
       await local.close();
     }
-    expect(server?.logLines().some((l) => l.msg === 'model loaded' && l.model === 'open_nsfw')).toBe(true);
+    // The libjpeg fast path makes only nsfwjs's input: the boot log says sharp decodes the JPEGs.
+    expect(
+      server
+        ?.logLines()
+        .some((l) => l.msg === 'model loaded' && l.model === 'open_nsfw' && l.jpegDecoder === 'sharp'),
+    ).toBe(true);
   });
 });
 

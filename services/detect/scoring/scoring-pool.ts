@@ -3,7 +3,7 @@
 // worker starts.
 
 import type { FastifyBaseLogger } from 'fastify';
-import { modelMembers } from '../../policy/model-catalogue.ts';
+import { isNsfwjsModel, modelMembers } from '../../policy/model-catalogue.ts';
 import type { ScoringConfig, UploadConfig } from '../config.ts';
 import { libjpegUnavailable, resolveJpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import { verifiedModelFile } from '../model/model-file.ts';
@@ -35,9 +35,11 @@ export function scoringPoolOptions(
 
 /**
  * For the boot log: the JPEG decoder in use and, when JPEG_DECODER=auto found no fast path, why (the
- * server logs that as a warning: it runs, at about twice the CPU per JPEG).
+ * server logs that as a warning: it runs, at about twice the CPU per JPEG). The fast path makes only
+ * an nsfwjs model's input: open_nsfw and ensembles decode every JPEG with sharp.
  */
 export function jpegDecoderInUse(config: ScoringConfig): { jpegDecoder: 'libjpeg' | 'sharp'; why?: string } {
+  if (!isNsfwjsModel(config.model)) return { jpegDecoder: 'sharp' };
   const jpegDecoder = resolveJpegDecoder(config.jpegDecoder);
   const missing = config.jpegDecoder === 'auto' ? libjpegUnavailable() : undefined;
   return missing ? { jpegDecoder, why: missing } : { jpegDecoder };
