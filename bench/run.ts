@@ -18,6 +18,7 @@ import { sniffFormat } from '../services/detect/image/sniff.ts';
 import { createOnnxClassifier } from '../services/detect/model/onnx-classifier.ts';
 import { scoringPoolOptions } from '../services/detect/scoring/scoring-pool.ts';
 import { WorkerPoolScorer } from '../services/detect/scoring/worker-pool-scorer.ts';
+import { isNsfwjsModel } from '../services/policy/model-catalogue.ts';
 import { startServer } from '../test/support/server-process.ts';
 import { authorizeBench } from './authorize.ts';
 import { closeLoadConnections, postOnce, runLoad } from './http-load.ts';
@@ -143,7 +144,9 @@ if (runs('core') || runs('baseline') || runs('edge')) {
   // and each ratio is taken over the rounds' sums. (d) is nsfwjs itself on @tensorflow/tfjs-backend-wasm
   // with the same images: decoded RGB in, and JPEG in (decoding each file inside the loop with sharp, as
   // (b) and (c) do: the like-for-like comparison). The server idles while the baseline runs.
-  if (runs('baseline')) {
+  if (runs('baseline') && !isNsfwjsModel(config.model)) {
+    lines.push(['(c)/(d) against nsfwjs', `not run: nsfwjs has no ${config.model}`]);
+  } else if (runs('baseline')) {
     const ROUNDS = 3;
     /** Images and seconds summed over the rounds. */
     class Tally {
