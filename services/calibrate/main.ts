@@ -3,31 +3,13 @@
 // kept), with a progress bar and ETA on stderr, then writes the report folder (report.ts).
 
 import { createWriteStream } from 'node:fs';
-import { mkdir, opendir } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { suggestThresholds, thresholdTable } from './metrics.ts';
 import { type Failure, writeReport } from './report.ts';
 import { createFileScorer, loadCalibrateConfig } from './score-image.ts';
-
-/** Every regular file under `dir`, depth first, in name order, read lazily. */
-async function* walk(dir: string): AsyncGenerator<string> {
-  const entries: { name: string; isDir: boolean; isFile: boolean }[] = [];
-  for await (const e of await opendir(dir))
-    entries.push({ name: e.name, isDir: e.isDirectory(), isFile: e.isFile() });
-  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  for (const e of entries) {
-    const p = path.join(dir, e.name);
-    if (e.isDir) yield* walk(p);
-    else if (e.isFile && !e.name.startsWith('.')) yield p;
-  }
-}
-
-async function count(dir: string): Promise<number> {
-  let n = 0;
-  for await (const _ of walk(dir)) n++;
-  return n;
-}
+import { count, walk } from './walk.ts';
 
 function progress(done: number, total: number, startedMs: number): string {
   const width = 30;
