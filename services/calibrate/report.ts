@@ -30,7 +30,8 @@ export interface ReportInput {
 
 /** The operator's resource (DetectionPolicy): group nsfwdetector.io, version v1alpha1, spec.thresholds. */
 // Named as the chart's default `operator.policyName`, so applying it replaces the policy in force.
-export function detectionPolicyManifest(s: Suggestion, name = 'main'): string {
+// `policyModel`: spec.model as the DetectionPolicy spells it, when the policy should name the model.
+export function detectionPolicyManifest(s: Suggestion, name = 'main', policyModel?: string): string {
   return `apiVersion: nsfwdetector.io/v1alpha1
 kind: DetectionPolicy
 metadata:
@@ -39,24 +40,24 @@ spec:
   thresholds:
     allow: ${s.allow}
     block: ${s.block}
-`;
+${policyModel ? `  model: ${policyModel}\n` : ''}`;
 }
 
 /** The chart's keys (charts/nsfwdetector/values.yaml, config.*): pass with `helm upgrade -f`. */
-export function helmValues(s: Suggestion): string {
+export function helmValues(s: Suggestion, model?: string): string {
   return `config:
-  thresholdAllow: ${s.allow}
+${model ? `  model: ${JSON.stringify(model)}\n` : ''}  thresholdAllow: ${s.allow}
   thresholdBlock: ${s.block}
 `;
 }
 
-export function envFile(s: Suggestion): string {
-  return `THRESHOLD_ALLOW=${s.allow}\nTHRESHOLD_BLOCK=${s.block}\n`;
+export function envFile(s: Suggestion, model?: string): string {
+  return `${model ? `MODEL=${model}\n` : ''}THRESHOLD_ALLOW=${s.allow}\nTHRESHOLD_BLOCK=${s.block}\n`;
 }
 
-const esc = (s: string) =>
+export const esc = (s: string) =>
   s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
-const pct = (r: number) => `${(r * 100).toFixed(2)} %`;
+export const pct = (r: number) => `${(r * 100).toFixed(2)} %`;
 
 export async function writeReport(r: ReportInput): Promise<string> {
   const rocPoints = r.table.map((row) => [row.falseBlockRate, row.recall] as const);
