@@ -131,7 +131,10 @@ export async function main(argv: string[]): Promise<number> {
   const models = (values.models?.split(',') ?? [config.model]) as ModelChoice[];
   for (const m of values.models === undefined ? [] : models) {
     const problem = modelChoiceProblem(m, OFFERED_MODEL_NAMES);
-    if (problem) throw new Error(`--models: ${problem}`);
+    if (problem) {
+      process.stderr.write(`--models: ${problem}\n${USAGE}\n`);
+      return 2;
+    }
   }
   if (new Set(models).size !== models.length) throw new Error('--models names each choice once');
   await mkdir(values.out, { recursive: true });

@@ -29,7 +29,10 @@ export async function main(argv: string[]): Promise<number> {
   const models = (values.models ?? 'mobilenet_v2,inception_v3,open_nsfw').split(',');
   for (const m of models) {
     const problem = modelChoiceProblem(m, OFFERED_MODEL_NAMES);
-    if (problem) throw new Error(`--models: ${problem}`);
+    if (problem) {
+      process.stderr.write(`--models: ${problem}\n${USAGE}\n`);
+      return 2;
+    }
   }
   const limit = values.limit === undefined ? Number.POSITIVE_INFINITY : Number(values.limit);
   if (!Number.isInteger(limit) && limit !== Number.POSITIVE_INFINITY) {
