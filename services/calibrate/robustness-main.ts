@@ -1,8 +1,10 @@
-// npm run robustness -- --dir IMAGES [--models mobilenet_v2,inception_v3,open_nsfw] [--limit N]
+// npm run robustness -- --dir IMAGES [--models mobilenet_v2,inception_v3,open_nsfw] [--limit N] [--min-edge PX]
 // Re-encodes every image of a folder in the ways of variants.ts, scores the original and each
 // re-encoding through the detect pipeline (score-image.ts) with each model, and prints per model the
 // share of decisions (THRESHOLD_ALLOW / THRESHOLD_BLOCK) left unchanged and the largest change of
-// scores.nsfw. Images the service refuses, or that sharp cannot re-encode, are counted and left out.
+// scores.nsfw. Images the service refuses, or that sharp cannot re-encode, are counted and left out;
+// so are, with --min-edge, images whose shorter upright edge is below it (on a 2 × 1 image a border or
+// half size is a different picture, not a harmless change).
 
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
@@ -15,12 +17,17 @@ import { decodeUpright, VARIANTS } from './variants.ts';
 import { walk } from './walk.ts';
 
 const USAGE =
-  'usage: npm run robustness -- --dir IMAGES [--models mobilenet_v2,inception_v3,open_nsfw] [--limit N]';
+  'usage: npm run robustness -- --dir IMAGES [--models mobilenet_v2,inception_v3,open_nsfw] [--limit N] [--min-edge PX]';
 
 export async function main(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
-    options: { dir: { type: 'string' }, models: { type: 'string' }, limit: { type: 'string' } },
+    options: {
+      dir: { type: 'string' },
+      models: { type: 'string' },
+      limit: { type: 'string' },
+      'min-edge': { type: 'string' },
+    },
   });
   if (!values.dir) {
     process.stderr.write(`${USAGE}\n`);
@@ -38,12 +45,20 @@ export async function main(argv: string[]): Promise<number> {
   if (!Number.isInteger(limit) && limit !== Number.POSITIVE_INFINITY) {
     throw new Error(`--limit must be a whole number, got ${values.limit}`);
   }
+  const minEdge = Number(values['min-edge'] ?? 0);
+  if (!Number.isInteger(minEdge) || minEdge < 0) {
+    process.stderr.write(
+      `--min-edge must be a whole number of pixels, got ${values['min-edge']}\n${USAGE}\n`,
+    );
+    return 2;
+  }
   const config = loadCalibrateConfig(process.env);
   const work = await mkdtemp(path.join(tmpdir(), 'nsfwdetector-robustness-'));
   try {
     // The re-encodings are made once, on disk, and scored by each model in turn.
     const images: { file: string; name: string; dir: string }[] = [];
     const notReencoded: string[] = [];
+    const small: string[] = [];
     for await (const file of walk(values.dir)) {
       if (images.length >= limit) break;
       const name = path.relative(values.dir, file);
@@ -54,13 +69,18 @@ export async function main(argv: string[]): Promise<number> {
         notReencoded.push(name);
         continue;
       }
+      if (Math.min(pixels.width, pixels.height) < minEdge) {
+        small.push(name);
+        continue;
+      }
       const dir = path.join(work, String(images.length));
       await mkdir(dir);
       for (const v of VARIANTS) await writeFile(path.join(dir, v.name), await v.encode(pixels));
       images.push({ file, name, dir });
     }
     process.stderr.write(
-      `${images.length} images re-encoded ${VARIANTS.length} ways; sharp could not read ${notReencoded.length}${notReencoded.length ? `: ${notReencoded.join(', ')}` : ''}\n`,
+      `${images.length} images re-encoded ${VARIANTS.length} ways; sharp could not read ${notReencoded.length}${notReencoded.length ? `: ${notReencoded.join(', ')}` : ''}` +
+        `${minEdge ? `; ${small.length} left out, an edge under ${minEdge} px${small.length ? `: ${small.join(', ')}` : ''}` : ''}\n`,
     );
     const tally = new RobustnessTally(config.thresholds);
     const refusedOriginals = new Map<string, number>();
@@ -89,7 +109,7 @@ export async function main(argv: string[]): Promise<number> {
     const scoredOriginals = models.map((m) => `${m} ${images.length - (refusedOriginals.get(m) ?? 0)}`);
     process.stdout.write(
       `Robustness of the moderation decision (allow < ${config.thresholds.allow} <= review < ${config.thresholds.block} <= block) over ${values.dir}\n` +
-        `originals scored: ${scoredOriginals.join(', ')}; CPU: ${cpu}\n\n` +
+        `${minEdge ? `images with both edges >= ${minEdge} px; ` : ''}originals scored: ${scoredOriginals.join(', ')}; CPU: ${cpu}\n\n` +
         robustnessTable(tally) +
         `\n${VARIANTS.map((v) => `- ${v.name}: ${v.what}`).join('\n')}\n`,
     );

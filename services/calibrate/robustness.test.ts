@@ -103,17 +103,36 @@ describe('npm run robustness', () => {
   afterAll(() => rmSync(work, { recursive: true, force: true }));
 
   it('prints, for one model, every re-encoding of the images the service scores', async () => {
-    // Two images scored; check.svg is refused by the service (4002), corrupt-header.jpg unreadable.
-    for (const name of ['320x240.jpg', 'Landscape_6.jpg', 'check.svg', 'corrupt-header.jpg']) {
+    // Two images scored; check.svg is refused by the service (4002), corrupt-header.jpg unreadable,
+    // grey-plus-alpha.gif (2 × 1) under --min-edge.
+    for (const name of [
+      '320x240.jpg',
+      'Landscape_6.jpg',
+      'check.svg',
+      'corrupt-header.jpg',
+      'grey-plus-alpha.gif',
+    ]) {
       copyFileSync(fixture(name), join(work, name));
     }
     const { stdout, stderr } = await run(
       process.execPath,
-      ['--import', 'tsx', 'services/calibrate/robustness-main.ts', '--dir', work, '--models', 'mobilenet_v2'],
+      [
+        '--import',
+        'tsx',
+        'services/calibrate/robustness-main.ts',
+        '--dir',
+        work,
+        '--models',
+        'mobilenet_v2',
+        '--min-edge',
+        '8',
+      ],
       { cwd: ROOT, env: { ...childEnv(), TSX_DISABLE_CACHE: '1', LOG_LEVEL: 'warn' } },
     );
-    expect(stderr).toContain('corrupt-header.jpg');
-    expect(stdout).toContain('originals scored: mobilenet_v2 2;');
+    expect(stderr).toMatch(
+      /sharp could not read 1: corrupt-header\.jpg; 1 left out, an edge under 8 px: grey-plus-alpha\.gif/,
+    );
+    expect(stdout).toContain('images with both edges >= 8 px; originals scored: mobilenet_v2 2;');
     expect(stdout).toContain('allow < 0.1 <= review < 0.9 <= block');
     const rows = stdout.split('\n').filter((l) => l.startsWith('| mobilenet_v2 |'));
     expect(rows.map((r) => r.split(' | ')[1])).toEqual(VARIANTS.map((v) => v.name));
