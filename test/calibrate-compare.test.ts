@@ -105,6 +105,18 @@ describe('npm run calibrate -- --models', () => {
     expect(
       [...(scores.mobilenet_v2 ?? [])].some(([k, v]) => v !== undefined && v !== scores.open_nsfw?.get(k)),
     ).toBe(true);
+    // Each model's own deployment files name it; the DetectionPolicy only where its CRD can.
+    for (const m of MODELS) {
+      expect(readFileSync(join(out, m, 'thresholds.env'), 'utf8'), m).toMatch(
+        new RegExp(`^MODEL=${m.replace('+', '\\+')}\n`),
+      );
+      expect(readFileSync(join(out, m, 'values.yaml'), 'utf8'), m).toContain(`  model: "${m}"\n`);
+    }
+    expect(readFileSync(join(out, 'mobilenet_v2', 'detection-policy.yaml'), 'utf8')).toContain(
+      '  model: MobileNetV2\n',
+    );
+    expect(existsSync(join(out, 'open_nsfw', 'detection-policy.yaml'))).toBe(false);
+    expect(existsSync(join(out, 'mobilenet_v2+open_nsfw', 'detection-policy.yaml'))).toBe(false);
     // A refusal is told once, though every model met it; the bar counts every model's files.
     expect(stderr.match(/not decodable: nsfw\/corrupt-header\.jpg: 4005/g)).toHaveLength(1);
     expect(stderr).toMatch(/\] 21\/21 .*ETA/);

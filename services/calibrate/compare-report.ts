@@ -7,12 +7,7 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { POLICY_MODELS } from '../policy/policy-file.ts';
 import type { ModelComparison, Recommendation, Targets } from './compare.ts';
-import { detectionPolicyManifest, envFile, esc, helmValues, pct } from './report.ts';
-
-/** spec.model as the DetectionPolicy spells a model, or undefined when its CRD cannot name it. */
-export function policyModelName(model: string): string | undefined {
-  return Object.entries(POLICY_MODELS).find(([, m]) => m === model)?.[0];
-}
+import { detectionPolicyManifest, envFile, esc, helmValues, pct, policyModelName } from './report.ts';
 
 export interface ComparisonInput {
   outDir: string;

@@ -3,7 +3,8 @@
 
 import { describe, expect, it } from 'vitest';
 import { compareModel, type ModelRun, recommend, type Targets } from './compare.ts';
-import { comparisonFiles, policyModelName } from './compare-report.ts';
+import { comparisonFiles } from './compare-report.ts';
+import { policyModelName } from './report.ts';
 
 // Four NSFW, four SFW. "sharp" separates them with a wide gap; "blurry" overlaps them.
 const sharpScores = { nsfw: [0.95, 0.9, 0.85, 0.8], sfw: [0.05, 0.1, 0.15, 0.2] };

@@ -189,6 +189,7 @@ export async function main(argv: string[]): Promise<number> {
     await writeReport({
       outDir: modelDir,
       model,
+      nameModel: true,
       nsfwDir: dirs.nsfw,
       sfwDir: dirs.sfw,
       nsfw: run.nsfw,
