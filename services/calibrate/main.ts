@@ -128,7 +128,7 @@ export async function main(argv: string[]): Promise<number> {
   if (values.models === undefined && values['target-review'] !== undefined) {
     throw new Error('--target-review applies to a comparison: give --models too');
   }
-  const models = (values.models?.split(',') ?? [config.model]) as ModelChoice[];
+  const models = (values.models?.split(',').map((m) => m.trim()) ?? [config.model]) as ModelChoice[];
   for (const m of values.models === undefined ? [] : models) {
     const problem = modelChoiceProblem(m, OFFERED_MODEL_NAMES);
     if (problem) {

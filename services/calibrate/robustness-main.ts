@@ -33,7 +33,7 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
-  const models = (values.models ?? 'mobilenet_v2,inception_v3,open_nsfw').split(',');
+  const models = (values.models ?? 'mobilenet_v2,inception_v3,open_nsfw').split(',').map((m) => m.trim());
   for (const m of models) {
     const problem = modelChoiceProblem(m, OFFERED_MODEL_NAMES);
     if (problem) {
