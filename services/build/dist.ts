@@ -2,8 +2,8 @@
 // `.js`), then copies what they read at run time beside the compiled files, at the same relative paths:
 // the non-TypeScript files under services/ (console pages, skill files, the JPEG addon), package.json
 // (versions.ts), and the converted models with their checksums when present (models/*.onnx,
-// models/checksums.json). `--if-stale` (npm ci and npm start) builds only when the sources differ from
-// the ones dist/ was built from (sources.ts).
+// models/checksums.json, open_nsfw's licences). `--if-stale` (npm ci and npm start) builds only when
+// the sources differ from the ones dist/ was built from (sources.ts).
 //
 // Runs on node's own type stripping, not tsx: the check precedes every `npm start`, and nothing of tsx
 // or esbuild is left running after it. The build goes to a directory of its own and replaces dist/
@@ -64,7 +64,7 @@ try {
   const copy = (path: string) => {
     const target = join(next, relative(ROOT, path));
     mkdirSync(dirname(target), { recursive: true });
-    cpSync(path, target);
+    cpSync(path, target, { recursive: true });
   };
 
   let copied = 0;
@@ -75,7 +75,8 @@ try {
   }
   copy(join(ROOT, 'package.json'));
   for (const name of readdirSync(join(ROOT, 'models'))) {
-    if (name.endsWith('.onnx') || name === 'checksums.json') {
+    // open_nsfw's licence files travel with it (models/open-nsfw.ts).
+    if (name.endsWith('.onnx') || name === 'checksums.json' || name === 'open_nsfw-licenses') {
       copy(join(ROOT, 'models', name));
       copied++;
     }

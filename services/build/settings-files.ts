@@ -14,7 +14,7 @@ import { MAX_REQUEST_HEADER_BYTES, MAX_REQUEST_HEADERS } from '../common/http-li
 import { refusedBodyBounds } from '../common/root-app.ts';
 import { SETTINGS, type Section, type Setting } from '../common/settings.ts';
 import { DETECTION_POLICY_CRD_HEADER, detectionPolicyCrd } from '../policy/detection-policy-crd.ts';
-import { OFFERED_MODEL_NAMES } from '../policy/model-catalogue.ts';
+import { modelChoicePattern, OFFERED_MODEL_NAMES } from '../policy/model-catalogue.ts';
 import { toYaml, yamlScalar } from './yaml.ts';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -95,6 +95,7 @@ function valueSchema(s: Setting): Record<string, unknown> {
     case 'number':
       return { type: 'number', minimum: s.min, maximum: s.max };
     case 'model':
+      return { type: 'string', pattern: modelChoicePattern() };
     case 'enum':
       return { enum: [...(allowed(s) as readonly string[])] };
     case 'string':

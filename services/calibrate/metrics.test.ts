@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { histogram, rocAuc, suggestThresholds, thresholdRow, thresholdTable } from './metrics.ts';
+import {
+  histogram,
+  reviewRate,
+  rocAuc,
+  rocAucInterval,
+  suggestThresholds,
+  thresholdRow,
+  thresholdTable,
+} from './metrics.ts';
 
 describe('calibration metrics', () => {
   const nsfw = [0.95, 0.8, 0.6, 0.3];
@@ -51,5 +59,29 @@ describe('calibration metrics', () => {
     expect(rocAuc([0.5], [0.5])).toBe(0.5);
     expect(rocAuc(nsfw, sfw)).toBe(14 / 16);
     expect(histogram([0, 0.49, 0.5, 1], 2)).toEqual([2, 2]);
+  });
+
+  it("gives the AUC DeLong's interval, computed by hand", () => {
+    // NSFW components (share of SFW each outscores): 1, 1, 3/4, 3/4 → variance (n-1) 1/48.
+    // SFW components (share of NSFW outscoring each): 1, 1, 1, 1/2 → variance 1/16.
+    // var(AUC) = (1/48)/4 + (1/16)/4 = 1/48.
+    const r = rocAucInterval(nsfw, sfw);
+    expect(r.auc).toBe(14 / 16);
+    expect(r.se).toBeCloseTo(Math.sqrt(1 / 48), 12);
+    expect(r.low).toBeCloseTo(14 / 16 - 1.96 * Math.sqrt(1 / 48), 12);
+    expect(r.high).toBe(1); // 0.875 + 0.283, clipped
+    // Ties count as halves in the components too: one NSFW and one SFW at 0.5, AUC ½, no spread.
+    expect(rocAucInterval([0.5], [0.5])).toEqual({ auc: 0.5, se: 0, low: 0.5, high: 0.5 });
+    // A perfect ordering: AUC 1, and no component varies (the interval's known blind spot).
+    expect(rocAucInterval([0.9, 0.8, 0.7], [0.1, 0.2])).toEqual({ auc: 1, se: 0, low: 1, high: 1 });
+    // The reverse ordering: 0.
+    expect(rocAucInterval([0.1, 0.2], [0.9, 0.8, 0.7]).auc).toBe(0);
+    expect(Number.isNaN(rocAucInterval([], [0.1]).auc)).toBe(true);
+  });
+
+  it('counts as review the images from allow up to, not including, block', () => {
+    // allow 0.2, block 0.8: NSFW 0.6 and 0.3, SFW 0.2 and 0.7 are reviewed; 0.8 is blocked.
+    expect(reviewRate(nsfw, sfw, { allow: 0.2, block: 0.8 })).toBe(4 / 8);
+    expect(reviewRate(nsfw, sfw, { allow: 0, block: 1 })).toBe(1);
   });
 });

@@ -89,3 +89,59 @@ export function histogram(scores: readonly number[], bins: number): number[] {
   }
   return counts;
 }
+
+export interface AucInterval {
+  auc: number;
+  /** DeLong's standard error of the AUC. */
+  se: number;
+  /** The 95 % confidence interval, AUC ± 1.96 se, clipped to [0, 1]. */
+  low: number;
+  high: number;
+}
+
+/** Share of `sorted` below `x`, ties counted as halves. */
+function shareBelow(sorted: readonly number[], x: number): number {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if ((sorted[mid] as number) < x) lo = mid + 1;
+    else hi = mid;
+  }
+  let eq = lo;
+  while (eq < sorted.length && sorted[eq] === x) eq++;
+  return (lo + (eq - lo) / 2) / sorted.length;
+}
+
+function sampleVariance(xs: readonly number[]): number {
+  if (xs.length < 2) return 0;
+  const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
+  return xs.reduce((a, x) => a + (x - mean) ** 2, 0) / (xs.length - 1);
+}
+
+/**
+ * The ROC AUC with DeLong's variance (DeLong, DeLong & Clarke-Pearson 1988): each NSFW image's share of
+ * SFW images it outscores, and each SFW image's share of NSFW images that outscore it, are the
+ * structural components; var = var(NSFW's)/m + var(SFW's)/n. Exact and deterministic (no resampling).
+ * With few images, or an AUC of 1 (no component varies), the interval is narrower than the truth.
+ */
+export function rocAucInterval(nsfw: readonly number[], sfw: readonly number[]): AucInterval {
+  if (!nsfw.length || !sfw.length)
+    return { auc: Number.NaN, se: Number.NaN, low: Number.NaN, high: Number.NaN };
+  const sortedSfw = [...sfw].sort((a, b) => a - b);
+  const sortedNsfw = [...nsfw].sort((a, b) => a - b);
+  const v10 = nsfw.map((x) => shareBelow(sortedSfw, x));
+  const v01 = sfw.map((y) => 1 - shareBelow(sortedNsfw, y));
+  const auc = v10.reduce((a, b) => a + b, 0) / v10.length;
+  const se = Math.sqrt(sampleVariance(v10) / nsfw.length + sampleVariance(v01) / sfw.length);
+  return { auc, se, low: Math.max(0, auc - 1.96 * se), high: Math.min(1, auc + 1.96 * se) };
+}
+
+/** Share of all images a policy sends to review: allow <= score < block. */
+export function reviewRate(nsfw: readonly number[], sfw: readonly number[], s: Suggestion): number {
+  const total = nsfw.length + sfw.length;
+  if (!total) return 0;
+  let review = 0;
+  for (const x of [...nsfw, ...sfw]) if (x >= s.allow && x < s.block) review++;
+  return review / total;
+}

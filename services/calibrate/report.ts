@@ -4,6 +4,7 @@
 
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { modelChoiceProblem, OFFERED_MODEL_NAMES } from '../policy/model-catalogue.ts';
 import { histogram, rocAuc, type Suggestion, type ThresholdRow } from './metrics.ts';
 import { histogramChart, lineChart } from './svg.ts';
 
@@ -17,6 +18,11 @@ export interface Failure {
 export interface ReportInput {
   outDir: string;
   model: string;
+  /**
+   * Whether the deployment files name the model (a comparison's per-model reports: the model is the
+   * choice being made); then no DetectionPolicy is written for a model its CRD cannot name.
+   */
+  nameModel?: boolean;
   nsfwDir: string;
   sfwDir: string;
   nsfw: readonly number[];
@@ -28,9 +34,15 @@ export interface ReportInput {
   targetMiss: number;
 }
 
+/** spec.model for a model choice (spelled as MODEL spells it), or undefined when a policy cannot name it. */
+export function policyModelName(model: string): string | undefined {
+  return modelChoiceProblem(model, OFFERED_MODEL_NAMES) ? undefined : model;
+}
+
 /** The operator's resource (DetectionPolicy): group nsfwdetector.io, version v1alpha1, spec.thresholds. */
 // Named as the chart's default `operator.policyName`, so applying it replaces the policy in force.
-export function detectionPolicyManifest(s: Suggestion, name = 'main'): string {
+// `policyModel`: spec.model as the DetectionPolicy spells it, when the policy should name the model.
+export function detectionPolicyManifest(s: Suggestion, name = 'main', policyModel?: string): string {
   return `apiVersion: nsfwdetector.io/v1alpha1
 kind: DetectionPolicy
 metadata:
@@ -39,24 +51,24 @@ spec:
   thresholds:
     allow: ${s.allow}
     block: ${s.block}
-`;
+${policyModel ? `  model: ${policyModel}\n` : ''}`;
 }
 
 /** The chart's keys (charts/nsfwdetector/values.yaml, config.*): pass with `helm upgrade -f`. */
-export function helmValues(s: Suggestion): string {
+export function helmValues(s: Suggestion, model?: string): string {
   return `config:
-  thresholdAllow: ${s.allow}
+${model ? `  model: ${JSON.stringify(model)}\n` : ''}  thresholdAllow: ${s.allow}
   thresholdBlock: ${s.block}
 `;
 }
 
-export function envFile(s: Suggestion): string {
-  return `THRESHOLD_ALLOW=${s.allow}\nTHRESHOLD_BLOCK=${s.block}\n`;
+export function envFile(s: Suggestion, model?: string): string {
+  return `${model ? `MODEL=${model}\n` : ''}THRESHOLD_ALLOW=${s.allow}\nTHRESHOLD_BLOCK=${s.block}\n`;
 }
 
-const esc = (s: string) =>
+export const esc = (s: string) =>
   s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
-const pct = (r: number) => `${(r * 100).toFixed(2)} %`;
+export const pct = (r: number) => `${(r * 100).toFixed(2)} %`;
 
 export async function writeReport(r: ReportInput): Promise<string> {
   const rocPoints = r.table.map((row) => [row.falseBlockRate, row.recall] as const);
@@ -84,9 +96,17 @@ export async function writeReport(r: ReportInput): Promise<string> {
   const s = r.suggestion;
   const files: Record<string, string> = {
     ...charts,
-    'detection-policy.yaml': detectionPolicyManifest(s),
-    'values.yaml': helmValues(s),
-    'thresholds.env': envFile(s),
+    ...(r.nameModel && !policyModelName(r.model)
+      ? {}
+      : {
+          'detection-policy.yaml': detectionPolicyManifest(
+            s,
+            'main',
+            r.nameModel ? policyModelName(r.model) : undefined,
+          ),
+        }),
+    'values.yaml': helmValues(s, r.nameModel ? r.model : undefined),
+    'thresholds.env': envFile(s, r.nameModel ? r.model : undefined),
     'thresholds.json': `${JSON.stringify({ suggestion: s, targetFalseBlock: r.targetFalseBlock, targetMiss: r.targetMiss, table: r.table }, null, 2)}\n`,
   };
   const shown = r.table.filter(
@@ -129,7 +149,7 @@ SFW folder <code>${esc(r.sfwDir)}</code>: <b id="n-sfw">${r.sfw.length}</b> scor
 <p>For a false-block rate of at most ${pct(r.targetFalseBlock)} and a miss rate of at most ${pct(r.targetMiss)}:
 <b>allow = <span id="allow">${s.allow}</span></b>, <b>block = <span id="block">${s.block}</span></b>
 (an image is allowed below allow, blocked at or above block, reviewed in between).</p>
-<h3>DetectionPolicy (detection-policy.yaml)</h3><pre>${esc(files['detection-policy.yaml'] ?? '')}</pre>
+${files['detection-policy.yaml'] === undefined ? `<p>No detection-policy.yaml: the DetectionPolicy's <code>spec.model</code> cannot name <code>${esc(r.model)}</code>.</p>` : `<h3>DetectionPolicy (detection-policy.yaml)</h3><pre>${esc(files['detection-policy.yaml'])}</pre>`}
 <h3>Helm values (values.yaml)</h3><pre>${esc(files['values.yaml'] ?? '')}</pre>
 <h3>Environment (thresholds.env)</h3><pre>${esc(files['thresholds.env'] ?? '')}</pre>
 <h2>Charts</h2>

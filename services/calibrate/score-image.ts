@@ -22,6 +22,8 @@ export type ScoreOutcome = { nsfw: number } | { code: number; message: string };
 
 export interface FileScorer {
   score(file: string): Promise<ScoreOutcome>;
+  /** Bytes already in memory, through the same checks as a file after its size. */
+  scoreBytes(bytes: Uint8Array): Promise<ScoreOutcome>;
   close(): Promise<void>;
 }
 
@@ -38,24 +40,31 @@ export async function createFileScorer(config: CalibrateConfig): Promise<FileSco
     intraOpThreads: config.inferenceThreads,
   });
   const scorer = new InProcessScorer(classifier, config.limits);
+  const tooLarge = () =>
+    new ApiError('FILE_TOO_LARGE', `File too large: the limit is ${config.maxFileBytes} bytes`);
+  const scoreBytes = async (bytes: Uint8Array): Promise<ScoreOutcome> => {
+    try {
+      if (bytes.byteLength > config.maxFileBytes) throw tooLarge();
+      const format = await sniffFormat(bytes);
+      const probed = probeHeader(bytes, format, config.limits);
+      const scored = await scorer.score(bytes, probed);
+      return { nsfw: Math.min(1, Math.max(0, summarize(scored.scores).nsfw)) };
+    } catch (err) {
+      if (isApiError(err)) return { code: err.code, message: err.message };
+      throw err;
+    }
+  };
   return {
     async score(file) {
-      try {
-        // Checked before reading, like the server's Content-Length check: an oversize file is never held.
-        const { size } = await stat(file);
-        if (size > config.maxFileBytes) {
-          throw new ApiError('FILE_TOO_LARGE', `File too large: the limit is ${config.maxFileBytes} bytes`);
-        }
-        const bytes = await readFile(file);
-        const format = await sniffFormat(bytes);
-        const probed = probeHeader(bytes, format, config.limits);
-        const scored = await scorer.score(bytes, probed);
-        return { nsfw: Math.min(1, Math.max(0, summarize(scored.scores).nsfw)) };
-      } catch (err) {
-        if (isApiError(err)) return { code: err.code, message: err.message };
-        throw err;
+      // Checked before reading, like the server's Content-Length check: an oversize file is never held.
+      const { size } = await stat(file);
+      if (size > config.maxFileBytes) {
+        const err = tooLarge();
+        return { code: err.code, message: err.message };
       }
+      return scoreBytes(await readFile(file));
     },
+    scoreBytes,
     close: () => scorer.close(),
   };
 }

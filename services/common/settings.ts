@@ -111,7 +111,7 @@ export const SETTINGS = {
     readBy: SCORING,
     chart: { key: 'model' },
     crd: 'model',
-    doc: 'The classifier: `mobilenet_v2` (224 px) or `inception_v3` (299 px). A policy that names one rolls the detect pods.',
+    doc: "The classifier: `mobilenet_v2` (224 px), `inception_v3` (299 px), `open_nsfw` (224 px), or an ensemble joined by `+` (`mobilenet_v2+open_nsfw`: the mean of the members' scores; docs/models.md). A policy that names one rolls the detect pods.",
   },
   ALLOW_UNSHIPPED_MODELS: {
     section: 'scoring',
@@ -398,7 +398,7 @@ export const SETTINGS = {
     max: 600_000,
     unit: 'ms',
     readBy: SCORING,
-    doc: 'CPU time one image\'s decode may take at most; a smaller image is held to what an ordinary image of its size needs. Past it the decoder is killed and the image answered 400/4005, charged.',
+    doc: "CPU time one image's decode may take at most; a smaller image is held to what an ordinary image of its size needs. Past it the decoder is killed and the image answered 400/4005, charged.",
   },
   JPEG_DECODER: {
     section: 'scoring',

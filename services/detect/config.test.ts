@@ -28,9 +28,10 @@ describe('loadDetectConfig', () => {
     );
   });
 
-  it('offers the float models; the quantised one only with ALLOW_UNSHIPPED_MODELS=true', () => {
+  it('offers the float models and open_nsfw; the quantised one only with ALLOW_UNSHIPPED_MODELS=true', () => {
     expect(loadScoringConfig({}).model).toBe('mobilenet_v2');
     expect(loadScoringConfig({ MODEL: 'inception_v3' }).model).toBe('inception_v3');
+    expect(loadScoringConfig({ MODEL: 'open_nsfw' }).model).toBe('open_nsfw');
     // QUANTISED_MODEL_SHIPS is false: MODEL refuses mobilenet_v2_int8, saying why.
     expect(() => loadScoringConfig({ MODEL: 'mobilenet_v2_int8' })).toThrow(
       /MODEL=mobilenet_v2_int8 is not offered: it missed its fidelity bound/,
@@ -43,6 +44,24 @@ describe('loadDetectConfig', () => {
     );
     expect(() => loadScoringConfig({ ALLOW_UNSHIPPED_MODELS: 'yes' })).toThrow(/ALLOW_UNSHIPPED_MODELS/);
     expect(() => loadScoringConfig({ JPEG_DECODER: 'gif' })).toThrow(/JPEG_DECODER must be one of/);
+  });
+
+  it('takes an ensemble of offered models joined by +, each named once', () => {
+    expect(loadScoringConfig({ MODEL: 'mobilenet_v2+open_nsfw' }).model).toBe('mobilenet_v2+open_nsfw');
+    expect(loadScoringConfig({ MODEL: 'open_nsfw+inception_v3+mobilenet_v2' }).model).toBe(
+      'open_nsfw+inception_v3+mobilenet_v2',
+    );
+    expect(() => loadScoringConfig({ MODEL: 'mobilenet_v2+resnet' })).toThrow(
+      /MODEL=mobilenet_v2\+resnet: an ensemble joins offered models with \+, but "resnet" is not one of mobilenet_v2, inception_v3, open_nsfw/,
+    );
+    expect(() => loadScoringConfig({ MODEL: 'open_nsfw+' })).toThrow(/but "" is not one of/);
+    expect(() => loadScoringConfig({ MODEL: 'open_nsfw+open_nsfw' })).toThrow(/names each model once/);
+    expect(() => loadScoringConfig({ MODEL: 'mobilenet_v2_int8+open_nsfw' })).toThrow(
+      /MODEL=mobilenet_v2_int8\+open_nsfw is not offered: mobilenet_v2_int8 missed its fidelity bound/,
+    );
+    expect(
+      loadScoringConfig({ MODEL: 'mobilenet_v2_int8+open_nsfw', ALLOW_UNSHIPPED_MODELS: 'true' }).model,
+    ).toBe('mobilenet_v2_int8+open_nsfw');
   });
 
   it('is read by detect only: the quota process ignores the model and the scoring variables', () => {

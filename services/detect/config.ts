@@ -16,7 +16,14 @@ import {
 } from '../common/config.ts';
 import { DEFAULT_MAX_FILE_BYTES } from '../common/http-limits.ts';
 import { SETTINGS } from '../common/settings.ts';
-import { MODEL_NAMES, type ModelName, OFFERED_MODEL_NAMES } from '../policy/model-catalogue.ts';
+import {
+  ENSEMBLE_JOIN,
+  MODEL_NAMES,
+  type ModelChoice,
+  type ModelName,
+  modelChoiceProblem,
+  OFFERED_MODEL_NAMES,
+} from '../policy/model-catalogue.ts';
 import { loadPolicyConfig, type PolicyConfig } from '../policy/policy-config.ts';
 import { worstJpegDecodeBytes } from './image/image-cost.ts';
 import { type JpegDecoderChoice, libjpegUnavailable } from './image/libjpeg/jpeg-tensor.ts';
@@ -42,7 +49,7 @@ export interface UploadConfig {
 }
 
 export interface ScoringConfig {
-  model: ModelName;
+  model: ModelChoice;
   /** Scoring worker threads (one ONNX session each); the active images are spread over them. */
   scoringWorkers: number;
   /** ONNX Runtime intra-op threads for an image alone in the pool. */
@@ -94,7 +101,8 @@ function decodeBytesVar(
   const budget = optionalIntSetting(env, 'DECODE_MEMORY_BUDGET_BYTES');
   if (budget !== undefined) return budget;
   const limit = optionalIntSetting(env, 'CONTAINER_MEMORY_LIMIT_BYTES');
-  if (limit === undefined) return Math.ceil(worstJpegDecodeBytes(jpegLimits, DEFAULT_MAX_FILE_BYTES) / MiB) * MiB;
+  if (limit === undefined)
+    return Math.ceil(worstJpegDecodeBytes(jpegLimits, DEFAULT_MAX_FILE_BYTES) / MiB) * MiB;
   const left = limit - uploadBytes - PROCESS_RESERVE_BYTES;
   if (left < 64 * MiB) {
     throw new ConfigError(
@@ -156,29 +164,30 @@ function jpegDecoderVar(env: Env): JpegDecoderChoice {
 }
 
 /**
- * MODEL: one of the offered models. A model that missed its bound (the quantised one, see
- * model-catalogue.ts) is refused with the reason, unless ALLOW_UNSHIPPED_MODELS=true (the benchmark's
- * switch).
+ * MODEL: one of the offered models, or an ensemble of them joined by `+` (model-catalogue.ts). A model
+ * that missed its bound (the quantised one, see model-catalogue.ts) is refused with the reason, unless
+ * ALLOW_UNSHIPPED_MODELS=true (the benchmark's switch).
  */
-function modelVar(env: Env): ModelName {
+function modelVar(env: Env): ModelChoice {
   const unshipped = enumSetting(env, 'ALLOW_UNSHIPPED_MODELS') === 'true';
   const raw = optionalVar(env, 'MODEL');
-  if (
-    !unshipped &&
-    raw !== undefined &&
-    (MODEL_NAMES as readonly string[]).includes(raw) &&
-    !OFFERED_MODEL_NAMES.includes(raw as ModelName)
-  ) {
+  const offered = unshipped ? MODEL_NAMES : OFFERED_MODEL_NAMES;
+  const notOffered = raw
+    ?.split(ENSEMBLE_JOIN)
+    .find((m) => (MODEL_NAMES as readonly string[]).includes(m) && !offered.includes(m as ModelName));
+  if (notOffered !== undefined) {
     throw new ConfigError(
-      `MODEL=${raw} is not offered: it missed its fidelity bound (README, "Quantised model"); use one of ${OFFERED_MODEL_NAMES.join(', ')}`,
+      `MODEL=${raw} is not offered: ${raw === notOffered ? 'it' : notOffered} missed its fidelity bound (README, "Quantised model"); use one of ${OFFERED_MODEL_NAMES.join(', ')}`,
     );
   }
-  return enumVar(
-    env,
-    'MODEL',
-    unshipped ? MODEL_NAMES : OFFERED_MODEL_NAMES,
-    SETTINGS.MODEL.default satisfies ModelName,
-  );
+  if (raw?.includes(ENSEMBLE_JOIN)) {
+    const problem = modelChoiceProblem(raw, offered);
+    if (problem) {
+      throw new ConfigError(`MODEL=${raw}: an ensemble joins offered models with +, but ${problem}`);
+    }
+    return raw as ModelChoice;
+  }
+  return enumVar(env, 'MODEL', offered, SETTINGS.MODEL.default satisfies ModelName);
 }
 
 export function loadScoringConfig(env: Env): ScoringConfig {

@@ -2,7 +2,7 @@
 
 import { okSchema } from '../common/envelope.ts';
 import type { ProbedImage } from './image/types.ts';
-import { type ClassScores, summarize } from './model/classifier.ts';
+import { type ModelScores, summarize } from './model/classifier.ts';
 
 export type Decision = 'allow' | 'review' | 'block';
 
@@ -29,7 +29,7 @@ export function decisionFor(nsfw: number, t: Thresholds): Decision {
 const clamp01 = (x: number) => Math.min(1, Math.max(0, x));
 
 export function buildResult(args: {
-  scores: ClassScores;
+  scores: ModelScores;
   thresholds: Thresholds;
   probed: ProbedImage;
   sha256: string;

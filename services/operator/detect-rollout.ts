@@ -7,13 +7,14 @@
 
 import type { KubernetesObject, V1Deployment, V1DeploymentStatus } from '@kubernetes/client-node';
 import { SETTINGS } from '../common/settings.ts';
-import { MODEL_NAMES, type ModelName } from '../policy/model-catalogue.ts';
+import { MODEL_NAMES, type ModelChoice, modelChoiceProblem } from '../policy/model-catalogue.ts';
 import { apply, type Kube } from './kube.ts';
 
 export const MODEL_ANNOTATION = 'nsfwdetector.io/model';
 
-function modelName(value: string | undefined): ModelName | undefined {
-  return MODEL_NAMES.find((m) => m === value);
+function modelName(value: string | undefined): ModelChoice | undefined {
+  if (value === undefined || modelChoiceProblem(value, MODEL_NAMES)) return undefined;
+  return value as ModelChoice;
 }
 
 /**
@@ -21,7 +22,7 @@ function modelName(value: string | undefined): ModelName | undefined {
  * `config.model`), its default when unset; what detect loads when the policy names none. Unknown
  * (MODEL from a reference, no detect container): undefined.
  */
-export function configuredModel(deployment: V1Deployment): ModelName | undefined {
+export function configuredModel(deployment: V1Deployment): ModelChoice | undefined {
   const container = deployment.spec?.template?.spec?.containers.find((c) => c.name === 'detect');
   if (!container) return undefined;
   const env = container.env?.find((e) => e.name === 'MODEL');
@@ -34,7 +35,7 @@ export function configuredModel(deployment: V1Deployment): ModelName | undefined
  * that, the configured MODEL, so a fresh install whose policy names that same model is not rolled for
  * nothing. Unknown: undefined (roll).
  */
-export function templateModel(deployment: V1Deployment): ModelName | undefined {
+export function templateModel(deployment: V1Deployment): ModelChoice | undefined {
   const annotated = deployment.spec?.template?.metadata?.annotations?.[MODEL_ANNOTATION];
   if (annotated !== undefined) return modelName(annotated);
   return configuredModel(deployment);
@@ -84,7 +85,7 @@ export function rolloutProgress(deployment: V1Deployment, settled = false): Roll
 export async function rollToModel(
   kube: Kube,
   deployment: V1Deployment,
-  model: ModelName,
+  model: ModelChoice,
 ): Promise<V1Deployment> {
   // Apply names only the fields this manager owns (not a whole V1Deployment: no selector, no containers).
   const patch: KubernetesObject & { spec: object } = {

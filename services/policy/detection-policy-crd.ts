@@ -5,7 +5,7 @@
 // stated again as CEL so the API server refuses what the services would.
 
 import { SETTINGS, type Setting } from '../common/settings.ts';
-import { OFFERED_MODEL_NAMES } from './model-catalogue.ts';
+import { modelChoicePattern } from './model-catalogue.ts';
 
 type Schema = { [key: string]: unknown };
 
@@ -55,7 +55,7 @@ function fieldSchema(name: string, s: Setting): Schema {
     case 'number':
       return { type: 'number', minimum: s.min, maximum: s.max, description };
     case 'model':
-      return { type: 'string', enum: [...OFFERED_MODEL_NAMES], description };
+      return { type: 'string', pattern: modelChoicePattern(), description };
     case 'enum':
       return { type: 'string', enum: [...s.values], description };
     case 'string':

@@ -5,7 +5,12 @@
 // so a bad file is refused as a whole and the last good policy stays in force.
 
 import { SETTINGS } from '../common/settings.ts';
-import { type ModelName, OFFERED_MODEL_NAMES } from './model-catalogue.ts';
+import {
+  ENSEMBLE_JOIN,
+  type ModelChoice,
+  modelChoiceProblem,
+  OFFERED_MODEL_NAMES,
+} from './model-catalogue.ts';
 import { type Thresholds, thresholdsProblem, type WindowLimits, windowLimitsProblem } from './rules.ts';
 
 export interface PolicyDocument {
@@ -13,7 +18,7 @@ export interface PolicyDocument {
   source: { name: string; generation: number };
   thresholds?: Thresholds;
   /** A model name as MODEL spells it. */
-  model?: ModelName;
+  model?: ModelChoice;
   anonymous?: WindowLimits;
   tiers?: { free?: WindowLimits; pro?: WindowLimits };
   upload?: { maxBytes?: number };
@@ -61,11 +66,14 @@ function thresholds(v: unknown): Thresholds {
   return { allow, block };
 }
 
-function model(v: unknown): ModelName {
-  if (!OFFERED_MODEL_NAMES.includes(v as ModelName)) {
-    throw new Error(`model must be one of ${OFFERED_MODEL_NAMES.join(', ')}, got ${JSON.stringify(v)}`);
+function model(v: unknown): ModelChoice {
+  const problem = typeof v === 'string' ? modelChoiceProblem(v, OFFERED_MODEL_NAMES) : 'it is not a string';
+  if (problem) {
+    throw new Error(
+      `model must be one of ${OFFERED_MODEL_NAMES.join(', ')} or several joined by ${ENSEMBLE_JOIN}, got ${JSON.stringify(v)}: ${problem}`,
+    );
   }
-  return v as ModelName;
+  return v as ModelChoice;
 }
 
 /** Parses and validates the file's text; throws an Error naming the first bad field. */

@@ -5,7 +5,7 @@
 
 import type { FastifyInstance } from 'fastify';
 import type { AccountTier } from '../common/account-tier.ts';
-import type { ModelName } from './model-catalogue.ts';
+import type { ModelChoice } from './model-catalogue.ts';
 import type { PolicyConfig } from './policy-config.ts';
 import type { PolicyDocument } from './policy-file.ts';
 import { type PolicySource, registerPolicyReport } from './policy-report.ts';
@@ -32,7 +32,7 @@ export interface PolicyInForce {
    * once, at boot (a process loads one model); a changed spec.model reaches new pods, which the
    * operator rolls.
    */
-  model(): ModelName | undefined;
+  model(): ModelChoice | undefined;
   /** The name and generation of the DetectionPolicy in force; undefined while the configuration applies. */
   source(): PolicySource | undefined;
   /** Stops watching the file. */

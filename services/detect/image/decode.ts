@@ -41,8 +41,16 @@
 
 import sharp, { type Sharp } from 'sharp';
 import { ApiError, isApiError } from '../../common/errors.ts';
+import {
+  MODEL_FAMILY,
+  MODEL_INPUT_SIZE,
+  type ModelChoice,
+  type ModelName,
+  modelMembers,
+} from '../../policy/model-catalogue.ts';
 import { decodeBmp } from './bmp.ts';
 import { type JpegDecoder, jpegToTensor, resolveJpegDecoder } from './libjpeg/jpeg-tensor.ts';
+import { OPEN_NSFW_RESIZE, openNsfwInput } from './open-nsfw-input.ts';
 import { checkImageData, jpegStructure } from './probe.ts';
 import { signatureFormat } from './sniff.ts';
 import {
@@ -78,6 +86,12 @@ export interface DecodeOptions {
    * declines goes to sharp. Default: `libjpeg` where the addon was built, else `sharp`.
    */
   jpegDecoder?: JpegDecoder;
+  /**
+   * toModelInput only: whose input to make. Default: nsfwjs's (the resize below, or the libjpeg fast
+   * path) at `size`. A model of the open_nsfw family: decoded by sharp, then open-nsfw-input.ts. An
+   * ensemble: one decode by sharp, then each member's input from the same pixels, one after another.
+   */
+  model?: ModelChoice;
 }
 
 export interface DecodedRgb {
@@ -351,8 +365,11 @@ export async function toModelInput(
 ): Promise<ModelInput> {
   const t0 = performance.now();
   let declined: string | undefined;
+  const members = opts.model ? modelMembers(opts.model) : [];
+  const nsfwjsOnly = members.length <= 1 && members.every((m) => MODEL_FAMILY[m] === 'nsfwjs');
   if (
     probed.format === 'jpeg' &&
+    nsfwjsOnly &&
     opts.shrinkOnLoad !== true &&
     (opts.jpegDecoder ?? DEFAULT_JPEG_DECODER()) === 'libjpeg'
   ) {
@@ -374,9 +391,12 @@ export async function toModelInput(
     }
     declined = fast;
   }
-  const decoded = await decodeRgb(bytes, probed, { targetSize: size, ...opts });
+  const targetSize = Math.max(size, ...members.map((m) => resizeTargetOf(m)));
+  const decoded = await decodeRgb(bytes, probed, { targetSize, ...opts });
   const t1 = performance.now();
-  const tensor = resizeToTensor(decoded.rgb, decoded.width, decoded.height, size);
+  const tensor = nsfwjsOnly
+    ? resizeToTensor(decoded.rgb, decoded.width, decoded.height, size)
+    : await inputOfMembers(decoded, members);
   const t2 = performance.now();
   return {
     tensor,
@@ -391,3 +411,28 @@ export async function toModelInput(
 }
 
 const DEFAULT_JPEG_DECODER = (): JpegDecoder => resolveJpegDecoder('auto');
+
+/** The size a model's preprocessing resizes to (what shrink-on-load must not go below). */
+const resizeTargetOf = (model: ModelName): number =>
+  MODEL_FAMILY[model] === 'open_nsfw' ? OPEN_NSFW_RESIZE : MODEL_INPUT_SIZE[model];
+
+/** Each model's input from the same decoded pixels, one after another in one buffer. */
+async function inputOfMembers(decoded: DecodedRgb, members: readonly ModelName[]): Promise<Float32Array> {
+  const { rgb, width, height } = decoded;
+  const parts: Float32Array[] = [];
+  for (const m of members) {
+    parts.push(
+      MODEL_FAMILY[m] === 'open_nsfw'
+        ? await openNsfwInput(rgb, width, height)
+        : resizeToTensor(rgb, width, height, MODEL_INPUT_SIZE[m]),
+    );
+  }
+  if (parts.length === 1) return parts[0] as Float32Array;
+  const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+  let offset = 0;
+  for (const p of parts) {
+    out.set(p, offset);
+    offset += p.length;
+  }
+  return out;
+}

@@ -1,29 +1,50 @@
 // The capability the detect service needs from a model. The ONNX implementation lives beside this
 // file; tests may substitute a fake, the composition root chooses.
 
-import type { ModelName } from '../../policy/model-catalogue.ts';
+import type { ModelChoice } from '../../policy/model-catalogue.ts';
 
 /** nsfwjs's output order. Scores are always read by name, never by position. */
 export const CLASS_NAMES = ['drawing', 'hentai', 'neutral', 'porn', 'sexy'] as const;
 export type ClassName = (typeof CLASS_NAMES)[number];
+/** The nsfwjs family's output: a probability per class. */
 export type ClassScores = Record<ClassName, number>;
+/** scores.nsfw and scores.sfw of the spec. */
+export interface NsfwProbability {
+  nsfw: number;
+  sfw: number;
+}
+/**
+ * What a classifier returns, by its model's family (MODEL_FAMILY in the catalogue): nsfwjs's five
+ * classes, or open_nsfw's NSFW probability and its complement (its two softmax classes), which has no
+ * nsfwjs class (read by name, one is undefined).
+ */
+export type ModelScores = ClassScores | (NsfwProbability & { readonly [C in ClassName]?: never });
 
 export interface Classifier {
-  readonly name: ModelName;
+  /** The model, or the ensemble (ensemble-classifier.ts). */
+  readonly name: ModelChoice;
   /** Edge of the square input, in pixels. */
   readonly inputSize: number;
   /**
-   * Scores one image given as an NHWC float tensor [1, size, size, 3], RGB, values in [0, 1],
-   * already resized exactly as nsfwjs does (bilinear, alignCorners).
+   * Scores one image given as an NHWC float tensor [1, size, size, 3] made by its family's
+   * preprocessing (toModelInput): for nsfwjs's models RGB in [0, 1], resized exactly as nsfwjs does
+   * (bilinear, alignCorners); for open_nsfw BGR minus the Caffe mean (image/open-nsfw-input.ts); for
+   * an ensemble its members' inputs one after another.
    */
-  classify(input: Float32Array): Promise<ClassScores>;
+  classify(input: Float32Array): Promise<ModelScores>;
   close(): Promise<void>;
 }
 
-/** scores.nsfw and scores.sfw of the spec, from the five classes. */
-export function summarize(scores: ClassScores): { nsfw: number; sfw: number } {
-  return {
-    nsfw: scores.porn + scores.hentai + scores.sexy,
-    sfw: scores.drawing + scores.neutral,
-  };
+/**
+ * scores.nsfw and scores.sfw of the spec. nsfwjs: porn + hentai + sexy, and drawing + neutral.
+ * open_nsfw: its own two probabilities.
+ */
+export function summarize(scores: ModelScores): NsfwProbability {
+  if (scores.porn !== undefined) {
+    return {
+      nsfw: scores.porn + scores.hentai + scores.sexy,
+      sfw: scores.drawing + scores.neutral,
+    };
+  }
+  return { nsfw: scores.nsfw, sfw: scores.sfw };
 }

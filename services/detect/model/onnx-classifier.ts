@@ -1,5 +1,6 @@
-// The Classifier backed by onnxruntime-node: one InferenceSession per model on the CPU execution
-// provider, graph optimizations on (ORT fuses Conv+BatchNorm+Clip). The ONNX graphs are built by
+// The Classifier of nsfwjs's models, backed by onnxruntime-node: one InferenceSession per model
+// (ort-session.ts; open_nsfw has its own classifier, open-nsfw-classifier.ts, which
+// createOnnxClassifier returns for it). The ONNX graphs are built by
 // models/convert.ts (a build step: `npm run models`) and only loaded here, checksummed (model-file.ts).
 // Their input is NHWC float32 [N, S, S, 3] in [0, 1], their output the softmax probabilities [N, 5]
 // in nsfwjs's class order.
@@ -10,22 +11,24 @@
 // inference over more cores.
 
 import * as ort from 'onnxruntime-node';
-import { MODEL_INPUT_SIZE, type ModelName } from '../../policy/model-catalogue.ts';
+import {
+  ENSEMBLE_JOIN,
+  MODEL_INPUT_SIZE,
+  type ModelChoice,
+  type ModelName,
+  modelMembers,
+  type NsfwjsModelName,
+} from '../../policy/model-catalogue.ts';
 import { CLASS_NAMES, type Classifier, type ClassScores } from './classifier.ts';
+import { EnsembleClassifier } from './ensemble-classifier.ts';
 import { verifiedModelFile } from './model-file.ts';
+import { OpenNsfwClassifier } from './open-nsfw-classifier.ts';
+import { openSession } from './ort-session.ts';
 
-/**
- * ONNX Runtime's telemetry writes session files (.ses, mat-debug-*.log) into TMPDIR when a session is
- * created; nothing of ours may touch the disk, and we never phone home. ORT reads the process
- * environment natively, and a worker thread's process.env is a private copy: call this on the main
- * thread before starting workers, too.
- */
-export function disableOrtTelemetry(): void {
-  process.env.ORT_DISABLE_TELEMETRY = '1';
-}
+export { disableOrtTelemetry } from './ort-session.ts';
 
-export interface OnnxClassifierOptions {
-  model: ModelName;
+export interface OnnxClassifierOptions<M extends ModelChoice = ModelName> {
+  model: M;
   /**
    * Threads one inference may use (ORT intra-op pool, the calling thread included). Default 1.
    * Measured on the 2-core box: mobilenet_v2 ~11 ms with 1 thread, ~6.6 ms with 2;
@@ -46,7 +49,7 @@ export class OnnxClassifier implements Classifier {
   private closed = false;
 
   private constructor(
-    readonly name: ModelName,
+    readonly name: NsfwjsModelName,
     private readonly session: ort.InferenceSession,
   ) {
     this.inputSize = MODEL_INPUT_SIZE[name];
@@ -54,25 +57,9 @@ export class OnnxClassifier implements Classifier {
     this.dims = [1, this.inputSize, this.inputSize, 3];
   }
 
-  static async create(opts: OnnxClassifierOptions): Promise<OnnxClassifier> {
+  static async create(opts: OnnxClassifierOptions<NsfwjsModelName>): Promise<OnnxClassifier> {
     const file = opts.modelPath ?? (await verifiedModelFile(opts.model));
-    disableOrtTelemetry();
-    const session = await ort.InferenceSession.create(file, {
-      executionProviders: ['cpu'],
-      graphOptimizationLevel: 'all',
-      executionMode: 'sequential',
-      intraOpNumThreads: opts.intraOpThreads ?? 1,
-      interOpNumThreads: 1,
-      enableCpuMemArena: true,
-      enableMemPattern: true,
-      // Idle intra-op threads sleep instead of spin-waiting: spinning threads steal the cores that
-      // decoding (libvips) and the other workers need.
-      extra: { session: { intra_op: { allow_spinning: '0' } } },
-    });
-    if (!session.inputNames.includes(INPUT) || !session.outputNames.includes(OUTPUT)) {
-      await session.release();
-      throw new Error(`${file}: expected input '${INPUT}' and output '${OUTPUT}'`);
-    }
+    const session = await openSession(file, opts.intraOpThreads ?? 1, { input: INPUT, output: OUTPUT });
     return new OnnxClassifier(opts.model, session);
   }
 
@@ -129,5 +116,27 @@ export class OnnxClassifier implements Classifier {
   }
 }
 
-export const createOnnxClassifier = (opts: OnnxClassifierOptions): Promise<OnnxClassifier> =>
-  OnnxClassifier.create(opts);
+/**
+ * The classifier of any choice: nsfwjs's family here, open_nsfw in open-nsfw-classifier.ts, an ensemble
+ * of them in ensemble-classifier.ts.
+ */
+export function createOnnxClassifier(opts: OnnxClassifierOptions<NsfwjsModelName>): Promise<OnnxClassifier>;
+export function createOnnxClassifier(opts: OnnxClassifierOptions<ModelChoice>): Promise<Classifier>;
+export async function createOnnxClassifier(opts: OnnxClassifierOptions<ModelChoice>): Promise<Classifier> {
+  const { model } = opts;
+  if (model.includes(ENSEMBLE_JOIN)) {
+    if (opts.modelPath !== undefined) throw new Error(`${model}: an ensemble loads each member's own file`);
+    const members: Classifier[] = [];
+    try {
+      for (const member of modelMembers(model))
+        members.push(await createOnnxClassifier({ ...opts, model: member }));
+    } catch (err) {
+      await Promise.all(members.map((m) => m.close()));
+      throw err;
+    }
+    return new EnsembleClassifier(model, members);
+  }
+  return model === 'open_nsfw'
+    ? OpenNsfwClassifier.create({ ...opts, model })
+    : OnnxClassifier.create({ ...opts, model: model as NsfwjsModelName });
+}

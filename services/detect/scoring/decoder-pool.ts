@@ -21,6 +21,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ApiError, errorNameForCode } from '../../common/errors.ts';
+import type { ModelChoice } from '../../policy/model-catalogue.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import type { DecodeReply, DecodeRequest, DecoderProcessData } from './decoder-process.ts';
@@ -85,6 +86,8 @@ export interface DecodedImage {
 
 export interface DecoderPoolOptions {
   processes: number;
+  /** Whose model input to make (an ensemble: each member's, one after another). */
+  model?: ModelChoice;
   inputSize: number;
   limits: DimensionLimits;
   jpegDecoder: JpegDecoder;
@@ -208,6 +211,7 @@ export class DecoderPool {
 
   #spawn(): Promise<void> {
     const data: DecoderProcessData = {
+      ...(this.#opts.model !== undefined && { model: this.#opts.model }),
       inputSize: this.#opts.inputSize,
       limits: this.#opts.limits,
       jpegDecoder: this.#opts.jpegDecoder,

@@ -11,12 +11,14 @@
 
 import sharp from 'sharp';
 import { isApiError } from '../../common/errors.ts';
+import type { ModelChoice } from '../../policy/model-catalogue.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import { decodeForModel, epochNow } from './image-scorer.ts';
 import { releaseBuffer } from './release-buffer.ts';
 
 export interface DecoderProcessData {
+  model?: ModelChoice;
   inputSize: number;
   limits: DimensionLimits;
   jpegDecoder: JpegDecoder;
@@ -35,7 +37,11 @@ export type DecodeReply =
 const send = process.send?.bind(process);
 if (!send) throw new Error('decoder-process must run as a forked child with an IPC channel');
 const data = JSON.parse(process.argv[2] ?? '') as DecoderProcessData;
-const decode = { limits: data.limits, jpegDecoder: data.jpegDecoder };
+const decode = {
+  limits: data.limits,
+  jpegDecoder: data.jpegDecoder,
+  ...(data.model !== undefined && { model: data.model }),
+};
 
 // The parent going away (crash, SIGKILL) closes the channel: nothing is left to decode for.
 process.on('disconnect', () => process.exit(0));

@@ -2,15 +2,15 @@
 // time spent decoding and inferring (for timing_ms and the decode/inference spans). The worker pool
 // implementation runs this off the event loop; the in-process one serves tests and tools.
 
-import type { ModelName } from '../../policy/model-catalogue.ts';
+import type { ModelChoice } from '../../policy/model-catalogue.ts';
 import { type DecodeOptions, toModelInput } from '../image/decode.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
-import type { Classifier, ClassScores } from '../model/classifier.ts';
+import type { Classifier, ModelScores } from '../model/classifier.ts';
 import { releaseBuffer } from './release-buffer.ts';
 
 export interface ScoredImage {
-  scores: ClassScores;
+  scores: ModelScores;
   /** Wall-clock start of decoding, epoch milliseconds (fractional). */
   decodeStartedAt: number;
   decodeMs: number;
@@ -24,7 +24,7 @@ export interface ScoredImage {
 export type ScorerState = 'ready' | 'recovering' | 'wedged';
 
 export interface ImageScorer {
-  readonly model: ModelName;
+  readonly model: ModelChoice;
   readonly inputSize: number;
   readonly state: ScorerState;
   /**
@@ -87,7 +87,7 @@ export async function decodeForModel(
 
 /** Decode and inference on the calling thread: the unit of work, also used inside each pool worker. */
 export class InProcessScorer implements ImageScorer {
-  readonly model: ModelName;
+  readonly model: ModelChoice;
   readonly inputSize: number;
   readonly state = 'ready';
   readonly #classifier: Classifier;
@@ -98,7 +98,11 @@ export class InProcessScorer implements ImageScorer {
     this.#classifier = classifier;
     this.model = classifier.name;
     this.inputSize = classifier.inputSize;
-    this.#decode = { ...(limits ? { limits } : {}), ...(jpegDecoder ? { jpegDecoder } : {}) };
+    this.#decode = {
+      model: classifier.name,
+      ...(limits ? { limits } : {}),
+      ...(jpegDecoder ? { jpegDecoder } : {}),
+    };
   }
 
   async score(bytes: Uint8Array, probed: ProbedImage): Promise<ScoredImage> {
@@ -109,9 +113,9 @@ export class InProcessScorer implements ImageScorer {
   }
 
   /** Inference alone, on a model input made by decodeForModel; takes ownership of `tensor`. */
-  async infer(tensor: Float32Array): Promise<{ scores: ClassScores; inferenceMs: number }> {
+  async infer(tensor: Float32Array): Promise<{ scores: ModelScores; inferenceMs: number }> {
     const inferenceStartedAt = epochNow();
-    let scores: ClassScores;
+    let scores: ModelScores;
     try {
       scores = await this.#classifier.classify(tensor);
     } finally {

@@ -4,7 +4,7 @@
 // decoder runs the same decodeForModel as InProcessScorer, and the tensor crosses the process
 // boundary as the same float32 values.
 
-import type { ModelName } from '../../policy/model-catalogue.ts';
+import type { ModelChoice } from '../../policy/model-catalogue.ts';
 import type { ProbedImage } from '../image/types.ts';
 import type { DecoderPool } from './decoder-pool.ts';
 import {
@@ -17,7 +17,7 @@ import {
 import type { WorkerPoolScorer } from './worker-pool-scorer.ts';
 
 export class IsolatedScorer implements ImageScorer {
-  readonly model: ModelName;
+  readonly model: ModelChoice;
   readonly inputSize: number;
   readonly #decoders: DecoderPool;
   readonly #inference: WorkerPoolScorer;

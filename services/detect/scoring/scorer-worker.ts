@@ -12,7 +12,7 @@ import { runInNewContext } from 'node:vm';
 import { parentPort, workerData } from 'node:worker_threads';
 import sharp from 'sharp';
 import { isApiError } from '../../common/errors.ts';
-import type { ModelName } from '../../policy/model-catalogue.ts';
+import type { ModelChoice } from '../../policy/model-catalogue.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import { createOnnxClassifier } from '../model/onnx-classifier.ts';
@@ -20,7 +20,7 @@ import { InProcessScorer, isLargeImage } from './image-scorer.ts';
 import { releaseBuffer } from './release-buffer.ts';
 
 export interface ScorerWorkerData {
-  model: ModelName;
+  model: ModelChoice;
   /** Threads of the session for an image alone in the pool; 1 = no such session. */
   soloThreads: number;
   limits: DimensionLimits;

@@ -3,7 +3,7 @@
 // missing or stale file fails here, before any worker starts.
 
 import type { FastifyBaseLogger } from 'fastify';
-import { MODEL_INPUT_SIZE } from '../../policy/model-catalogue.ts';
+import { inputSizeOf, isNsfwjsModel, modelMembers } from '../../policy/model-catalogue.ts';
 import type { ScoringConfig, UploadConfig } from '../config.ts';
 import { libjpegUnavailable, resolveJpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import { verifiedModelFile } from '../model/model-file.ts';
@@ -37,9 +37,11 @@ export function scoringPoolOptions(
 
 /**
  * For the boot log: the JPEG decoder in use and, when JPEG_DECODER=auto found no fast path, why (the
- * server logs that as a warning: it runs, at about twice the CPU per JPEG).
+ * server logs that as a warning: it runs, at about twice the CPU per JPEG). The fast path makes only
+ * an nsfwjs model's input: open_nsfw and ensembles decode every JPEG with sharp.
  */
 export function jpegDecoderInUse(config: ScoringConfig): { jpegDecoder: 'libjpeg' | 'sharp'; why?: string } {
+  if (!isNsfwjsModel(config.model)) return { jpegDecoder: 'sharp' };
   const jpegDecoder = resolveJpegDecoder(config.jpegDecoder);
   const missing = config.jpegDecoder === 'auto' ? libjpegUnavailable() : undefined;
   return missing ? { jpegDecoder, why: missing } : { jpegDecoder };
@@ -56,13 +58,14 @@ export async function loadScorer(
   config: ScoringConfig & Pick<UploadConfig, 'concurrency' | 'limits'>,
   onWorkerError: (err: Error) => void,
 ): Promise<ImageScorer> {
-  await verifiedModelFile(config.model);
+  for (const model of modelMembers(config.model)) await verifiedModelFile(model);
   const options = scoringPoolOptions(config);
   const [inference, decoders] = await Promise.all([
     WorkerPoolScorer.create({ ...options, deadlineMs: INFERENCE_DEADLINE_MS, onWorkerError }),
     DecoderPool.create({
       processes: config.decoderProcesses,
-      inputSize: MODEL_INPUT_SIZE[config.model],
+      model: config.model,
+      inputSize: inputSizeOf(config.model),
       limits: config.limits,
       jpegDecoder: options.jpegDecoder ?? 'sharp',
       deadlineMs: config.scoringDeadlineMs,

@@ -15,7 +15,7 @@ import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import { ApiError, errorNameForCode } from '../../common/errors.ts';
 import { markThreadStuck } from '../../common/stuck-threads.ts';
-import { MODEL_INPUT_SIZE, type ModelName } from '../../policy/model-catalogue.ts';
+import { inputSizeOf, type ModelChoice } from '../../policy/model-catalogue.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import { disableOrtTelemetry } from '../model/onnx-classifier.ts';
@@ -83,7 +83,7 @@ type WorkerReply =
   | { id: number; ok: false; code?: number; message: string };
 
 export interface WorkerPoolOptions {
-  model: ModelName;
+  model: ModelChoice;
   workers: number;
   /**
    * Images each worker takes at once (default 2): while one is inferred on the worker's JS thread, the
@@ -108,7 +108,7 @@ export interface WorkerPoolOptions {
 }
 
 export class WorkerPoolScorer implements ImageScorer {
-  readonly model: ModelName;
+  readonly model: ModelChoice;
   readonly inputSize: number;
   readonly #opts: WorkerPoolOptions;
   readonly #perWorker: number;
@@ -126,7 +126,7 @@ export class WorkerPoolScorer implements ImageScorer {
     this.#perWorker = Math.max(1, opts.jobsPerWorker ?? 2);
     this.#maxLarge = Math.ceil(opts.workers / 2);
     this.model = opts.model;
-    this.inputSize = MODEL_INPUT_SIZE[opts.model];
+    this.inputSize = inputSizeOf(opts.model);
   }
 
   /** Resolves once every worker has loaded its model; rejects if any cannot. */

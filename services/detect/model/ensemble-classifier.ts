@@ -1,0 +1,47 @@
+// An ensemble of models (MODEL=mobilenet_v2+open_nsfw): each member scores the same decoded frame, each
+// through its own preprocessing, and the ensemble answers the mean of the members' scores.nsfw and the
+// mean of their scores.sfw. Its input is the members' inputs one after another, in the members' order
+// (toModelInput makes it from one decode); classify hands each member its part.
+
+import type { ModelChoice } from '../../policy/model-catalogue.ts';
+import { type Classifier, type NsfwProbability, summarize } from './classifier.ts';
+
+export class EnsembleClassifier implements Classifier {
+  readonly name: ModelChoice;
+  /** The largest member's edge (for traces); the members' own sizes make the input. */
+  readonly inputSize: number;
+  readonly #members: readonly Classifier[];
+  readonly #lengths: readonly number[];
+
+  constructor(name: ModelChoice, members: readonly Classifier[]) {
+    if (members.length < 2) throw new RangeError(`${name}: an ensemble has at least two members`);
+    this.name = name;
+    this.#members = members;
+    this.#lengths = members.map((m) => m.inputSize * m.inputSize * 3);
+    this.inputSize = Math.max(...members.map((m) => m.inputSize));
+  }
+
+  async classify(input: Float32Array): Promise<NsfwProbability> {
+    const total = this.#lengths.reduce((a, b) => a + b, 0);
+    if (input.length !== total) {
+      throw new RangeError(
+        `${this.name}: expected ${total} floats (the members' inputs), got ${input.length}`,
+      );
+    }
+    let offset = 0;
+    let nsfw = 0;
+    let sfw = 0;
+    for (const [i, member] of this.#members.entries()) {
+      const length = this.#lengths[i] as number;
+      const scores = summarize(await member.classify(input.subarray(offset, offset + length)));
+      offset += length;
+      nsfw += scores.nsfw;
+      sfw += scores.sfw;
+    }
+    return { nsfw: nsfw / this.#members.length, sfw: sfw / this.#members.length };
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.#members.map((m) => m.close()));
+  }
+}
