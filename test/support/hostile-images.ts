@@ -12,6 +12,8 @@
 //   normal scan script: its coefficient buffer (~1.2 GB) is what decoding it costs, whatever its ~1 MB.
 // - Metadata-heavy files: a PNG with a 31 MB tEXt chunk (and zTXt, iTXt, iCCP, eXIf variants), JPEGs with
 //   ~49.8 MB of APPn or COM segments.
+// - Frame-heavy files: a GIF of 3,000,000 one-pixel frames, an animated WebP of 20,000 frames, a TIFF
+//   of 65,535 pages (each decoder walks every frame or directory, even for the first alone).
 // - Progressive JPEGs whose scans leave coefficients incomplete (DC only, AC without its last refinement,
 //   ...), made from a real baseline JPEG by `jpegtran -scans` (Debian libjpeg-turbo-progs): libjpeg-turbo
 //   smooths such blocks (block smoothing), differently in each build.
