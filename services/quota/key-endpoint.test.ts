@@ -306,6 +306,21 @@ describe('refusals before capacity', () => {
     expect(statuses.filter((s) => s === 503)).toHaveLength(6);
   });
 
+  it('bounds the key lookups of an IPv6 client by its /64, whichever of its addresses they come from', async () => {
+    const app = await start({ TRUSTED_PROXY_HOPS: '1', MAX_UPLOADS_PER_CLIENT: '4' });
+    const held = heldStore(app);
+    const flood = Array.from({ length: 4 }, (_, i) => detect(app, madeUp, from(`2001:db8:7:8::${i + 1}`)));
+    await until(() => held.pending === 4);
+    expectError(await detect(app, madeUp, from('2001:db8:7:8:abcd::5')), 503, 5001);
+    // Another /64 has bounds of its own.
+    const other = detect(app, madeUp, from('2001:db8:7:9::1'));
+    await until(() => held.pending === 5);
+    held.release();
+    expect((await Promise.all([...flood, other])).map((r) => r.statusCode)).toEqual([
+      401, 401, 401, 401, 401,
+    ]);
+  });
+
   it('answers a missing or malformed key 401 even from an address at its lookup bound: it needs no lookup', async () => {
     const app = await start({ TRUSTED_PROXY_HOPS: '1', MAX_UPLOADS_PER_CLIENT: '4' });
     const held = heldStore(app);

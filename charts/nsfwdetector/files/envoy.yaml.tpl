@@ -6,7 +6,9 @@
 #   detect only as the quota service set them;
 # - every answer Envoy makes itself is the spec's envelope {code, message} (local_reply_config);
 # - bodies stream (no buffering filter: the 50 MiB rule is detect's, 400/4003);
-# - nothing is retried; every cluster has circuit breakers and timeouts.
+# - nothing is retried; every cluster has circuit breakers and timeouts;
+# - slow and idle clients are cut (request headers, idle and stream-idle timeouts, shorter as the edge
+#   fills), and load is shed before connections or memory run out (overload_manager; docs/edge.md).
 {{- $e := .Values.envoy }}
 {{- $up := $e.upstreams }}
 {{- /* Keep equal to services/quota/ext-authz.ts (test/e2e/envoy-config.test.ts compares them). */}}
