@@ -68,7 +68,9 @@ describe('the DetectionPolicy CRD', () => {
   });
 
   it('names the models as MODEL does', () => {
-    expect(crd).toContain('enum: [mobilenet_v2, inception_v3]');
+    expect(crd).toContain(
+      'pattern: "^(mobilenet_v2|inception_v3|open_nsfw)(\\\\+(mobilenet_v2|inception_v3|open_nsfw))*$"',
+    );
     expect(crd).not.toMatch(/MobileNetV2|InceptionV3/);
   });
 

@@ -98,7 +98,7 @@ describe('the files of the recommendation', () => {
     );
     expect(files['thresholds.env']).toBe('MODEL=mobilenet_v2\nTHRESHOLD_ALLOW=0.2\nTHRESHOLD_BLOCK=0.21\n');
     expect(files['detection-policy.yaml']).toContain(
-      'spec:\n  thresholds:\n    allow: 0.2\n    block: 0.21\n  model: MobileNetV2\n',
+      'spec:\n  thresholds:\n    allow: 0.2\n    block: 0.21\n  model: mobilenet_v2\n',
     );
     const json = JSON.parse(files['comparison.json'] ?? '') as { recommendation: unknown };
     expect(json.recommendation).toEqual({
@@ -110,12 +110,13 @@ describe('the files of the recommendation', () => {
     expect(files['index.html']).toContain('<span id="model">mobilenet_v2</span>');
   });
 
-  it('write no DetectionPolicy for a model its CRD cannot name (it would apply MobileNetV2)', () => {
-    expect(policyModelName('inception_v3')).toBe('InceptionV3');
-    expect(policyModelName('open_nsfw')).toBeUndefined();
+  it('name an ensemble in the DetectionPolicy as MODEL spells it, and no model a policy cannot name', () => {
+    expect(policyModelName('inception_v3')).toBe('inception_v3');
+    expect(policyModelName('open_nsfw')).toBe('open_nsfw');
+    expect(policyModelName('mobilenet_v2_int8')).toBeUndefined();
     const files = comparisonFiles(input('mobilenet_v2+open_nsfw'));
-    expect(files['detection-policy.yaml']).toBeUndefined();
+    expect(files['detection-policy.yaml']).toContain('  model: mobilenet_v2+open_nsfw\n');
     expect(files['values.yaml']).toContain('  model: "mobilenet_v2+open_nsfw"\n');
-    expect(files['index.html']).toContain('No detection-policy.yaml');
+    expect(files['index.html']).not.toContain('No detection-policy.yaml');
   });
 });

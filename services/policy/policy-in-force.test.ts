@@ -96,7 +96,7 @@ describe('the policy file', () => {
       /anonymous.perMinute must be a number/,
     );
     expect(() => parsePolicy(JSON.stringify({ source, model: 'MobileNetV2' }))).toThrow(
-      'model must be one of mobilenet_v2, inception_v3, got "MobileNetV2"',
+      'model must be one of mobilenet_v2, inception_v3, open_nsfw or several joined by +, got "MobileNetV2"',
     );
   });
 });

@@ -11,6 +11,7 @@ import { manyScanScript, writeProgressiveJpeg } from '../../../test/support/host
 import { resolveJpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import { probeHeader } from '../image/probe.ts';
 import { sniffFormat } from '../image/sniff.ts';
+import type { ProbedImage } from '../image/types.ts';
 import { DEFAULT_DIMENSION_LIMITS } from '../image/types.ts';
 import { DecoderPool, decodeCpuLimitMs, processCpuMs } from './decoder-pool.ts';
 import { decodeForModel } from './image-scorer.ts';
@@ -69,7 +70,8 @@ describe('DecoderPool', () => {
       components: 1,
       scans: manyScanScript(1),
     });
-    const hostileProbed = probeHeader(hostile, 'jpeg');
+    // The header probe refuses such a file (image-cost.ts); the pool below it must hold even so.
+    const hostileProbed: ProbedImage = { format: 'jpeg', width: 2000, height: 2000, frames: 1 };
     let pool: DecoderPool;
     const replaced: Error[] = [];
     afterAll(() => pool?.close());
