@@ -19,8 +19,9 @@ export interface ReportInput {
   outDir: string;
   model: string;
   /**
-   * Whether the deployment files name the model (a comparison's per-model reports: the model is the
-   * choice being made); then no DetectionPolicy is written for a model its CRD cannot name.
+   * Whether the chart values and environment name the model too (a comparison's per-model reports:
+   * the model is the choice being made). The DetectionPolicy always names it, since its spec.model
+   * defaults to MobileNetV2: none is written for a model its CRD cannot name.
    */
   nameModel?: boolean;
   nsfwDir: string;
@@ -94,17 +95,10 @@ export async function writeReport(r: ReportInput): Promise<string> {
     ]),
   };
   const s = r.suggestion;
+  const policyModel = policyModelName(r.model);
   const files: Record<string, string> = {
     ...charts,
-    ...(r.nameModel && !policyModelName(r.model)
-      ? {}
-      : {
-          'detection-policy.yaml': detectionPolicyManifest(
-            s,
-            'main',
-            r.nameModel ? policyModelName(r.model) : undefined,
-          ),
-        }),
+    ...(policyModel ? { 'detection-policy.yaml': detectionPolicyManifest(s, 'main', policyModel) } : {}),
     'values.yaml': helmValues(s, r.nameModel ? r.model : undefined),
     'thresholds.env': envFile(s, r.nameModel ? r.model : undefined),
     'thresholds.json': `${JSON.stringify({ suggestion: s, targetFalseBlock: r.targetFalseBlock, targetMiss: r.targetMiss, table: r.table }, null, 2)}\n`,
