@@ -143,7 +143,7 @@ describe('npm run calibrate', () => {
     expect(policy).toContain(`    allow: ${allow}\n    block: ${block}\n`);
     // The thresholds were fitted on the configured model (the default, mobilenet_v2): the policy names
     // it, or the operator would apply them to whatever its spec.model defaults to.
-    expect(policy).toContain('  model: MobileNetV2\n');
+    expect(policy).toContain('  model: mobilenet_v2\n');
     const html = readFileSync(join(out, 'index.html'), 'utf8');
     expect(html).toContain(`<span id="allow">${allow}</span>`);
     expect(html).toContain(`<span id="block">${block}</span>`);

@@ -41,8 +41,8 @@ export function comparisonFiles(c: ComparisonInput): Record<string, string> {
       2,
     )}\n`,
   };
-  // The CRD's spec.model defaults to MobileNetV2: a policy without the model would apply these
-  // thresholds to MobileNetV2, so none is written for a model it cannot name.
+  // A policy without the model would apply these thresholds to whatever model the deployment runs, so
+  // none is written for a model a policy cannot name.
   if (policyModel)
     files['detection-policy.yaml'] = detectionPolicyManifest(best.suggestion, 'main', policyModel);
   const rows = c.rows

@@ -20,8 +20,8 @@ export interface ReportInput {
   model: string;
   /**
    * Whether the chart values and environment name the model too (a comparison's per-model reports:
-   * the model is the choice being made). The DetectionPolicy always names it, since its spec.model
-   * defaults to MobileNetV2: none is written for a model its CRD cannot name.
+   * the model is the choice being made). The DetectionPolicy always names it: a policy that left it
+   * out would apply these thresholds to whatever model the deployment runs.
    */
   nameModel?: boolean;
   nsfwDir: string;
