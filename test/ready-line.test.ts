@@ -77,9 +77,16 @@ describe('the ready line of npm start', () => {
       .filter((pid) => basename(executable(pid) ?? '') === 'node')
       .map(commandLine)
       .filter((command) => command !== undefined && !command.startsWith('npm'));
-    expect(nodes, commands.join('\n')).toEqual([
-      'node --max-semi-space-size=1 dist/services/all-in-one/server.js',
-    ]);
+    // The server, and its decoder processes (DECODER_PROCESSES, 3 by default), compiled too.
+    const decoder = /\/dist\/services\/detect\/scoring\/decoder-process\.js /;
+    expect(
+      nodes.filter((command) => !decoder.test(command)),
+      commands.join('\n'),
+    ).toEqual(['node --max-semi-space-size=1 dist/services/all-in-one/server.js']);
+    expect(
+      nodes.filter((command) => decoder.test(command)),
+      commands.join('\n'),
+    ).toHaveLength(3);
     expect(
       commands.filter((command) => /tsx|esbuild/.test(command)),
       commands.join('\n'),
