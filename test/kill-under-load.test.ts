@@ -1,8 +1,8 @@
-// Kills under legitimate load, the way they once took the whole server down: at a short limit, images
-// that cost far more to decode than it allows, sent again and again beside ordinary ones. Terminating a
-// scoring thread in the middle of another image's ONNX run aborted the process (`terminate called
-// after throwing an instance of 'Napi::Error'`), and every kill failed the other images of its worker;
-// decoding now runs in decoder processes, killed alone. Every costly image is answered 400/4005, every
+// Kills under legitimate load: at a short limit, images that cost far more to decode than it allows,
+// sent again and again beside ordinary ones. Terminating a scoring thread in the middle of another
+// image's ONNX run would abort the process (`terminate called after throwing an instance of
+// 'Napi::Error'`) and fail the other images of its worker, which is why decoding runs in decoder
+// processes, killed alone. Every costly image is answered 400/4005, every
 // ordinary one 200, and the server is still alive and ready at the end.
 
 import sharp from 'sharp';

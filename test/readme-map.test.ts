@@ -1,5 +1,5 @@
-// The README's map of the tree (top of its Development section) stays true: every folder it names
-// exists, and every folder of services/ (and of its services' first level) is named.
+// The map of the tree (docs/development.md, its "Map of the tree" section) stays true: every folder it
+// names exists, and every folder of services/ (and of its services' first level) is named.
 
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -7,10 +7,12 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const readme = readFileSync(join(root, 'README.md'), 'utf8');
+const page = readFileSync(join(root, 'docs/development.md'), 'utf8');
 
 function mapFolders(): string[] {
-  const section = readme.slice(readme.indexOf('\n## Development\n'));
+  const start = page.indexOf('\n## Map of the tree\n');
+  if (start < 0) throw new Error('docs/development.md has no "## Map of the tree" section');
+  const section = page.slice(start);
   const block = /```\n([\s\S]*?)```/.exec(section)?.[1] ?? '';
   return [...block.matchAll(/^(\S+\/)\s/gm)].map((m) => m[1] as string);
 }
@@ -22,7 +24,7 @@ function subfolders(dir: string): string[] {
     .map((name) => `${dir}${name}/`);
 }
 
-describe("README's map of the tree", () => {
+describe('the map of the tree (docs/development.md)', () => {
   const named = mapFolders();
 
   it('names folders', () => {

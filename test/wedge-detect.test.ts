@@ -1,6 +1,6 @@
-// No image can wedge scoring: JPEGs of the kinds that once made the fast path loop forever in
-// libjpeg-turbo (luma sampled 4x vertically beside 2x chroma, several scans; arithmetic-coded ones
-// that decoded other pixels) sent to the real server — real scoring workers, the real addon — more of
+// No image can wedge scoring: JPEGs of the kinds on which libjpeg-turbo's row skipping loops forever
+// (luma sampled 4x vertically beside 2x chroma, several scans) or decodes other pixels
+// (arithmetic-coded ones) sent to the real server — real scoring workers, the real addon — more of
 // them at once than there are workers. Every one is answered, and a detect sent after them is too.
 
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -35,14 +35,14 @@ const WEDGING: JpegCase[] = (<Array<Omit<JpegCase, 'seed'>>>[
   },
 ]).map((c, i) => ({ ...c, seed: i + 1 }));
 
-describeWithTool([C_COMPILER, JPEG_TENSOR_ADDON], 'images that once wedged scoring', () => {
+describeWithTool([C_COMPILER, JPEG_TENSOR_ADDON], 'images that can wedge a row-skipping decoder', () => {
   let dir: string;
   let server: ServerProcess;
   let images: Buffer[];
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-wedge-'));
     images = makeJpegs(buildMakeJpeg(dir), WEDGING, dir).map((path) => readFileSync(path));
-    // Two workers: each case above held one forever before the fix.
+    // Two workers: a decoder that looped on one of these cases would hold one forever.
     server = await startServer({
       JPEG_DECODER: 'libjpeg',
       SCORING_WORKERS: '2',

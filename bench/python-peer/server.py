@@ -1,4 +1,4 @@
-"""The Python peer of the benchmark (issue 14): what a strong engineer would build instead of ours.
+"""The Python peer of the benchmark: what a strong engineer would build instead of ours.
 
 Starlette on uvicorn (uvloop, httptools, 2 worker processes), onnxruntime with 2 intra-op threads on
 the same models/mobilenet_v2.onnx, libvips (pyvips) for decoding, and the same preprocessing as

@@ -1,5 +1,5 @@
-// The shared core of the configuration, the refusal of bad values at boot, and a README row for every
-// variable any process reads.
+// The shared core of the configuration, the refusal of bad values at boot, and a row of the
+// configuration reference (docs/configuration.md) for every variable any process reads.
 
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -28,7 +28,7 @@ describe('configuration files', () => {
     .filter((f) => /(^|\/)(config|policy-config)\.ts$/.test(f))
     .map((f) => readFileSync(new URL(join('services', f), root), 'utf8'));
 
-  it('documents every variable they read in the README', () => {
+  it('documents every variable they read in a row of docs/configuration.md', () => {
     const names = sources.flatMap((source) => [
       ...[...source.matchAll(/(?:Var|Setting)\(env, '([A-Z0-9_]+)'/g)].map((m) => m[1]),
       ...[...source.matchAll(/windowVars\(env, '([A-Z0-9]+)'/g)].flatMap((m) => [
@@ -37,8 +37,8 @@ describe('configuration files', () => {
       ]),
     ]);
     expect(names.length).toBeGreaterThan(40);
-    const readme = readFileSync(new URL('README.md', root), 'utf8');
-    for (const name of names) expect(readme, name).toContain(`\`${name}\``);
+    const reference = readFileSync(new URL('docs/configuration.md', root), 'utf8');
+    for (const name of names) expect(reference, name).toContain(`\n| \`${name}\` |`);
   });
 
   it('reads nothing the settings table does not declare (services/common/settings.ts)', () => {

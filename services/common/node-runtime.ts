@@ -1,7 +1,7 @@
 // How production starts node: the image (services/Dockerfile: ENV and ENTRYPOINT) and `npm start` set
 // these, and the benchmarks start our server with them; test/node-runtime.test.ts keeps the three in
 // step. Measured with bench/detect-cost.ts (~1 MP JPEGs, concurrency 8, medians of 3 rounds, each
-// setting undone alone in the same run; README, "What a ~1 MP JPEG costs the server"):
+// setting undone alone in the same run; docs/performance.md, "What a ~1 MP JPEG costs the server"):
 //
 // - MALLOC_ARENA_MAX=2: glibc otherwise gives each thread that allocates (libvips, ONNX Runtime, the
 //   scoring workers) its own malloc arena, and freed buffers stay spread over them: 287 → 270 MiB peak

@@ -177,7 +177,7 @@ function modelVar(env: Env): ModelChoice {
     .find((m) => (MODEL_NAMES as readonly string[]).includes(m) && !offered.includes(m as ModelName));
   if (notOffered !== undefined) {
     throw new ConfigError(
-      `MODEL=${raw} is not offered: ${raw === notOffered ? 'it' : notOffered} missed its fidelity bound (README, "Quantised model"); use one of ${OFFERED_MODEL_NAMES.join(', ')}`,
+      `MODEL=${raw} is not offered: ${raw === notOffered ? 'it' : notOffered} missed its fidelity bound (docs/quantised-model.md); use one of ${OFFERED_MODEL_NAMES.join(', ')}`,
     );
   }
   if (raw?.includes(ENSEMBLE_JOIN)) {

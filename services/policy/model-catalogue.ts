@@ -28,7 +28,7 @@ export const MODEL_FAMILY: Record<ModelName, ModelFamily> = {
 
 /**
  * Whether mobilenet_v2_int8 met its bound (faster, and max |Δ scores.nsfw| ≤ 0.05 with no decision
- * flipped on the corpus: README, "Quantised model"). It did not, so `MODEL` does not offer it; only
+ * flipped on the corpus: docs/quantised-model.md). It did not, so `MODEL` does not offer it; only
  * ALLOW_UNSHIPPED_MODELS=true (the benchmark) loads it.
  */
 export const QUANTISED_MODEL_SHIPS = false;

@@ -1,6 +1,6 @@
 // libFuzzer target: the JPEG fast path's decoder (services/detect/image/libjpeg/jpeg-decode.c, what the
 // addon runs) on arbitrary bytes, built with ASan and UBSan (jpeg-decode-fuzz.test.ts builds and runs it;
-// README "Security testing" for a longer campaign). The input is the whole request body, as the service
+// docs/security-testing.md for a longer campaign). The input is the whole request body, as the service
 // hands it over. Any sanitizer report, crash, leak, or input over the per-input timeout is a finding.
 //
 // The pixel bound is 4 MP, not the service's 200 MP: an input declaring a huge image would otherwise cost

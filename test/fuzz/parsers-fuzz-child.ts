@@ -3,7 +3,7 @@
 // format the bytes claim, and the BMP decoder for BMPs. A parser may only answer or throw the spec's
 // refusals (ApiError 4002 from sniffing; 4004 or 4005 from the header and the data); anything else, or
 // one call over CALL_BUDGET_MS, is a finding: its input is written to the artifacts dir, a FINDING line
-// to stderr, and the process exits 1. Run by parsers-fuzz.test.ts (README "Security testing").
+// to stderr, and the process exits 1. Run by parsers-fuzz.test.ts (docs/security-testing.md).
 //
 // argv: <seconds> <seed> <seed dir> <artifacts dir>
 //

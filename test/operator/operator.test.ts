@@ -337,7 +337,7 @@ endpoints: [{ addresses: [${hostAddress()}], conditions: { ready: true }, target
       expect((await condition('Ready', 2)).status).toBe('False');
       expect(await detectThresholds()).toEqual({ allow: 0.2, block: 0.8 });
       kubeletWrite(text);
-      // Ready now means in force: the very next request has the new thresholds.
+      // Ready means in force: the very next request has the new thresholds.
       await kubectl(['wait', '--for=condition=Ready', 'detectionpolicy/main', '--timeout=60s']);
       await readyFor('main', 2);
       expect(await detectThresholds()).toEqual({ allow: 0.3, block: 0.6 });

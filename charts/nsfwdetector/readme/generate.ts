@@ -66,7 +66,7 @@ export function renderReadme(values: string): string {
 Self-hostable image moderation: Envoy (the only entry) with the quota-and-auth service as its ext_authz
 sidecar, the detect service (HorizontalPodAutoscaler, PodDisruptionBudget), the health service, and
 Redis (in-chart StatefulSet or external). Every pod runs under the Pod Security "restricted" profile.
-See "Deploy to Kubernetes" in the repository's README.
+See [docs/kubernetes.md](../../docs/kubernetes.md) in the repository.
 
 \`\`\`sh
 helm install nsfwdetector charts/nsfwdetector --namespace nsfwdetector --create-namespace

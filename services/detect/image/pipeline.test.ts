@@ -305,7 +305,7 @@ describe('data that cannot hold the image it claims → 4005, found cheaply', ()
     expect(forged.length).toBe(676);
     const t0 = performance.now();
     expect(await outcome(forged)).toBe(4005);
-    // Printed, not asserted (timing depends on the machine): was ~1.2 s of decoding, then `allow`.
+    // Printed, not asserted (timing depends on the machine): ~1.2 s of decoding, then `allow`.
     console.log(`forged 676-byte 14000x14000 JPEG refused in ${(performance.now() - t0).toFixed(2)} ms`);
   });
 

@@ -1,5 +1,5 @@
 // The decoder processes: the same model inputs as a decode on the calling thread; a decode failure
-// keeps its code; and kills, the way they once took the whole server down — an image that costs far
+// keeps its code; and kills under legitimate load — an image that costs far
 // more CPU than any ordinary one, sent again and again beside legitimate images at a short limit.
 // Every kill is answered 4005 (the image's own cost), every legitimate image in flight is decoded
 // exactly, and the killed process's memory is reported held until the process has really ended.

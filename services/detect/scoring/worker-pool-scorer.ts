@@ -31,10 +31,10 @@ const ENTRY = import.meta.url.endsWith('.js')
 /**
  * The old-generation allocation limit a scoring worker's V8 heap starts with, in MB. A worker's JS
  * heap is small (~8 MB), but V8 counts off-heap memory allocated since the last full collection against
- * that limit, and with V8's default limit for an 8 MB heap a worker ran a full mark-compact every ~10
- * images when sharp decoded every JPEG (~3.6 MB off-heap per image). 64 MB fixed that then (~10% more
- * images per second). With the libjpeg fast path a JPEG leaves ~0.8 MB off-heap (upload and model
- * input), and 16 MB measured the same CPU per request and req/s as 64 at ~18 MiB lower peak RSS
+ * that limit: with V8's default limit for an 8 MB heap, a worker whose images sharp decodes (~3.6 MB
+ * off-heap each) runs a full mark-compact every ~10 images, which 64 MB avoids (~10% more images per
+ * second). A JPEG on the libjpeg fast path leaves ~0.8 MB off-heap (upload and model input), and
+ * 16 MB measured the same CPU per request and req/s as 64 at ~18 MiB lower peak RSS
  * (bench/detect-cost.ts, concurrency 8, medians of 3 rounds: 12.23 vs 12.41 ms, 157.7 vs 155.3 req/s,
  * 374 vs 392 MiB); 8 cost more CPU (12.74 ms) for no less memory.
  */

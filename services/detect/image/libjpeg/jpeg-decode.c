@@ -12,7 +12,7 @@
 // embedded ICC profile (sharp would colour-manage it), EXIF orientation absent or 1 (sharp would rotate),
 // at most `maxScans` progressive scans, every bit of every coefficient present (see
 // coefficients_incomplete). Anything else, and every libjpeg warning or error, is declined
-// with a reason and the caller decodes with sharp as before: its failOn rules, messages and timeouts stay
+// with a reason and the caller decodes with sharp: its failOn rules, messages and timeouts stay
 // the only ones. The output is bit-identical to sharp + resizeToTensor (test: jpeg-tensor.test.ts):
 // libjpeg's defaults (islow IDCT, fancy upsampling) are libvips's, and the resize is the same double
 // arithmetic in the same order (built with -ffp-contract=off: no fused multiply-adds).

@@ -120,8 +120,8 @@ describeWithTool([JPEG_TENSOR_ADDON, C_COMPILER], 'libjpeg fast path over the JP
   });
 
   // Luma sampled 4x vertically beside a 2x chroma: libjpeg-turbo's row skipping loses an iMCU row
-  // (jpeg-decode.c says why); it looped forever on multi-scan files and gave wrong pixels for
-  // arithmetic-coded ones. Now read without skipping: taken, and exact.
+  // (jpeg-decode.c says why), which loops forever on multi-scan files and gives wrong pixels for
+  // arithmetic-coded ones. Such files are read without skipping: taken, and exact.
   // (The timeout is for the code this guards against: each hang costs the runner's stall bound.)
   it('4x vertical luma beside 2x vertical chroma, 1000 and 2000 rows: no hang, sharp’s pixels', {
     timeout: 600_000,

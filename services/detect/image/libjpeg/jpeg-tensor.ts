@@ -1,6 +1,6 @@
 // The JPEG fast path (jpeg-tensor.c): libjpeg-turbo decodes and the nsfwjs resize samples rows as they
 // arrive, bit-identical to sharp + resizeToTensor for the JPEGs it takes. The addon is built by build.ts
-// (`npm install` runs it); where it could not be built, every JPEG goes through sharp as before.
+// (`npm install` runs it); where it could not be built, every JPEG goes through sharp.
 
 import { createRequire } from 'node:module';
 import { SETTINGS } from '../../../common/settings.ts';
