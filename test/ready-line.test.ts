@@ -76,7 +76,7 @@ describe('the ready line of npm start', () => {
     const nodes = tree
       .filter((pid) => basename(executable(pid) ?? '') === 'node')
       .map(commandLine)
-      .filter((command) => command !== undefined && !command.startsWith('npm'));
+      .filter((command): command is string => command !== undefined && !command.startsWith('npm'));
     // The server, and its decoder processes (DECODER_PROCESSES, 3 by default), compiled too.
     const decoder = /\/dist\/services\/detect\/scoring\/decoder-process\.js /;
     expect(
