@@ -76,7 +76,9 @@ for format in png jpeg; do
   node -e 'const a = JSON.parse(process.argv[1]); if (!["allow", "review", "block"].includes(a.data?.decision)) { console.error(a); process.exit(1); }' "$answer"
   echo "image-smoke: all-in-one scored a $format image: $answer"
 done
-if ! docker logs "$(tail -n1 "$containers")" 2>&1 | grep -q '"jpegDecoder":"libjpeg"'; then
+# The logs are read whole before grep: with pipefail, `grep -q` ending the pipe early would fail it.
+logs=$(docker logs "$(tail -n1 "$containers")" 2>&1)
+if ! grep -q '"jpegDecoder":"libjpeg"' <<<"$logs"; then
   echo "image-smoke: the all-in-one server does not decode JPEGs with the libjpeg fast path" >&2
   exit 1
 fi
@@ -88,7 +90,8 @@ node -e "require('sharp')({create:{width:64,height:64,channels:3,background:'#80
 answer=$(curl -sS -H "content-type: image/jpeg" --data-binary "@$img" "$url/api/public/detect")
 rm -f "$img"
 node -e 'const a = JSON.parse(process.argv[1]); const s = a.data?.scores; if (!s || Math.abs(s.nsfw + s.sfw - 1) > 1e-6) { console.error(a); process.exit(1); }' "$answer"
-if ! docker logs "$(tail -n1 "$containers")" 2>&1 | grep -q '"model":"open_nsfw"'; then
+logs=$(docker logs "$(tail -n1 "$containers")" 2>&1)
+if ! grep -q '"model":"open_nsfw"' <<<"$logs"; then
   echo "image-smoke: the server started with MODEL=open_nsfw did not load open_nsfw" >&2
   exit 1
 fi
