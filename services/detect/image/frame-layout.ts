@@ -49,24 +49,28 @@ function run(limit: number, uniform: (i: number) => boolean): number {
 }
 
 /**
- * The box left after trimming near-uniform margins from interleaved 8-bit RGB. `minFraction` is the
- * share of an edge from which a margin counts (MIN_MARGIN_FRACTION unless told).
+ * The box left after trimming near-uniform margins from interleaved 8-bit RGB of width × height, or from
+ * the part `within` of it (the box is in the frame's coordinates either way). `minFraction` is the share
+ * of an edge from which a margin counts; `keep` what must stay of each edge (default: half).
  */
 export function contentBox(
   rgb: Uint8Array,
-  width: number,
-  height: number,
+  frameWidth: number,
+  frameHeight: number,
   minFraction = MIN_MARGIN_FRACTION,
-  keep: { width: number; height: number } = {
+  keep?: { width: number; height: number },
+  within: Box = { left: 0, top: 0, width: frameWidth, height: frameHeight },
+): Box {
+  const { width, height } = within;
+  const kept = keep ?? {
     width: Math.ceil(width * (1 - 2 * MAX_MARGIN_FRACTION)),
     height: Math.ceil(height * (1 - 2 * MAX_MARGIN_FRACTION)),
-  },
-): Box {
+  };
   const near = (a: number, b: number): boolean =>
     Math.abs((rgb[a] as number) - (rgb[b] as number)) <= MARGIN_TOLERANCE &&
     Math.abs((rgb[a + 1] as number) - (rgb[b + 1] as number)) <= MARGIN_TOLERANCE &&
     Math.abs((rgb[a + 2] as number) - (rgb[b + 2] as number)) <= MARGIN_TOLERANCE;
-  const at = (x: number, y: number): number => (y * width + x) * 3;
+  const at = (x: number, y: number): number => ((within.top + y) * frameWidth + within.left + x) * 3;
   const rowUniform = (y: number, ref: number): boolean => {
     for (let x = 0; x < width; x++) if (!near(at(x, y), ref)) return false;
     return true;
@@ -76,8 +80,8 @@ export function contentBox(
     return true;
   };
   const counted = (n: number, edge: number): number => (n >= Math.max(1, minFraction * edge) ? n : 0);
-  const maxRows = Math.max(0, Math.floor((height - keep.height) / 2));
-  const maxColumns = Math.max(0, Math.floor((width - keep.width) / 2));
+  const maxRows = Math.max(0, Math.floor((height - kept.height) / 2));
+  const maxColumns = Math.max(0, Math.floor((width - kept.width) / 2));
 
   // Opposite margins of different colours are not padding but picture (a flag's stripes): neither counts.
   const pair = (a: number, aRef: number, b: number, bRef: number): [number, number] =>
@@ -114,7 +118,12 @@ export function contentBox(
     ),
     rightRef,
   );
-  return { left, top, width: width - left - right, height: height - top - bottom };
+  return {
+    left: within.left + left,
+    top: within.top + top,
+    width: width - left - right,
+    height: height - top - bottom,
+  };
 }
 
 /**
@@ -159,13 +168,9 @@ export function frameLayout(rgb: Uint8Array, width: number, height: number, maxT
   if (tiles.length === 1) return tiles;
   // A tile may lose more than a frame may: down to half the frame's short edge each way.
   const keep = Math.ceil(Math.min(tiles[0]?.width ?? 0, tiles[0]?.height ?? 0) / 2);
-  return tiles.map((tile) => {
-    const inner = contentBox(cropRgb(rgb, width, tile), tile.width, tile.height, MIN_MARGIN_FRACTION, {
-      width: keep,
-      height: keep,
-    });
-    return { ...inner, left: tile.left + inner.left, top: tile.top + inner.top };
-  });
+  return tiles.map((tile) =>
+    contentBox(rgb, width, height, MIN_MARGIN_FRACTION, { width: keep, height: keep }, tile),
+  );
 }
 
 export const isWholeFrame = (boxes: readonly Box[], width: number, height: number): boolean =>
