@@ -409,7 +409,7 @@ export const SETTINGS = {
     min: 1,
     max: 64,
     readBy: SCORING,
-    doc: 'A frame longer than 2.5 times its width is scored as overlapping near-square tiles along its long side, at most this many (each one inference; longer frames get longer tiles), and answers its highest tile’s scores; 1: never tiled. docs/models.md, “Tiles and margins”.',
+    doc: 'A frame more than 2.5 times as long as its short edge is scored as overlapping near-square tiles along its long side, at most this many (each one inference; longer frames get longer tiles), and answers its highest tile’s scores; 1: never tiled. docs/models.md, “Tiles and margins”.',
   },
   JPEG_DECODER: {
     section: 'scoring',
