@@ -11,6 +11,7 @@
 //   fairness  1 MP probe latency beside the largest images, and beside the many-scan attack (bench/fairness.ts)
 //   accounts  sign-up and key detect at 1k, 100k and 1M embedded accounts, peak RSS (bench/accounts.ts)
 //   models    req/s, CPU per image and RSS of each MODEL choice, ensembles too (bench/model-choices.ts)
+//   tiles     answer time of the largest allowed long JPEG and a 30,000 × 40 strip, tiled and not (bench/tiles.ts)
 
 import { loadAllInOneConfig } from '../services/all-in-one/config.ts';
 import { toModelInput } from '../services/detect/image/decode.ts';
@@ -31,6 +32,7 @@ import { nsfwjsWasmImagesPerSecond } from './nsfwjs-baseline.ts';
 import { peerComparison } from './peer.ts';
 import { quantisedSection } from './quantised.ts';
 import { stackFigures } from './stack.ts';
+import { tilesSection } from './tiles.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const SECTIONS = [
@@ -44,6 +46,7 @@ const SECTIONS = [
   'fairness',
   'accounts',
   'models',
+  'tiles',
 ] as const;
 const onlyArg = process.argv.indexOf('--only');
 const only = onlyArg < 0 ? [...SECTIONS] : (process.argv[onlyArg + 1] ?? '').split(',');
@@ -255,6 +258,7 @@ if (runs('core') || runs('baseline') || runs('edge')) {
 if (runs('memory')) lines.push(...(await memorySection(SECONDS * 2)));
 if (runs('fairness')) lines.push(...(await fairnessSection(SECONDS * 2)));
 if (runs('models')) lines.push(...(await modelChoicesSection(SECONDS)));
+if (runs('tiles')) lines.push(...(await tilesSection()));
 
 const width = Math.max(0, ...lines.map(([k]) => k.length));
 if (lines.length > 0) console.log('');

@@ -39,7 +39,8 @@ export async function createFileScorer(config: CalibrateConfig): Promise<FileSco
     model: config.model,
     intraOpThreads: config.inferenceThreads,
   });
-  const scorer = new InProcessScorer(classifier, config.limits);
+  // Margins and tiles as the server's decoder processes lay the frame out, so the scores are the server's.
+  const scorer = new InProcessScorer(classifier, config.limits, undefined, config.maxTiles);
   const tooLarge = () =>
     new ApiError('FILE_TOO_LARGE', `File too large: the limit is ${config.maxFileBytes} bytes`);
   const scoreBytes = async (bytes: Uint8Array): Promise<ScoreOutcome> => {

@@ -400,6 +400,17 @@ export const SETTINGS = {
     readBy: SCORING,
     doc: "CPU time one image's decode may take at most; a smaller image is held to what an ordinary image of its size needs. Past it the decoder is killed and the image answered 400/4005, charged.",
   },
+  MAX_TILES: {
+    section: 'scoring',
+    type: 'integer',
+    // 8 square tiles, each overlapping the next by half, cover a frame of aspect ratio 4.5 (the largest
+    // allowed JPEG, 30,000 × 6,666); a longer one gets longer tiles. Each tile is one inference.
+    default: 8,
+    min: 1,
+    max: 64,
+    readBy: SCORING,
+    doc: 'A frame more than 2.5 times as long as its short edge is scored as overlapping near-square tiles along its long side, at most this many (each one inference; longer frames get longer tiles), and answers its highest tile’s scores; 1: never tiled. docs/models.md, “Tiles and margins”.',
+  },
   JPEG_DECODER: {
     section: 'scoring',
     type: 'enum',

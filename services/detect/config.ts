@@ -63,6 +63,8 @@ export interface ScoringConfig {
   decoderProcesses: number;
   /** CPU time one image's decode may take at most before its decoder is killed: 4005, charged. */
   decodeCpuLimitMs: number;
+  /** MAX_TILES: tiles a long frame is scored as, at most. */
+  maxTiles: number;
   /** JPEG_DECODER: the libjpeg fast path (`auto`: where it was built), or sharp for every JPEG. */
   jpegDecoder: JpegDecoderChoice;
 }
@@ -201,6 +203,7 @@ export function loadScoringConfig(env: Env): ScoringConfig {
     scoringDeadlineMs: intSetting(env, 'SCORING_DEADLINE_MS'),
     decoderProcesses: intSetting(env, 'DECODER_PROCESSES'),
     decodeCpuLimitMs: intSetting(env, 'DECODE_CPU_LIMIT_MS'),
+    maxTiles: intSetting(env, 'MAX_TILES'),
     jpegDecoder: jpegDecoderVar(env),
   };
 }

@@ -49,6 +49,14 @@ import {
   modelMembers,
 } from '../../policy/model-catalogue.ts';
 import { decodeBmp } from './bmp.ts';
+import {
+  contentBox,
+  cropRgb,
+  frameLayout,
+  isLongBox,
+  isWholeFrame,
+  MIN_MARGIN_FRACTION,
+} from './frame-layout.ts';
 import { type JpegDecoder, jpegToTensor, resolveJpegDecoder } from './libjpeg/jpeg-tensor.ts';
 import { OPEN_NSFW_RESIZE, openNsfwInput } from './open-nsfw-input.ts';
 import { checkImageData, jpegStructure } from './probe.ts';
@@ -92,6 +100,12 @@ export interface DecodeOptions {
    * ensemble: one decode by sharp, then each member's input from the same pixels, one after another.
    */
   model?: ModelChoice;
+  /**
+   * toModelInput only: when set, near-uniform margins are trimmed and a long frame is cut into at most
+   * this many tiles (frame-layout.ts; MAX_TILES; 1: trimmed, never tiled). Unset: the whole frame, as
+   * nsfwjs sees it (what the parity tests compare).
+   */
+  maxTiles?: number;
 }
 
 export interface DecodedRgb {
@@ -102,8 +116,13 @@ export interface DecodedRgb {
 }
 
 export interface ModelInput {
-  /** NHWC float32 [1, size, size, 3], RGB in [0, 1]. */
+  /**
+   * NHWC float32 [1, size, size, 3], RGB in [0, 1] (an ensemble: each member's input in turn). A tiled
+   * frame: one such input per tile, one after another (`tiles` of them).
+   */
   tensor: Float32Array;
+  /** Inputs in `tensor`: 1 unless the frame was cut into tiles (frame-layout.ts). */
+  tiles: number;
   size: number;
   /** Size of the decoded (upright, possibly shrunk-on-load) RGB image that was resized. */
   decodedWidth: number;
@@ -367,9 +386,12 @@ export async function toModelInput(
   let declined: string | undefined;
   const members = opts.model ? modelMembers(opts.model) : [];
   const nsfwjsOnly = members.length <= 1 && members.every((m) => MODEL_FAMILY[m] === 'nsfwjs');
+  const { maxTiles } = opts;
+  const laidOut = maxTiles !== undefined;
   if (
     probed.format === 'jpeg' &&
     nsfwjsOnly &&
+    !(laidOut && isLongBox(probed)) &&
     opts.shrinkOnLoad !== true &&
     (opts.jpegDecoder ?? DEFAULT_JPEG_DECODER()) === 'libjpeg'
   ) {
@@ -378,9 +400,14 @@ export async function toModelInput(
     const fast = jpegStructure(bytes).coefficientsComplete
       ? jpegToTensor(bytes, size, maxPixelsOf(probed, opts))
       : 'progressive coefficients incomplete';
-    if (typeof fast !== 'string') {
+    if (typeof fast === 'string') declined = fast;
+    // The fast path resizes the whole frame: a frame that shows margins in its input is decoded by
+    // sharp, where they are measured on every pixel (and trimmed).
+    else if (laidOut && showsMargins(fast.tensor, size)) declined = 'uniform margins';
+    else {
       return {
         tensor: fast.tensor,
+        tiles: 1,
         size,
         decodedWidth: fast.width,
         decodedHeight: fast.height,
@@ -389,17 +416,30 @@ export async function toModelInput(
         decoder: 'libjpeg',
       };
     }
-    declined = fast;
+  } else if (probed.format === 'jpeg' && laidOut && isLongBox(probed)) {
+    declined = 'a long frame is tiled';
   }
   const targetSize = Math.max(size, ...members.map((m) => resizeTargetOf(m)));
   const decoded = await decodeRgb(bytes, probed, { targetSize, ...opts });
   const t1 = performance.now();
-  const tensor = nsfwjsOnly
-    ? resizeToTensor(decoded.rgb, decoded.width, decoded.height, size)
-    : await inputOfMembers(decoded, members);
+  const boxes = laidOut
+    ? frameLayout(decoded.rgb, decoded.width, decoded.height, maxTiles)
+    : [{ left: 0, top: 0, width: decoded.width, height: decoded.height }];
+  const inputOf = (d: DecodedRgb): Promise<Float32Array> | Float32Array =>
+    nsfwjsOnly ? resizeToTensor(d.rgb, d.width, d.height, size) : inputOfMembers(d, members);
+  const tensor = isWholeFrame(boxes, decoded.width, decoded.height)
+    ? await inputOf(decoded)
+    : concat(
+        await Promise.all(
+          boxes.map((box) =>
+            inputOf({ rgb: cropRgb(decoded.rgb, decoded.width, box), width: box.width, height: box.height }),
+          ),
+        ),
+      );
   const t2 = performance.now();
   return {
     tensor,
+    tiles: boxes.length,
     size,
     decodedWidth: decoded.width,
     decodedHeight: decoded.height,
@@ -427,6 +467,10 @@ async function inputOfMembers(decoded: DecodedRgb, members: readonly ModelName[]
         : resizeToTensor(rgb, width, height, MODEL_INPUT_SIZE[m]),
     );
   }
+  return concat(parts);
+}
+
+function concat(parts: readonly Float32Array[]): Float32Array {
   if (parts.length === 1) return parts[0] as Float32Array;
   const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
   let offset = 0;
@@ -435,4 +479,16 @@ async function inputOfMembers(decoded: DecodedRgb, members: readonly ModelName[]
     offset += p.length;
   }
   return out;
+}
+
+/**
+ * Whether a fast-path input (NHWC [1, size, size, 3] in [0, 1]) shows a uniform margin: bilinear
+ * resizing keeps a uniform run uniform, so a margin of the frame shows as one of the input at the
+ * same share of its edge (less a line of interpolation at its border). Half the share is asked for.
+ */
+function showsMargins(tensor: Float32Array, size: number): boolean {
+  const rgb = new Uint8Array(size * size * 3);
+  for (let i = 0; i < rgb.length; i++) rgb[i] = Math.round((tensor[i] as number) * 255);
+  const box = contentBox(rgb, size, size, MIN_MARGIN_FRACTION / 2);
+  return box.width !== size || box.height !== size;
 }

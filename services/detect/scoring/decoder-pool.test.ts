@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixture } from '../../../test/fixtures/corpus.ts';
 import { manyScanScript, writeProgressiveJpeg } from '../../../test/support/hostile-images.ts';
+import { SETTINGS } from '../../common/settings.ts';
 import { resolveJpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import { probeHeader } from '../image/probe.ts';
 import { sniffFormat } from '../image/sniff.ts';
@@ -17,10 +18,12 @@ import { DecoderPool, decodeCpuLimitMs, processCpuMs } from './decoder-pool.ts';
 import { decodeForModel } from './image-scorer.ts';
 
 const jpegDecoder = resolveJpegDecoder('auto');
+const maxTiles = SETTINGS.MAX_TILES.default;
 const options = {
   inputSize: 224,
   limits: DEFAULT_DIMENSION_LIMITS,
   jpegDecoder,
+  maxTiles,
   deadlineMs: 120_000,
   cpuLimitMs: 120_000,
 };
@@ -39,7 +42,7 @@ describe('DecoderPool', () => {
   beforeAll(async () => {
     inputs = await Promise.all(names.map(load));
     expected = await Promise.all(
-      inputs.map((i) => decodeForModel(new Uint8Array(i.bytes), i.probed, 224, { jpegDecoder })),
+      inputs.map((i) => decodeForModel(new Uint8Array(i.bytes), i.probed, 224, { jpegDecoder, maxTiles })),
     );
   });
 

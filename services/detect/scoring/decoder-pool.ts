@@ -21,6 +21,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ApiError, errorNameForCode } from '../../common/errors.ts';
+import { SETTINGS } from '../../common/settings.ts';
 import type { ModelChoice } from '../../policy/model-catalogue.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
@@ -91,6 +92,8 @@ export interface DecoderPoolOptions {
   inputSize: number;
   limits: DimensionLimits;
   jpegDecoder: JpegDecoder;
+  /** Tiles a long frame is scored as, at most, after its margins are trimmed (MAX_TILES; default: its default). */
+  maxTiles?: number;
   /** Wall time one image may hold a decoder, from hand-over (SCORING_DEADLINE_MS). */
   deadlineMs: number;
   /** CPU time one image's decode may take at most (DECODE_CPU_LIMIT_MS); less for a small image (decodeCpuLimitMs). */
@@ -215,6 +218,7 @@ export class DecoderPool {
       inputSize: this.#opts.inputSize,
       limits: this.#opts.limits,
       jpegDecoder: this.#opts.jpegDecoder,
+      maxTiles: this.#opts.maxTiles ?? SETTINGS.MAX_TILES.default,
     };
     const child = fork(fileURLToPath(this.#opts.entry ?? ENTRY), [JSON.stringify(data)], {
       serialization: 'advanced',

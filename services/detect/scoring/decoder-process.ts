@@ -22,6 +22,8 @@ export interface DecoderProcessData {
   inputSize: number;
   limits: DimensionLimits;
   jpegDecoder: JpegDecoder;
+  /** Margins trimmed and long frames tiled, up to this many tiles (frame-layout.ts). */
+  maxTiles: number;
 }
 
 export interface DecodeRequest {
@@ -41,6 +43,7 @@ const decode = {
   limits: data.limits,
   jpegDecoder: data.jpegDecoder,
   ...(data.model !== undefined && { model: data.model }),
+  maxTiles: data.maxTiles,
 };
 
 // The parent going away (crash, SIGKILL) closes the channel: nothing is left to decode for.

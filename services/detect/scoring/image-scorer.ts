@@ -7,6 +7,7 @@ import { type DecodeOptions, toModelInput } from '../image/decode.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import type { Classifier, ModelScores } from '../model/classifier.ts';
+import { classifyTiles } from '../model/tiled-classify.ts';
 import { releaseBuffer } from './release-buffer.ts';
 
 export interface ScoredImage {
@@ -93,8 +94,16 @@ export class InProcessScorer implements ImageScorer {
   readonly #classifier: Classifier;
   readonly #decode: DecodeOptions;
 
-  /** `jpegDecoder`: see DecodeOptions (default: the libjpeg fast path where it was built). */
-  constructor(classifier: Classifier, limits?: DimensionLimits, jpegDecoder?: JpegDecoder) {
+  /**
+   * `jpegDecoder`: see DecodeOptions (default: the libjpeg fast path where it was built). `maxTiles`:
+   * margins trimmed and long frames tiled as the decoder processes do (unset: the whole frame, as nsfwjs).
+   */
+  constructor(
+    classifier: Classifier,
+    limits?: DimensionLimits,
+    jpegDecoder?: JpegDecoder,
+    maxTiles?: number,
+  ) {
     this.#classifier = classifier;
     this.model = classifier.name;
     this.inputSize = classifier.inputSize;
@@ -102,6 +111,7 @@ export class InProcessScorer implements ImageScorer {
       model: classifier.name,
       ...(limits ? { limits } : {}),
       ...(jpegDecoder ? { jpegDecoder } : {}),
+      ...(maxTiles !== undefined ? { maxTiles } : {}),
     };
   }
 
@@ -112,12 +122,15 @@ export class InProcessScorer implements ImageScorer {
     return { ...(await this.infer(tensor)), decodeStartedAt, decodeMs };
   }
 
-  /** Inference alone, on a model input made by decodeForModel; takes ownership of `tensor`. */
+  /**
+   * Inference alone, on a model input made by decodeForModel (one input per tile of a long frame: the
+   * highest tile answers); takes ownership of `tensor`.
+   */
   async infer(tensor: Float32Array): Promise<{ scores: ModelScores; inferenceMs: number }> {
     const inferenceStartedAt = epochNow();
     let scores: ModelScores;
     try {
-      scores = await this.#classifier.classify(tensor);
+      scores = await classifyTiles(this.#classifier, tensor);
     } finally {
       // The input tensor is ours alone (made by toModelInput) and done with.
       releaseBuffer(tensor);

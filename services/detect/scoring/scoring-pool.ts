@@ -70,6 +70,7 @@ export async function loadScorer(
       jpegDecoder: options.jpegDecoder ?? 'sharp',
       deadlineMs: config.scoringDeadlineMs,
       cpuLimitMs: config.decodeCpuLimitMs,
+      maxTiles: config.maxTiles,
       onProcessError: onWorkerError,
     }),
   ]);

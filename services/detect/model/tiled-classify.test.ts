@@ -1,0 +1,57 @@
+// classifyTiles on a fake classifier whose scores are read from its input (fast unit test; the real
+// model on tiled frames: image/frame-layout-scores.test.ts): the highest tile answers with its own
+// scores, whole; one input is classified as it is.
+
+import { describe, expect, it } from 'vitest';
+import type { ModelChoice } from '../../policy/model-catalogue.ts';
+import type { Classifier, ClassScores, ModelScores } from './classifier.ts';
+import { classifyTiles, inputLength } from './tiled-classify.ts';
+
+/** Reads porn from the input's first float and drawing from its second; the rest neutral. */
+function fake(name: ModelChoice): Classifier & { calls: number } {
+  return {
+    name,
+    inputSize: 224,
+    calls: 0,
+    async classify(input: Float32Array): Promise<ModelScores> {
+      this.calls++;
+      expect(input.length).toBe(inputLength(name));
+      const porn = input[0] as number;
+      const drawing = input[1] as number;
+      return { porn, drawing, hentai: 0, sexy: 0, neutral: 1 - porn - drawing } satisfies ClassScores;
+    },
+    close: async () => {},
+  };
+}
+
+function tiles(...firsts: Array<[number, number]>): Float32Array {
+  const length = inputLength('mobilenet_v2');
+  const out = new Float32Array(firsts.length * length);
+  for (const [i, first] of firsts.entries()) out.set(first, i * length);
+  return out;
+}
+
+describe('classifyTiles', () => {
+  it('answers the highest tile, its sfw and classes its own', async () => {
+    const c = fake('mobilenet_v2');
+    const scores = (await classifyTiles(c, tiles([0.25, 0.5], [0.75, 0], [0.5, 0.25]))) as ClassScores;
+    expect(c.calls).toBe(3);
+    expect(scores).toEqual({ porn: 0.75, drawing: 0, hentai: 0, sexy: 0, neutral: 0.25 });
+  });
+
+  it('classifies one input as it is', async () => {
+    const c = fake('mobilenet_v2');
+    expect(((await classifyTiles(c, tiles([0.125, 0.5]))) as ClassScores).porn).toBe(0.125);
+    expect(c.calls).toBe(1);
+  });
+
+  it('refuses an input that is not whole tiles', async () => {
+    await expect(
+      classifyTiles(fake('mobilenet_v2'), new Float32Array(inputLength('mobilenet_v2') + 3)),
+    ).rejects.toThrow(/not whole inputs/);
+  });
+
+  it('counts an ensemble input as its members’ inputs together', () => {
+    expect(inputLength('mobilenet_v2+inception_v3')).toBe(224 * 224 * 3 + 299 * 299 * 3);
+  });
+});
