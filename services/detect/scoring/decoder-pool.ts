@@ -20,13 +20,14 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { ApiError, errorNameForCode } from '../../common/errors.ts';
+import { ApiError } from '../../common/errors.ts';
 import { SETTINGS } from '../../common/settings.ts';
 import type { ModelChoice } from '../../policy/model-catalogue.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import type { DecodeReply, DecodeRequest, DecoderProcessData } from './decoder-process.ts';
 import type { StillHeld } from './image-scorer.ts';
+import { errorFromReply } from './reply-error.ts';
 
 // Compiled (dist/, the production image): plain JavaScript. From source: through tsx.
 const COMPILED = import.meta.url.endsWith('.js');
@@ -367,14 +368,7 @@ export class DecoderPool {
     const job = this.#settle(slot) as Job;
     if (reply.ok) {
       job.resolve({ tensor: reply.tensor, decodeStartedAt: reply.decodeStartedAt, decodeMs: reply.decodeMs });
-    } else {
-      const name = reply.code === undefined ? undefined : errorNameForCode(reply.code);
-      job.reject(
-        name
-          ? new ApiError(name, reply.message)
-          : new ApiError('UNAVAILABLE', undefined, {}, new Error(reply.message)),
-      );
-    }
+    } else job.reject(errorFromReply(reply));
     this.#dispatch();
   }
 }

@@ -13,13 +13,14 @@
 
 import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
-import { ApiError, errorNameForCode } from '../../common/errors.ts';
+import { ApiError } from '../../common/errors.ts';
 import { markThreadStuck } from '../../common/stuck-threads.ts';
 import { inputSizeOf, type ModelChoice } from '../../policy/model-catalogue.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import { disableOrtTelemetry } from '../model/onnx-classifier.ts';
 import { type ImageScorer, isLargeImage, type ScoredImage, type ScorerState } from './image-scorer.ts';
+import { errorFromReply } from './reply-error.ts';
 import type { ScoreRequest, ScorerWorkerData } from './scorer-worker.ts';
 
 // Compiled (dist/, the production image): the worker is plain JavaScript. From source, the .mjs entry
@@ -349,14 +350,7 @@ export class WorkerPoolScorer implements ImageScorer {
       if (reply.ok) {
         const { scores, decodeStartedAt, decodeMs, inferenceMs } = reply;
         job.resolve({ scores, decodeStartedAt, decodeMs, inferenceMs });
-      } else {
-        const name = reply.code === undefined ? undefined : errorNameForCode(reply.code);
-        job.reject(
-          name
-            ? new ApiError(name, reply.message)
-            : new ApiError('UNAVAILABLE', undefined, {}, new Error(reply.message)),
-        );
-      }
+      } else job.reject(errorFromReply(reply));
     }
     this.#dispatch();
   }
