@@ -471,10 +471,10 @@ describe('console limits per IPv6 client', () => {
           headers: { 'x-forwarded-for': ip },
           payload: { email: `v6-${n}@example.com`, password: PASSWORD },
         });
-      expect((await signup(1, '2001:db8:5:6::1')).statusCode).toBe(201);
-      expect((await signup(2, '2001:db8:5:6:a:b:c:d')).statusCode).toBe(201);
+      expect((await signup(1, '2001:db8:5:6::1')).statusCode).toBe(202);
+      expect((await signup(2, '2001:db8:5:6:a:b:c:d')).statusCode).toBe(202);
       expect((await signup(3, '2001:db8:5:6::ffff')).json().code).toBe(4290);
-      expect((await signup(4, '2001:db8:5:7::1')).statusCode).toBe(201);
+      expect((await signup(4, '2001:db8:5:7::1')).statusCode).toBe(202);
       const login = (ip: string) =>
         ctx.app.inject({
           method: 'POST',
