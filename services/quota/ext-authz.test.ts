@@ -17,11 +17,13 @@ import { memoryAccountStore, type SqliteAccountStore } from './stores/sqlite-acc
 let app: FastifyInstance | undefined;
 let accounts: SqliteAccountStore;
 let quota: MemoryQuotaStore;
+// The quota clock: 2031-03-14T10:00:30Z, half way through a minute, 50 370 s before UTC midnight.
+const T0 = Date.UTC(2031, 2, 14, 10, 0, 30);
 
 async function start(env: Record<string, string> = {}) {
   const config = loadQuotaConfig({ ANON_PER_MINUTE: '1000', ANON_PER_DAY: '1000', ...env });
   accounts = memoryAccountStore();
-  quota = new MemoryQuotaStore();
+  quota = new MemoryQuotaStore(() => T0);
   app = await buildQuotaService({
     config,
     quotaStore: quota,
@@ -77,7 +79,7 @@ describe('ext_authz check', () => {
     expect(pick(res.headers, CLIENT_HEADERS_ON_SUCCESS)).toEqual({
       'x-ratelimit-limit': '10000',
       'x-ratelimit-remaining': '9999',
-      'x-ratelimit-reset': String(Math.floor(Date.now() / 86_400_000 + 1) * 86_400),
+      'x-ratelimit-reset': '1931299200', // 2031-03-15T00:00:00Z
       'x-quota-tier': 'pro',
     });
   });
@@ -139,7 +141,8 @@ describe('ext_authz check', () => {
       'x-ratelimit-remaining': '0',
       'x-quota-tier': 'free',
     });
-    expect(Number(sent['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(sent['retry-after']).toBe('50370');
+    expect(sent['x-ratelimit-reset']).toBe('1931299200'); // 2031-03-15T00:00:00Z
   });
 
   it('counts anonymous calls per client IP: the socket, or the X-Forwarded-For entry of the trusted hop', async () => {

@@ -14,6 +14,7 @@ import {
   MAX_REQUEST_HEADER_BYTES,
   MAX_REQUEST_HEADERS,
   maxHeaderBytes,
+  PROXY_ADDED_HEADER_BYTES,
 } from '../../services/common/http-limits.ts';
 import { refusedBodyBounds } from '../../services/common/root-app.ts';
 import { loadPolicyConfig } from '../../services/policy/policy-config.ts';
@@ -24,7 +25,12 @@ import {
   DEFAULT_PATH_PREFIX,
   UPSTREAM_HEADERS,
 } from '../../services/quota/ext-authz.ts';
-import { type EnvoyConfig, LOCAL_VALUES, renderEnvoyConfig } from '../../services/stack/render-envoy.ts';
+import {
+  CHART_DIR,
+  type EnvoyConfig,
+  LOCAL_VALUES,
+  renderEnvoyConfig,
+} from '../../services/stack/render-envoy.ts';
 import { requireTool } from '../../services/stack/tools.ts';
 import { describeWithStackTools } from '../support/stack-tools.ts';
 
@@ -155,11 +161,24 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
     expect(mappers[0].body_format_override).toBeUndefined();
   });
 
+  it('deploys every service behind the edge to take what the edge passes plus what it adds', async () => {
+    const { stdout } = await execFileAsync(requireTool('helm'), ['template', 'nsfwdetector', CHART_DIR], {
+      maxBuffer: 16 * 1024 * 1024,
+    });
+    const hops = [...stdout.matchAll(/name: TRUSTED_PROXY_HOPS, value: "(\d+)"/g)].map((m) => m[1] as string);
+    expect(hops.length).toBeGreaterThanOrEqual(2); // detect and quota
+    const passed = hcm(deployed).max_request_headers_kb * 1024;
+    for (const value of hops) {
+      const { trustedProxyHops } = loadCoreConfig({ TRUSTED_PROXY_HOPS: value });
+      expect(maxHeaderBytes(trustedProxyHops), `TRUSTED_PROXY_HOPS=${value}`).toBeGreaterThanOrEqual(
+        passed + PROXY_ADDED_HEADER_BYTES,
+      );
+    }
+  });
+
   it("has the services' framing limits, and answers what its codec refuses as the spec says (431/4310, 400/4001)", () => {
     expect(hcm(deployed).max_request_headers_kb * 1024).toBe(MAX_REQUEST_HEADER_BYTES);
     expect(hcm(deployed).common_http_protocol_options.max_headers_count).toBe(MAX_REQUEST_HEADERS);
-    // A service behind the edge takes what the edge passes plus what the edge adds.
-    expect(maxHeaderBytes(1)).toBeGreaterThan(MAX_REQUEST_HEADER_BYTES);
     const mappers: Json[] = hcm(deployed).local_reply_config.mappers;
     const forStatus = (status: number) =>
       mappers.find((m) => {

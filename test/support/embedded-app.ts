@@ -8,7 +8,10 @@ import { ScorerSlot } from '../../services/detect/scoring/scorer-slot.ts';
 import { MemoryQuotaStore } from '../../services/quota/stores/memory-quota-store.ts';
 import { memoryAccountStore } from '../../services/quota/stores/sqlite-account-store.ts';
 
-export async function embeddedApp(opts: { env?: Record<string, string>; classifier?: Classifier } = {}) {
+/** `now` sets the quota store's clock (a test of windows must not depend on when it runs). */
+export async function embeddedApp(
+  opts: { env?: Record<string, string>; classifier?: Classifier; now?: () => number } = {},
+) {
   // High anonymous limits unless a test asks otherwise: most tests are not about rate limits.
   const config: AllInOneConfig = loadAllInOneConfig({
     ANON_PER_MINUTE: '100000',
@@ -17,7 +20,7 @@ export async function embeddedApp(opts: { env?: Record<string, string>; classifi
   });
   const model = new ScorerSlot();
   if (opts.classifier) model.fill(new InProcessScorer(opts.classifier, config.limits));
-  const quotaStore = new MemoryQuotaStore();
+  const quotaStore = new MemoryQuotaStore(opts.now);
   const accountStore = memoryAccountStore();
   const built = await buildEmbeddedApp({
     config,

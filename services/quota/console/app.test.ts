@@ -305,10 +305,18 @@ describe('console', () => {
     expect((await ctx.accounts.getKey(keyId))?.revokedAt).toBeNull();
   });
 
+  it('derives the CSRF token as HMAC-SHA256 of a fixed label keyed by the session token', () => {
+    // openssl dgst -sha256 -hmac ses_0123456789abcdef <<< 'nsfwdetector console csrf v1' (no newline)
+    expect(csrfToken('ses_0123456789abcdef')).toBe(
+      '2aab1d64d4b7d8194aac05591221fa537dff68b7531aef4b133b304a407deb83',
+    );
+  });
+
   it('requires the session’s CSRF token and a same-origin request for every change', async () => {
     const ada = await signUp(ctx.app, 'ada@example.com');
     const bob = await signUp(ctx.app, 'bob@example.com');
-    expect(ada.csrf).toBe(csrfToken(ada.cookie.split('=')[1] ?? ''));
+    expect(ada.csrf).toMatch(/^[0-9a-f]{64}$/);
+    expect(ada.csrf).not.toBe(bob.csrf);
     const attempts: Array<Record<string, string>> = [
       { cookie: ada.cookie },
       { cookie: ada.cookie, 'x-csrf-token': '' },

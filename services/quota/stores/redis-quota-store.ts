@@ -1,5 +1,5 @@
 // QuotaStore on Redis, shared by every replica. One Lua script reads the clock with Redis TIME (one
-// clock for all replicas, no skew), checks the minute and the day window, and increments both only if
+// clock for all replicas, no skew; a test may pass its own clock instead), checks the minute and the day window, and increments both only if
 // both allow it; Redis runs scripts one at a time, so concurrent requests from any number of
 // processes are admitted exactly up to the limit. Each window is a small hash {w: window start ms,
 // n: count} that expires at its window's end; a stale `w` (expiry not yet run) reads as zero. Every key
@@ -23,9 +23,9 @@ import { closeRedis, isCluster, LuaScript, type RedisClient } from './redis-conn
 import { chargeIdFor, chargeKeyOf, prepareSlotTags, RedisLayout } from './redis-layout.ts';
 
 /**
- * Lua: `windows_consume(minuteKey, dayKey, perMinute, perDay, consume, chargeKey, historyKeys)` →
- * {refused (0 none, 1 minute, 2 day, 3 cancelled), minute count, day count, now ms}. Clock: Redis
- * TIME. Counts both windows only if both allow it; each window key is a hash {w: window start ms, n:
+ * Lua: `windows_consume(minuteKey, dayKey, perMinute, perDay, consume, chargeKey, historyKeys, at)` →
+ * {refused (0 none, 1 minute, 2 day, 3 cancelled), minute count, day count, now ms}. Clock: `at` (ms)
+ * when given, else Redis TIME. Counts both windows only if both allow it; each window key is a hash {w: window start ms, n:
  * count} expiring at its window's end. With a chargeKey (non-empty) the charge is recorded there —
  * which windows and history hashes it counted, {m, ms, d, ds, h, hd} — for the refund; a chargeKey
  * that already exists means this request was refunded before it ran (its caller timed out) or is a
@@ -34,9 +34,12 @@ import { chargeIdFor, chargeKeyOf, prepareSlotTags, RedisLayout } from './redis-
  * when no request came for that long. Shared by every script that counts.
  */
 export const WINDOWS_LUA = `
-local function windows_consume(mk, dk, perMinute, perDay, consume, ck, hks)
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function windows_consume(mk, dk, perMinute, perDay, consume, ck, hks, at)
+  local now = at
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
   local minuteStart = now - (now % 60000)
   local dayStart = now - (now % 86400000)
   local function count(key, start)
@@ -122,14 +125,17 @@ return done
 `);
 
 // KEYS: minute window, day window, the charge key (when ARGV[4] is '1'), then the history hashes.
-// ARGV[1] per-minute limit, ARGV[2] per-day limit, ARGV[3] '1' to consume, '0' to peek.
+// ARGV[1] per-minute limit, ARGV[2] per-day limit, ARGV[3] '1' to consume, '0' to peek, ARGV[5] the
+// clock in ms or '' for Redis TIME.
 const CONSUME = new LuaScript(`${WINDOWS_LUA}
+local at = nil
+if ARGV[5] ~= '' then at = tonumber(ARGV[5]) end
 local ck = ''
 local first = 3
 if ARGV[4] == '1' then ck = KEYS[3] first = 4 end
 local hks = {}
 for i = first, #KEYS do hks[#hks + 1] = KEYS[i] end
-return windows_consume(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1', ck, hks)
+return windows_consume(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1', ck, hks, at)
 `);
 
 /** A `windows_consume` reply as the QuotaStore contract's outcome. */
@@ -146,10 +152,14 @@ export function outcomeFromReply(reply: unknown, limits: WindowLimits): QuotaOut
   return { allowed: false, refusedBy, retryAfterSeconds: retryAfterSeconds(now, end), ...state };
 }
 
-// KEYS[1] device counter. Counts one request for the current UTC day.
+// KEYS[1] device counter. ARGV[1] the clock in ms or '' for Redis TIME. Counts one request for the
+// current UTC day.
 const TRACK_DEVICE = new LuaScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = tonumber(ARGV[1])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local dayStart = now - (now % 86400000)
 local v = redis.call('HMGET', KEYS[1], 'w', 'n')
 local n = 1
@@ -208,12 +218,15 @@ export class RedisQuotaStore implements QuotaStore {
   readonly #layout: RedisLayout;
   readonly #pending: PendingCharges;
   readonly #refunding = new Set<Promise<void>>();
+  /** A test's clock; without one the windows follow Redis TIME. */
+  readonly #now: (() => number) | undefined;
 
   /** Takes ownership of the connection (closed by `close`). */
-  constructor(redis: RedisClient, keyPrefix: string, pending = new PendingCharges()) {
+  constructor(redis: RedisClient, keyPrefix: string, pending = new PendingCharges(), now?: () => number) {
     this.#redis = redis;
     this.#layout = new RedisLayout(keyPrefix);
     this.#pending = pending;
+    this.#now = now;
     prepareSlotTags();
   }
 
@@ -234,7 +247,7 @@ export class RedisQuotaStore implements QuotaStore {
   }
 
   async history(subject: string, days: number): Promise<DayUsage[]> {
-    const list = historyDays(Date.now(), days);
+    const list = historyDays(this.#now?.() ?? Date.now(), days);
     const fields = list.flatMap(({ dayStart }) => [`s:${dayStart / DAY_MS}`, `r:${dayStart / DAY_MS}`]);
     const v = await this.#redis.hmget(this.#layout.history(subject), ...fields);
     return list.map(({ day }, i) => ({
@@ -275,13 +288,13 @@ export class RedisQuotaStore implements QuotaStore {
   }
 
   async trackDevice(deviceId: string): Promise<void> {
-    await TRACK_DEVICE.run(this.#redis, [this.#layout.device(deviceId)], []);
+    await TRACK_DEVICE.run(this.#redis, [this.#layout.device(deviceId)], [this.#clockArg()]);
   }
 
   /** Requests seen today from a device id (tests, abuse reports). */
   async deviceCount(deviceId: string): Promise<number> {
     const [w, n] = await this.#redis.hmget(this.#layout.device(deviceId), 'w', 'n');
-    return Number(w) === windowsAt(Date.now()).dayStart ? Number(n) : 0;
+    return Number(w) === windowsAt(this.#now?.() ?? Date.now()).dayStart ? Number(n) : 0;
   }
 
   /** Waits for refunds still being tried (a shutdown must not drop them), then closes. */
@@ -327,8 +340,12 @@ export class RedisQuotaStore implements QuotaStore {
         ...chargeKey,
         ...history.map((h) => this.#layout.history(h)),
       ],
-      [limits.perMinute, limits.perDay, consume ? '1' : '0', chargeKey.length ? '1' : '0'],
+      [limits.perMinute, limits.perDay, consume ? '1' : '0', chargeKey.length ? '1' : '0', this.#clockArg()],
     );
+  }
+
+  #clockArg(): string {
+    return this.#now === undefined ? '' : String(this.#now());
   }
 }
 

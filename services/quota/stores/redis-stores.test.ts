@@ -1,17 +1,16 @@
 // The Redis stores against real servers in each topology (single redis-server; Sentinel: 1 primary,
-// 2 replicas, 3 sentinels; Cluster: 3 primaries, 3 replicas): the account-store contract and the quota
-// store's (windows on Redis TIME, both-or-neither counting, expiry at the window's end, refunds, the
-// key path), each topology started once. On the single server also: timed-out counts, and behaviour
+// 2 replicas, 3 sentinels; Cluster: 3 primaries, 3 replicas): the account-store and the quota-store
+// contracts (the Lua windows on the test's clock), what only Redis does (expiry at the window's end,
+// Redis TIME, counting across connections), and the key path, each topology started once. On the single server also: timed-out counts, and behaviour
 // while Redis is down or hung. Multi-process exactness
 // and failover under load: test/quota-redis-processes.test.ts, test/quota-redis-failover.test.ts.
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { awayFromMinuteEdge } from '../../../test/support/minute-edge.ts';
 import type { RedisServer } from '../../../test/support/redis-server.ts';
 import { type RedisTopology, startTopology, TOPOLOGY_KINDS } from '../../../test/support/redis-topology.ts';
 import { describeWithTool, REDIS_CLI, REDIS_SERVER } from '../../../test/support/tools.ts';
-import type { QuotaOutcome } from '../quota-store.ts';
 import { accountStoreContract } from './account-store.contract.ts';
+import { quotaStoreContract } from './quota-store.contract.ts';
 import { RedisAccountStore } from './redis-account-store.ts';
 import { connectRedis, NO_REPLICATION, type RedisClient, redisReady } from './redis-connection.ts';
 import { RedisKeyQuota } from './redis-key-quota.ts';
@@ -51,11 +50,12 @@ for (const kind of TOPOLOGY_KINDS) {
   async function quotaStore(
     commandTimeoutMs = 2000,
     pending = new PendingCharges(),
+    now?: () => number,
   ): Promise<{ store: RedisQuotaStore; redis: RedisClient; prefix: string; layout: RedisLayout }> {
     const redis = connection(commandTimeoutMs);
     await redisReady(redis, 5000);
     const prefix = `t${++prefixes}:`;
-    const store = new RedisQuotaStore(redis, prefix, pending);
+    const store = new RedisQuotaStore(redis, prefix, pending, now);
     open.push(store);
     return { store, redis, prefix, layout: new RedisLayout(prefix) };
   }
@@ -90,71 +90,39 @@ for (const kind of TOPOLOGY_KINDS) {
     }
 
     describe('RedisQuotaStore', () => {
-      const limits = { perMinute: 3, perDay: 5 };
-
-      it('admits up to the minute limit and reports the windows by Redis time', async () => {
-        const { store } = await quotaStore();
-        await awayFromMinuteEdge();
-        const now = Date.now();
-        for (let i = 1; i <= 3; i++) {
-          const out = await store.consume('s', limits);
-          expect(out.allowed).toBe(true);
-          expect(out.minute.used).toBe(i);
-          expect(out.day.used).toBe(i);
-        }
-        // The type of what the next line asserts.
-        const refused = (await store.consume('s', limits)) as Extract<QuotaOutcome, { allowed: false }>;
-        expect(refused).toMatchObject({ allowed: false, refusedBy: 'minute' });
-        expect(refused.minute.resetAt % 60).toBe(0);
-        expect(refused.minute.resetAt * 1000).toBeGreaterThan(now);
-        expect(refused.minute.resetAt * 1000).toBeLessThanOrEqual(now + 120_000);
-        expect(refused.retryAfterSeconds).toBeGreaterThanOrEqual(1);
-        expect(refused.retryAfterSeconds).toBeLessThanOrEqual(60);
-        expect(refused.day.resetAt).toBe(Math.floor(now / 86_400_000 + 1) * 86_400);
+      quotaStoreContract({
+        open: async (now) => (await quotaStore(2000, new PendingCharges(), now)).store,
+        chargeIdFor,
       });
 
-      it('counts neither window when one refuses, and the day wins when both are full', async () => {
-        const { store } = await quotaStore();
-        await awayFromMinuteEdge();
-        const wide = { perMinute: 100, perDay: 2 };
-        await store.consume('d', wide);
-        await store.consume('d', wide);
-        const refused = await store.consume('d', wide);
-        expect(refused).toMatchObject({ allowed: false, refusedBy: 'day' });
-        expect(refused.minute.used).toBe(2);
-        const peek = await store.peek('d', wide);
-        expect(peek.minute.used).toBe(2);
-        expect(peek.day.used).toBe(2);
-        const both = await store.consume('d', { perMinute: 2, perDay: 2 });
-        expect(both).toMatchObject({ allowed: false, refusedBy: 'day' });
-      });
+      // 2031-03-14T10:00:30Z, on the store's clock: the keys expire at the ends of its windows.
+      const T0 = Date.UTC(2031, 2, 14, 10, 0, 30);
 
-      it('peeks without counting', async () => {
-        const { store } = await quotaStore();
-        expect((await store.peek('p', limits)).day.used).toBe(0);
-        await store.consume('p', limits);
-        expect((await store.peek('p', limits)).day).toMatchObject({ used: 1, limit: 5 });
-        expect((await store.peek('p', limits)).day.used).toBe(1);
-      });
-
-      it('sets each window key to expire at its window’s end', async () => {
-        const { store, redis, layout } = await quotaStore();
-        const out = await store.consume('x', limits);
-        const minuteExpiry = await redis.pexpiretime(layout.minute('x'));
-        const dayExpiry = await redis.pexpiretime(layout.day('x'));
-        expect(minuteExpiry).toBe(out.minute.resetAt * 1000);
-        expect(dayExpiry).toBe(out.day.resetAt * 1000);
-      });
-
-      it('counts a device per day, and a fresh subject starts at zero', async () => {
-        const { store, redis, layout } = await quotaStore();
+      it('sets each window key and the device counter to expire at its window’s end', async () => {
+        const { store, redis, layout } = await quotaStore(2000, new PendingCharges(), () => T0);
+        await store.consume('x', { perMinute: 3, perDay: 5 });
         await store.trackDevice('dev-1');
-        await store.trackDevice('dev-1');
-        expect(await store.deviceCount('dev-1')).toBe(2);
-        expect(await store.deviceCount('dev-2')).toBe(0);
-        expect(await redis.pexpiretime(layout.device('dev-1'))).toBe(
-          Math.floor(Date.now() / 86_400_000 + 1) * 86_400_000,
-        );
+        expect(await redis.pexpiretime(layout.minute('x'))).toBe(1_931_248_860_000); // 10:01:00Z
+        expect(await redis.pexpiretime(layout.day('x'))).toBe(1_931_299_200_000); // 2031-03-15T00:00Z
+        expect(await redis.pexpiretime(layout.device('dev-1'))).toBe(1_931_299_200_000);
+      });
+
+      it('keeps a history hash for 31 days from the start of its last day', async () => {
+        const { store, redis, layout } = await quotaStore(2000, new PendingCharges(), () => T0);
+        await store.consume('acct:h', { perMinute: 3, perDay: 5 }, 'h-1', ['acct:h']);
+        // 2031-03-14T00:00Z + 31 days = 2031-04-14T00:00Z
+        expect(await redis.pexpiretime(layout.history('acct:h'))).toBe(1_933_891_200_000);
+      });
+
+      it('reads the windows from Redis TIME when given no clock', async () => {
+        const { store } = await quotaStore();
+        const before = Date.now();
+        const out = await store.consume('s', { perMinute: 3, perDay: 5 });
+        const after = Date.now();
+        // Redis runs on this machine's clock: its window contains the instant of the call.
+        expect(out.minute.resetAt % 60).toBe(0);
+        expect(out.minute.resetAt * 1000).toBeGreaterThan(before);
+        expect(out.minute.resetAt * 1000 - 60_000).toBeLessThanOrEqual(after);
       });
 
       it('admits exactly the limit among concurrent calls on separate connections', async () => {
@@ -171,59 +139,10 @@ for (const kind of TOPOLOGY_KINDS) {
       });
     });
 
-    describe('refunds', () => {
-      const big = { perMinute: 100_000, perDay: 100_000 };
-
-      it('keeps per-day served/refused history for the subjects given, refund-aware, expiring', async () => {
-        const { store, redis, layout } = await quotaStore();
-        const tight = { perMinute: 2, perDay: 100 };
-        const history = ['acct:h', 'acct:h/key:k1'];
-        await awayFromMinuteEdge();
-        await store.consume('acct:h', tight, 'h-1', history);
-        const second = await store.consume('acct:h', tight, 'h-2', history);
-        await store.consume('acct:h', tight, 'h-3', history); // refused: minute full
-        await store.consume('acct:h', tight); // refused too, but no history subjects: not in any history
-        await store.refund(second.chargeId as string);
-        await store.refund(second.chargeId as string);
-        const today = new Date().toISOString().slice(0, 10);
-        for (const subject of history) {
-          const days = await store.history(subject, 30);
-          expect(days).toHaveLength(30);
-          expect(days.at(-1)).toEqual({ day: today, served: 1, refused: 1 });
-          expect(days.slice(0, -1).every((d) => d.served === 0 && d.refused === 0)).toBe(true);
-        }
-        const ttl = await redis.pttl(layout.history('acct:h'));
-        expect(ttl).toBeGreaterThan(29 * 86_400_000);
-        expect(ttl).toBeLessThanOrEqual(31 * 86_400_000);
-      });
-
-      it('uncounts a charge once, and a refund that comes first cancels its consume', async () => {
-        const { store } = await quotaStore();
-        const first = await store.consume('r', big, 'req-1');
-        await store.consume('r', big, 'req-2');
-        expect(first.chargeId).toBe(chargeIdFor('req-1', 'r'));
-        await store.refund(first.chargeId as string);
-        await store.refund(first.chargeId as string);
-        expect((await store.peek('r', big)).day.used).toBe(1);
-        expect((await store.peek('r', big)).minute.used).toBe(1);
-        await store.refund(chargeIdFor('req-3', 'r'));
-        await expect(store.consume('r', big, 'req-3')).rejects.toThrow(/already/);
-        expect((await store.peek('r', big)).day.used).toBe(1);
-      });
-
-      it('leaves a window alone that is not the one the request was counted in', async () => {
-        const { store, redis, layout } = await quotaStore();
-        const old = await store.consume('w', big, 'old');
-        // As if the minute had rolled over since: the minute key now holds another window.
-        await redis.hset(layout.minute('w'), 'w', '0', 'n', '7');
-        await store.refund(old.chargeId as string);
-        expect(await redis.hget(layout.minute('w'), 'n')).toBe('7');
-        expect((await store.peek('w', big)).day.used).toBe(0);
-      });
-    });
-
     describe('RedisKeyQuota', () => {
-      const tiers = { free: { perMinute: 2, perDay: 100 }, pro: { perMinute: 100, perDay: 1000 } };
+      // The free tier fills by the day: the key path reads Redis TIME, and a day window cannot roll over
+      // in the middle of the test as a minute could.
+      const tiers = { free: { perMinute: 100, perDay: 2 }, pro: { perMinute: 100, perDay: 1000 } };
 
       it('looks without counting, counts with a charge id, and the quota store refunds that charge', async () => {
         const pending = new PendingCharges();
@@ -233,16 +152,15 @@ for (const kind of TOPOLOGY_KINDS) {
         const secret = (await accounts.createKey(account.id))?.secret as string;
         const keys = new RedisKeyQuota(redis, prefix, pending);
         const subject = `acct:${account.id}`;
-        await awayFromMinuteEdge();
 
         expect((await keys.peekForKey(secret, tiers))?.outcome.allowed).toBe(true);
         expect((await store.peek(subject, tiers.free)).day.used).toBe(0);
         expect((await keys.consumeForKey(secret, tiers, 'k1'))?.outcome.allowed).toBe(true);
         const k2 = (await keys.consumeForKey(secret, tiers, 'k2'))?.outcome;
         expect(k2?.allowed).toBe(true);
-        // Full: the look says what counting would say (minute refusal), and counts nothing.
+        // Full: the look says what counting would say (day refusal), and counts nothing.
         const look = await keys.peekForKey(secret, tiers);
-        expect(look?.outcome).toMatchObject({ allowed: false, refusedBy: 'minute' });
+        expect(look?.outcome).toMatchObject({ allowed: false, refusedBy: 'day' });
         expect((await store.peek(subject, tiers.free)).day.used).toBe(2);
         await store.refund(k2?.chargeId ?? 'k2');
         expect((await store.peek(subject, tiers.free)).day.used).toBe(1);
