@@ -66,6 +66,8 @@ describe('GET /openapi.json', () => {
     expect(paths.filter((p) => p === '/openapi.json' || p.startsWith('/docs/api'))).toEqual([]);
     // The page lists tags in declared order: the three endpoints people come for before the rest.
     expect(doc.tags.map((t: Json) => t.name)).toEqual(['detect', 'health', 'skill']);
+    // So are the paths, for any other renderer.
+    expect(paths.slice(0, 3)).toEqual(['/api/public/detect', '/api/open/detect', '/api/public/health']);
   });
 
   it('documents both request ways of the detect endpoints', () => {

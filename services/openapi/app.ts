@@ -8,7 +8,7 @@
 // JSON API) and the plumbing (this document's and the page's own routes) stay out of the document.
 // The page lists tags in the order declared below: the detect and health endpoints first.
 
-import swagger, { type SwaggerOptions } from '@fastify/swagger';
+import swagger, { type SwaggerOptions, type SwaggerTransformObject } from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
 import { errorExamples, errorResponse } from '../common/error-schemas.ts';
@@ -67,6 +67,7 @@ export async function registerOpenApi(app: FastifyInstance, opts: OpenApiOptions
       },
     },
     hideUntagged: true,
+    transformObject: pathsInTagOrder,
   };
   await app.register(
     swagger,
@@ -110,6 +111,22 @@ export async function registerOpenApi(app: FastifyInstance, opts: OpenApiOptions
     });
   });
 }
+
+/** Paths in the order of their tags' declaration, so that any renderer lists the public endpoints first. */
+const pathsInTagOrder: SwaggerTransformObject = (documentObject) => {
+  if (!('openapiObject' in documentObject)) return documentObject.swaggerObject;
+  const openapi = documentObject.openapiObject;
+  const declared = (openapi.tags ?? []).map((tag) => tag.name);
+  const rank = (item: object) => {
+    const tags = Object.values(item).flatMap((operation: { tags?: string[] }) => operation.tags ?? []);
+    const order = declared.findIndex((name) => tags.includes(name));
+    return order === -1 ? declared.length : order;
+  };
+  // Array.prototype.sort is stable: within a tag, the registration order stays.
+  const paths = Object.entries(openapi.paths ?? {}).sort(([, a], [, b]) => rank(a ?? {}) - rank(b ?? {}));
+  Object.assign(openapi, { paths: Object.fromEntries(paths) });
+  return openapi;
+};
 
 function errorResponseObject(
   status: 404 | 405 | 408 | 431,
