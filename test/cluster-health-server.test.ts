@@ -41,6 +41,20 @@ describe('the health server', () => {
     }
   });
 
+  it('serves the API reference: the whole public document (detect included) and Swagger UI', async () => {
+    const document = (await (await fetch(`${health.url}/openapi.json`)).json()) as { paths: object };
+    expect(Object.keys(document.paths).slice(0, 3).sort()).toEqual(
+      ['/api/open/detect', '/api/public/detect', '/api/public/health'].sort(),
+    );
+    // The page renders the same document, from assets of this process.
+    expect(await (await fetch(`${health.url}/docs/api/json`)).json()).toEqual(document);
+    for (const path of ['/docs/api', '/docs/api/static/swagger-ui-bundle.js']) {
+      const res = await fetch(`${health.url}${path}`);
+      expect(res.status, path).toBe(200);
+      expect(res.headers.get('content-security-policy'), path).toContain("script-src 'self'");
+    }
+  });
+
   it('logs JSON lines that carry the trace id of the caller', async () => {
     const traceId = '0af7651916cd43dd8448eb211c80319c';
     const res = await fetch(`${health.url}/api/public/health`, {

@@ -38,6 +38,21 @@ const RETRY_AFTER = {
   },
 } as const;
 
+/**
+ * One named example per code of `status`: the envelope as sent, with the table's default message.
+ * `x-examples` is @fastify/swagger's key for a media type's named `examples` (OpenAPI 3).
+ */
+export function errorExamples(status: Status) {
+  return Object.fromEntries(
+    Object.values(ERRORS)
+      .filter((entry) => entry.status === status)
+      .map((entry) => [
+        String(entry.code),
+        { summary: `${entry.code}: ${entry.message}`, value: { code: entry.code, message: entry.message } },
+      ]),
+  );
+}
+
 /** A response schema (for `schema.response[status]`) of the error envelope with its codes and headers. */
 export function errorResponse(status: Status, extra: { headers?: Record<string, object> } = {}) {
   const headers: Record<string, object> = { ...extra.headers };
@@ -46,5 +61,6 @@ export function errorResponse(status: Status, extra: { headers?: Record<string, 
     description: describe(status),
     ...(Object.keys(headers).length > 0 ? { headers } : {}),
     ...errorBodySchema(status),
+    'x-examples': errorExamples(status),
   };
 }

@@ -59,6 +59,26 @@ const success = {
   description: 'The image was scored.',
   headers: rateLimitHeaders,
   ...detectionResponseSchema,
+  examples: [
+    {
+      code: 0,
+      message: 'ok',
+      data: {
+        decision: 'allow',
+        scores: { nsfw: 0.0213, sfw: 0.9787 },
+        thresholds: { allow: 0.1, block: 0.9 },
+        image: {
+          sha256: '9f2c1e7a5b3d4c6e8f0a1b2c3d4e5f60718293a4b5c6d7e8f9012a3b4c5d6e7f',
+          format: 'jpeg',
+          width: 1024,
+          height: 768,
+          bytes: 183422,
+          frames: 1,
+        },
+        timing_ms: 38.4,
+      },
+    },
+  ],
 };
 
 const common = {
@@ -69,8 +89,12 @@ const common = {
 export const publicDetectSchema = {
   ...common,
   summary: 'Score an image, anonymously (spec 4.1)',
-  description:
-    'Quota per client IP. Send the image either as a multipart form with one file part `file`, or as the raw body with its `image/*` type.',
+  description: `Quota per client IP. Send the image either as a multipart form with one file part \`file\`, or as the raw body with its \`image/*\` type:
+
+\`\`\`
+curl -F file=@photo.jpg https://HOST/api/public/detect
+curl -H 'Content-Type: image/jpeg' --data-binary @photo.jpg https://HOST/api/public/detect
+\`\`\``,
   headers: { type: 'object', properties: { 'x-device-id': deviceId } },
   response: {
     200: success,
@@ -83,8 +107,11 @@ export const publicDetectSchema = {
 export const openDetectSchema = {
   ...common,
   summary: 'Score an image, with an API key (spec 4.2)',
-  description:
-    'Quota per account (all keys of an account share it). Same request ways and result as the anonymous endpoint.',
+  description: `Quota per account (all keys of an account share it). Same request ways and result as the anonymous endpoint:
+
+\`\`\`
+curl -H 'Authorization: Bearer nsk_live_0123456789abcdef0123456789abcdef' -F file=@photo.jpg https://HOST/api/open/detect
+\`\`\``,
   security: [{ apiKey: [] }],
   headers: { type: 'object', properties: { authorization, 'x-device-id': deviceId } },
   response: {

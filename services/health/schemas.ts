@@ -3,6 +3,8 @@
 
 import { okSchema } from '../common/envelope.ts';
 import { errorResponse } from '../common/error-schemas.ts';
+import { SKILL_VERSION } from './skill/skill-version.ts';
+import { SERVICE_NAME, SERVICE_VERSION } from './versions.ts';
 
 export const healthResponseSchema = okSchema({
   type: 'object',
@@ -21,7 +23,24 @@ export const healthSchema = {
   description:
     'Answers from constants: never probes the model or a store, never rate limited. ' +
     'Not the readiness signal: a fresh process answers ok here before detect can score.',
-  response: { 200: { description: 'The service is up.', ...healthResponseSchema } },
+  response: {
+    200: {
+      description: 'The service is up.',
+      ...healthResponseSchema,
+      examples: [
+        {
+          code: 0,
+          message: 'ok',
+          data: {
+            status: 'ok',
+            service: SERVICE_NAME,
+            version: SERVICE_VERSION,
+            skill_version: SKILL_VERSION,
+          },
+        },
+      ],
+    },
+  },
 } as const;
 
 /** The companion client's documents (spec part 1), served with the request's base URL substituted. */

@@ -27,8 +27,6 @@ const PUBLIC_OPERATIONS = [
   ['get', '/docs/skill.md'],
   ['get', '/skill/SKILL.md'],
   ['get', '/skill/nsfwdetector.py'],
-  ['get', '/openapi.json'],
-  ['get', '/docs/api'],
 ] as const;
 
 const op = (method: string, path: string): Json => doc.paths?.[path]?.[method];
@@ -64,6 +62,12 @@ describe('GET /openapi.json', () => {
       expect(op(method, path), `${method} ${path}`).toBeDefined();
     const paths = Object.keys(doc.paths);
     expect(paths.filter((p) => p.startsWith('/internal') || p.startsWith('/ext_authz'))).toEqual([]);
+    // The plumbing (this document, the reference page and its assets) is not an endpoint of the service.
+    expect(paths.filter((p) => p === '/openapi.json' || p.startsWith('/docs/api'))).toEqual([]);
+    // The page lists tags in declared order: the three endpoints people come for before the rest.
+    expect(doc.tags.map((t: Json) => t.name)).toEqual(['detect', 'health', 'skill']);
+    // So are the paths, for any other renderer.
+    expect(paths.slice(0, 3)).toEqual(['/api/public/detect', '/api/open/detect', '/api/public/health']);
   });
 
   it('documents both request ways of the detect endpoints', () => {
@@ -142,6 +146,25 @@ describe('GET /openapi.json', () => {
     expect(codes('503')).toEqual([5001]);
   });
 
+  it('shows an example of every answer of the public endpoints, errors with their envelope', () => {
+    for (const [method, path] of PUBLIC_OPERATIONS.slice(0, 3)) {
+      for (const [status, response] of Object.entries<Json>(op(method, path).responses)) {
+        const media = response.content['application/json'];
+        const examples = media.examples
+          ? Object.values<Json>(media.examples).map((e) => e.value)
+          : [media.example];
+        expect(examples.length, `${path} ${status}`).toBeGreaterThan(0);
+        const codes = examples.map((e) => e?.code);
+        if (status === '200') {
+          expect(examples[0], path).toMatchObject({ code: 0, message: 'ok', data: expect.any(Object) });
+        } else {
+          expect(codes, `${path} ${status}`).toEqual(media.schema.properties.code.enum);
+          for (const e of examples) expect(Object.keys(e).sort()).toEqual(['code', 'message']);
+        }
+      }
+    }
+  });
+
   it('is built from the route schemas: the detection result is the one responses are serialized with', async () => {
     const { detectionResponseSchema } = await import('../detect/result.ts');
     const published = op('post', '/api/public/detect').responses['200'].content['application/json'].schema;
@@ -153,18 +176,24 @@ describe('GET /openapi.json', () => {
 });
 
 describe('GET /docs/api', () => {
-  it('serves a page and its script from this origin under a strict CSP', async () => {
+  it('serves the Swagger UI page and its assets from this origin under a strict CSP', async () => {
     const page = await app.inject({ method: 'GET', url: '/docs/api' });
     expect(page.statusCode).toBe(200);
     expect(page.headers['content-type']).toMatch(/^text\/html/);
-    expect(page.headers['content-security-policy']).toContain("script-src 'self'");
-    expect(page.body).toContain('src="/docs/api/viewer.js"');
-    expect(page.body).not.toMatch(/https?:\/\//);
-    const script = await app.inject({ method: 'GET', url: '/docs/api/viewer.js' });
-    expect(script.statusCode).toBe(200);
-    expect(script.headers['content-type']).toMatch(/^text\/javascript/);
-    expect(script.body).toContain("fetch('/openapi.json')");
-    const styles = await app.inject({ method: 'GET', url: '/docs/api/viewer.css' });
-    expect(styles.statusCode).toBe(200);
+    const csp = String(page.headers['content-security-policy']);
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).not.toMatch(/https?:|unsafe-inline/);
+    expect(page.headers['x-content-type-options']).toBe('nosniff');
+    const assets = [...page.body.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1] ?? '');
+    expect(assets).toContain('/docs/api/static/swagger-ui-bundle.js');
+    for (const url of assets) {
+      expect(url).toMatch(/^\/docs\/api\/static\//);
+      const asset = await app.inject({ method: 'GET', url });
+      expect(asset.statusCode, url).toBe(200);
+      expect(asset.headers['content-security-policy'], url).toBe(csp);
+    }
+    // The page renders the same document as /openapi.json.
+    const rendered = await app.inject({ method: 'GET', url: '/docs/api/json' });
+    expect(rendered.json()).toEqual(doc);
   });
 });

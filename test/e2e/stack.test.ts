@@ -288,6 +288,8 @@ describeWithStackTools(
       expect(health.headers.get('x-ratelimit-limit')).toBeNull();
       expect((await get(edge, '/docs/skill.md')).status).toBe(200);
       expect((await get(edge, '/docs/api')).status).toBe(200);
+      // The reference page's assets come from the health service too (Swagger UI's, from the package).
+      expect((await get(edge, '/docs/api/static/swagger-ui-bundle.js')).status).toBe(200);
       // The contract published at the edge is the embedded one: detect's routes included.
       const document = await get(edge, '/openapi.json');
       expect(Object.keys(document.body.paths)).toEqual(
