@@ -11,6 +11,7 @@
 // A header-probe limit on scans would refuse the attack before any decoding; without one, what is
 // measured here is the decoders' isolation and the CPU limit alone.
 
+import { readFileSync } from 'node:fs';
 import { loadAllInOneConfig } from '../services/all-in-one/config.ts';
 import { hostileImage, manyScanScript, writeProgressiveJpeg } from '../test/support/hostile-images.ts';
 import { startServer } from '../test/support/server-process.ts';
@@ -19,7 +20,12 @@ import { benchImages } from './images.ts';
 import { texture, treeMemory } from './memory.ts';
 
 const MiB = 1024 * 1024;
-const CHART_MEMORY_LIMIT_MIB = 1536;
+/** The chart's detect memory limit (values.yaml, detect.resources.limits), which the peak must stay under. */
+const CHART_MEMORY_LIMIT_MIB = Number(
+  /\ndetect:\n[\s\S]*?limits: \{[^}]*memory: (\d+)Mi/.exec(
+    readFileSync(new URL('../charts/nsfwdetector/values.yaml', import.meta.url), 'utf8'),
+  )?.[1],
+);
 
 interface Answer {
   status: number;
