@@ -5,8 +5,8 @@
 // processes, killed alone. Every costly image is answered 400/4005, every
 // ordinary one 200, and the server is still alive and ready at the end.
 
-import sharp from 'sharp';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { hostileImage } from './support/hostile-images.ts';
 import { type ServerProcess, startServer } from './support/server-process.ts';
 import { JPEG } from './support/stack-client.ts';
 import { describeWithTool, JPEG_TENSOR_ADDON } from './support/tools.ts';
@@ -19,17 +19,7 @@ describeWithTool([JPEG_TENSOR_ADDON], 'kills under legitimate load', () => {
   beforeAll(async () => {
     // 16 MP of noise: ~0.2-0.4 s of CPU to decode, over the 100 ms limit below; an ordinary 320×240
     // JPEG takes a few ms.
-    costly = await sharp({
-      create: {
-        width: 4000,
-        height: 4000,
-        channels: 3,
-        background: '#808080',
-        noise: { type: 'gaussian', mean: 128, sigma: 40 },
-      },
-    })
-      .jpeg({ quality: 90 })
-      .toBuffer();
+    costly = await hostileImage('jpeg-noise-16mp');
     server = await startServer({
       // A short CPU limit kills each costly decode; the wall deadline is long enough that a decoder
       // starved on a busy machine (replacements starting beside it) still reaches 100 ms of CPU first.

@@ -7,7 +7,6 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import sharp from 'sharp';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { admin } from '../../loadtests/run.ts';
 import { ERRORS } from '../../services/common/errors.ts';
@@ -17,6 +16,7 @@ import { RedisLayout } from '../../services/quota/stores/redis-layout.ts';
 import { type Stack, startStack } from '../../services/stack/stack.ts';
 import { requireTool } from '../../services/stack/tools.ts';
 import { childEnv } from '../support/children.ts';
+import { hostileImage } from '../support/hostile-images.ts';
 import { awayFromMinuteEdge } from '../support/minute-edge.ts';
 import {
   type EdgeAnswer,
@@ -243,17 +243,7 @@ describeWithStackTools(
         account: { id: string };
       };
       const { secret } = (await admin(adminEnv, ['issue-key', email, '--name', 'e2e'])) as { secret: string };
-      const costly = await sharp({
-        create: {
-          width: 4000,
-          height: 4000,
-          channels: 3,
-          background: '#808080',
-          noise: { type: 'gaussian', mean: 128, sigma: 40 },
-        },
-      })
-        .jpeg({ quality: 90 })
-        .toBuffer();
+      const costly = await hostileImage('jpeg-noise-16mp');
       const redis = new Redis(stack.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
       await redis.connect();
       try {

@@ -495,6 +495,22 @@ export interface HostileImage {
 }
 
 export const HOSTILE_IMAGES = {
+  'jpeg-noise-16mp': {
+    about:
+      '4000² baseline JPEG of Gaussian noise (q90): a valid image whose decode takes ~0.2-0.4 s of CPU, over a tight DECODE_CPU_LIMIT_MS',
+    make: () =>
+      sharp({
+        create: {
+          width: 4000,
+          height: 4000,
+          channels: 3,
+          background: '#808080',
+          noise: { type: 'gaussian', mean: 128, sigma: 40 },
+        },
+      })
+        .jpeg({ quality: 90 })
+        .toBuffer(),
+  },
   'jpeg-many-scans-grey-14142': {
     about: '14142² grey progressive JPEG, 883 scans (one coefficient each, then every refinement)',
     make: async () =>
