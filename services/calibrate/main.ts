@@ -144,14 +144,19 @@ export async function main(argv: string[]): Promise<number> {
     started: performance.now(),
   };
 
-  if (values.models === undefined) {
-    const run = await scoreFolders(config, dirs, values.out, bar);
-    for (const f of run.failures) process.stderr.write(`not decodable: ${f.file}: ${f.code} ${f.message}\n`);
+  // One model's thresholds fitted on its scores, and its report written (index.html's path returned).
+  const report = async (
+    run: { nsfw: number[]; sfw: number[]; failures: readonly Failure[] },
+    outDir: string,
+    model: string,
+    nameModel: boolean,
+  ) => {
     const table = thresholdTable(run.nsfw, run.sfw);
     const suggestion = suggestThresholds(table, targetFalseBlock, targetMiss);
     const index = await writeReport({
-      outDir: values.out,
-      model: config.model,
+      outDir,
+      model,
+      nameModel,
       nsfwDir: dirs.nsfw,
       sfwDir: dirs.sfw,
       nsfw: run.nsfw,
@@ -162,6 +167,13 @@ export async function main(argv: string[]): Promise<number> {
       targetFalseBlock,
       targetMiss,
     });
+    return { suggestion, index };
+  };
+
+  if (values.models === undefined) {
+    const run = await scoreFolders(config, dirs, values.out, bar);
+    for (const f of run.failures) process.stderr.write(`not decodable: ${f.file}: ${f.code} ${f.message}\n`);
+    const { suggestion, index } = await report(run, values.out, config.model, false);
     process.stdout.write(
       `scored ${run.nsfw.length} nsfw + ${run.sfw.length} sfw, ${run.failures.length} not decodable\n` +
         `suggested: THRESHOLD_ALLOW=${suggestion.allow} THRESHOLD_BLOCK=${suggestion.block}\nreport: ${index}\n`,
@@ -184,22 +196,7 @@ export async function main(argv: string[]): Promise<number> {
       for (const f of run.failures)
         process.stderr.write(`not decodable: ${f.file}: ${f.code} ${f.message}\n`);
     }
-    const table = thresholdTable(run.nsfw, run.sfw);
-    const suggestion = suggestThresholds(table, targetFalseBlock, targetMiss);
-    await writeReport({
-      outDir: modelDir,
-      model,
-      nameModel: true,
-      nsfwDir: dirs.nsfw,
-      sfwDir: dirs.sfw,
-      nsfw: run.nsfw,
-      sfw: run.sfw,
-      failures: run.failures,
-      table,
-      suggestion,
-      targetFalseBlock,
-      targetMiss,
-    });
+    await report(run, modelDir, model, true);
     const scored = run.nsfw.length + run.sfw.length;
     rows.push(
       compareModel(
