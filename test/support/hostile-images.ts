@@ -497,7 +497,7 @@ export interface HostileImage {
 export const HOSTILE_IMAGES = {
   'jpeg-noise-16mp': {
     about:
-      '4000² baseline JPEG of Gaussian noise (q90): a valid image whose decode takes ~0.2-0.4 s of CPU, over a tight DECODE_CPU_LIMIT_MS',
+      '4000² progressive 4:4:4 JPEG of Gaussian noise (q90): a valid image whose decode takes several times a tight DECODE_CPU_LIMIT_MS of 100 ms (a baseline one took ~160 ms: too near a limit polled every 100 ms)',
     make: () =>
       sharp({
         create: {
@@ -508,7 +508,7 @@ export const HOSTILE_IMAGES = {
           noise: { type: 'gaussian', mean: 128, sigma: 40 },
         },
       })
-        .jpeg({ quality: 90 })
+        .jpeg({ quality: 90, progressive: true, chromaSubsampling: '4:4:4' })
         .toBuffer(),
   },
   'jpeg-many-scans-grey-14142': {
