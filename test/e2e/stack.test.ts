@@ -330,6 +330,8 @@ describeWithStackTools(
         );
         return (
           services.has('nsfwdetector-edge') &&
+          // Envoy's own spans may reach Jaeger in different flushes: wait for its ingress span too.
+          spans.some((s) => s.service === 'nsfwdetector-edge' && s.parentSpanId === callerSpan) &&
           [...services].some((s) => s.includes('quota')) &&
           quotaRedis &&
           ['intake', 'sniff', 'probe', 'decode', 'inference'].every((o) => ops.has(o))
