@@ -22,7 +22,13 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'main',
-          include: ['services/**/*.test.ts', 'models/**/*.test.ts', 'test/**/*.test.ts'],
+          include: [
+            'services/**/*.test.ts',
+            'lib/**/*.test.ts',
+            'tools/**/*.test.ts',
+            'models/**/*.test.ts',
+            'test/**/*.test.ts',
+          ],
           exclude: [KUBE_SUITES],
           sequence: { groupOrder: 0 },
         },

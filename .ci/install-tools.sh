@@ -88,7 +88,7 @@ install_open_nsfw_reference() {
 }
 
 # --- Cluster-mode stack (npm run stack, test/e2e): Envoy, Helm, Jaeger; k6 for the load tests ----------
-# services/stack/tools.ts finds them at these paths.
+# tools/stack/tools.ts finds them at these paths.
 ENVOY_VERSION=1.40.0
 HELM_VERSION=v3.22.0
 JAEGER_VERSION=v1.76.0

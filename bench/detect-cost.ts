@@ -9,7 +9,7 @@
 // fresh server is started for every variant in every round.
 //
 //   variant := name[@dist|@tsx|@<dir holding a built services/>][:VAR=value,VAR=value] (VAR= unsets)
-//   Every server runs as npm start and the image run node (services/common/node-runtime.ts: MALLOC_ARENA_MAX=2,
+//   Every server runs as npm start and the image run node (lib/common/node-runtime.ts: MALLOC_ARENA_MAX=2,
 //   --max-semi-space-size=1); `NODE_FLAGS=…` in a variant replaces the node flags.
 //   options: --seconds N (per concurrency, default 6), --rounds N (default 2), --uploads (also 8
 //            concurrent ~49 MB PNG uploads: peak RSS), --concurrency 1,8 (default), --threads (CPU per
@@ -22,7 +22,7 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
-import { PRODUCTION_ENV, PRODUCTION_NODE_FLAGS } from '../services/common/node-runtime.ts';
+import { PRODUCTION_ENV, PRODUCTION_NODE_FLAGS } from '../lib/common/node-runtime.ts';
 import { type Child, spawnChild } from '../test/support/children.ts';
 import { listeningPort, ROOT } from '../test/support/server-process.ts';
 import { closeLoadConnections, postOnce, runLoad } from './http-load.ts';
@@ -103,7 +103,7 @@ function rssMiB(pid: number): number {
 }
 
 async function start(v: Variant): Promise<{ child: Child; url: string }> {
-  // As npm start and the image run node (services/common/node-runtime.ts); `NODE_FLAGS=<flags>` in a
+  // As npm start and the image run node (lib/common/node-runtime.ts); `NODE_FLAGS=<flags>` in a
   // variant replaces the flags (space-separated; empty: none).
   const flags =
     v.env.NODE_FLAGS === undefined ? PRODUCTION_NODE_FLAGS : v.env.NODE_FLAGS.split(' ').filter(Boolean);

@@ -6,8 +6,8 @@
 
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { type ModelChoice, modelMembers } from '../lib/policy/model-catalogue.ts';
 import { MODELS_DIR } from '../services/detect/model/model-file.ts';
-import { type ModelChoice, modelMembers } from '../services/policy/model-catalogue.ts';
 import { processTree } from '../test/support/process-tree.ts';
 import { startServer } from '../test/support/server-process.ts';
 import { closeLoadConnections, postOnce, runLoad } from './http-load.ts';

@@ -8,14 +8,14 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as tf from '@tensorflow/tfjs';
 import sharp from 'sharp';
-import { loadReference } from '../models/nsfwjs-reference.ts';
 import {
   FLOAT_SOURCE,
   isNsfwjsModel,
   MODEL_INPUT_SIZE,
   type ModelChoice,
   type ModelName,
-} from '../services/policy/model-catalogue.ts';
+} from '../lib/policy/model-catalogue.ts';
+import { loadReference } from '../models/nsfwjs-reference.ts';
 
 export interface RgbImage {
   rgb: Uint8Array;

@@ -15,7 +15,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PRODUCTION_ENV, PRODUCTION_NODE_FLAGS } from '../services/common/node-runtime.ts';
+import { PRODUCTION_ENV, PRODUCTION_NODE_FLAGS } from '../lib/common/node-runtime.ts';
 import { type Child, spawnChild } from '../test/support/children.ts';
 import { processTree } from '../test/support/process-tree.ts';
 import { listeningPort, ROOT } from '../test/support/server-process.ts';
@@ -47,7 +47,7 @@ interface RoundFigures {
 
 /** What `npm start` runs: the prestart's build when dist/ is stale, then `node dist/…/server.js`. */
 function ourEntry(): { args: string[]; how: string } {
-  execFileSync(process.execPath, ['services/build/dist.ts', '--if-stale'], { cwd: ROOT, stdio: 'inherit' });
+  execFileSync(process.execPath, ['tools/build/dist.ts', '--if-stale'], { cwd: ROOT, stdio: 'inherit' });
   return {
     args: ['dist/services/all-in-one/server.js'],
     how: `node ${PRODUCTION_NODE_FLAGS.join(' ')} dist/services/all-in-one/server.js (npm start and the image)`,
@@ -56,7 +56,7 @@ function ourEntry(): { args: string[]; how: string } {
 
 async function startOurs(args: string[], env: Record<string, string> = {}): Promise<Running> {
   const accounts = mkdtempSync(join(tmpdir(), 'nsfwdetector-accounts-'));
-  // Node as the image and npm start run it (flags and environment: services/common/node-runtime.ts).
+  // Node as the image and npm start run it (flags and environment: lib/common/node-runtime.ts).
   const child = spawnChild('nsfwdetector', process.execPath, [...PRODUCTION_NODE_FLAGS, ...args], {
     cwd: ROOT,
     env: {

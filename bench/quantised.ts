@@ -12,6 +12,8 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { QUANTISED_MODEL_SHIPS } from '../lib/policy/model-catalogue.ts';
+import { loadPolicyConfig } from '../lib/policy/policy-config.ts';
 import { modelFile } from '../models/convert.ts';
 import { type Fidelity, measureFidelity, median, SHIP_BOUND, withinShipBound } from '../models/fidelity.ts';
 import {
@@ -26,8 +28,6 @@ import { toModelInput } from '../services/detect/image/decode.ts';
 import { probeHeader } from '../services/detect/image/probe.ts';
 import { sniffFormat } from '../services/detect/image/sniff.ts';
 import { createOnnxClassifier, type OnnxClassifier } from '../services/detect/model/onnx-classifier.ts';
-import { QUANTISED_MODEL_SHIPS } from '../services/policy/model-catalogue.ts';
-import { loadPolicyConfig } from '../services/policy/policy-config.ts';
 import { startServer } from '../test/support/server-process.ts';
 import { closeLoadConnections, postOnce, runLoad } from './http-load.ts';
 import { benchImages } from './images.ts';

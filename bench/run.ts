@@ -13,13 +13,13 @@
 //   models    req/s, CPU per image and RSS of each MODEL choice, ensembles too (bench/model-choices.ts)
 //   tiles     answer time of the largest allowed long JPEG and a 30,000 × 40 strip, tiled and not (bench/tiles.ts)
 
+import { isNsfwjsModel } from '../lib/policy/model-catalogue.ts';
 import { loadAllInOneConfig } from '../services/all-in-one/config.ts';
 import { toModelInput } from '../services/detect/image/decode.ts';
 import { probeHeader } from '../services/detect/image/probe.ts';
 import { sniffFormat } from '../services/detect/image/sniff.ts';
 import { createOnnxClassifier } from '../services/detect/model/onnx-classifier.ts';
 import { loadScorer } from '../services/detect/scoring/scoring-pool.ts';
-import { isNsfwjsModel } from '../services/policy/model-catalogue.ts';
 import { startServer } from '../test/support/server-process.ts';
 import { accountsBench } from './accounts.ts';
 import { authorizeBench } from './authorize.ts';

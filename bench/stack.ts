@@ -5,8 +5,8 @@
 // (Envoy samples all; the services export their spans to Jaeger).
 
 import { readFileSync } from 'node:fs';
-import { type ChildName, startStack } from '../services/stack/stack.ts';
-import { missingTools } from '../services/stack/tools.ts';
+import { type ChildName, startStack } from '../tools/stack/stack.ts';
+import { missingTools } from '../tools/stack/tools.ts';
 import { runLoad } from './http-load.ts';
 
 const fmt = (x: number, digits = 1) => x.toFixed(digits);

@@ -6,7 +6,7 @@
 
 import { readFileSync } from 'node:fs';
 import sharp from 'sharp';
-import { SETTINGS } from '../services/common/settings.ts';
+import { SETTINGS } from '../lib/common/settings.ts';
 import { fixture } from '../test/fixtures/corpus.ts';
 import { startServer } from '../test/support/server-process.ts';
 import { closeLoadConnections, postOnce } from './http-load.ts';

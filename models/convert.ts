@@ -20,7 +20,7 @@ import {
   type FloatModelName,
   MODEL_NAMES,
   type ModelName,
-} from '../services/policy/model-catalogue.ts';
+} from '../lib/policy/model-catalogue.ts';
 import { kerasToOnnx } from './keras-to-onnx.ts';
 import { loadKerasModel, nsfwjsVersion } from './keras-weights.ts';
 import { serializeModel } from './onnx-graph.ts';

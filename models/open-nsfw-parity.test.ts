@@ -22,9 +22,9 @@ import { sniffFormat } from '../services/detect/image/sniff.ts';
 import { summarize } from '../services/detect/model/classifier.ts';
 import { OpenNsfwClassifier } from '../services/detect/model/open-nsfw-classifier.ts';
 import { InProcessScorer, needsShrinkOnLoad } from '../services/detect/scoring/image-scorer.ts';
-import { TOOLS_DIR } from '../services/stack/tools.ts';
 import { CORPUS, fixture } from '../test/fixtures/corpus.ts';
 import { describeWithTool, tool } from '../test/support/tools.ts';
+import { TOOLS_DIR } from '../tools/stack/tools.ts';
 import { fetchOpenNsfw, OPEN_NSFW_SOURCE } from './open-nsfw.ts';
 
 /** The venv .ci/install-tools.sh makes (install_open_nsfw_reference): keep the name in step. */

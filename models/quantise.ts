@@ -20,8 +20,8 @@ import { promisify } from 'node:util';
 import { toModelInput } from '../services/detect/image/decode.ts';
 import { probeHeader } from '../services/detect/image/probe.ts';
 import { sniffFormat } from '../services/detect/image/sniff.ts';
-import { TOOLS_DIR } from '../services/stack/tools.ts';
 import { CORPUS, fixture } from '../test/fixtures/corpus.ts';
+import { TOOLS_DIR } from '../tools/stack/tools.ts';
 import { CHECKSUMS_FILE, convertToBytes, MODELS_DIR, readChecksums, writeChecksums } from './convert.ts';
 
 /** Keep in step with .ci/install-tools.sh (the venv's name carries the version). */

@@ -2,7 +2,7 @@
 // (labels of our choosing: what is checked is the tool, not a model's accuracy), the real CLI with
 // two models and their ensemble. Each model's scores are in its subfolder; the ensemble's are the mean
 // of its members' (each model really ran); the side-by-side figures and the recommendation are the
-// rules of services/calibrate/compare.ts (tested there on hand-made scores) applied to what was scored,
+// rules of tools/calibrate/compare.ts (tested there on hand-made scores) applied to what was scored,
 // and the top-level files deploy the recommended model with its thresholds.
 
 import { execFile } from 'node:child_process';
@@ -11,12 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  compareModel,
-  type ModelComparison,
-  recommend,
-  type Targets,
-} from '../services/calibrate/compare.ts';
+import { compareModel, type ModelComparison, recommend, type Targets } from '../tools/calibrate/compare.ts';
 import { fixture } from './fixtures/corpus.ts';
 import { childEnv } from './support/children.ts';
 import { ROOT } from './support/server-process.ts';
@@ -33,7 +28,7 @@ let stdout = '';
 let stderr = '';
 
 const cli = (args: string[]) =>
-  run(process.execPath, ['--import', 'tsx', 'services/calibrate/main.ts', ...args], {
+  run(process.execPath, ['--import', 'tsx', 'tools/calibrate/main.ts', ...args], {
     cwd: ROOT,
     env: { ...childEnv(), TSX_DISABLE_CACHE: '1', LOG_LEVEL: 'warn' },
   });

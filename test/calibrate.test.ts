@@ -3,7 +3,7 @@
 // HTTP (the same pipeline must give the same score), the expected failures come from the corpus map,
 // and every output file carries the table and suggestion of the recorded scores. The rules that make
 // the table and the suggestion are checked against hand-computed figures in
-// services/calibrate/metrics.test.ts; here, that the report applies them to what it scored, and facts
+// tools/calibrate/metrics.test.ts; here, that the report applies them to what it scored, and facts
 // about the real scores that need no rule to see. Finally the HTML report is opened in headless
 // Chromium (charts must load) and photographed into test-artifacts/.
 
@@ -15,7 +15,7 @@ import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { suggestThresholds, type ThresholdRow, thresholdTable } from '../services/calibrate/metrics.ts';
+import { suggestThresholds, type ThresholdRow, thresholdTable } from '../tools/calibrate/metrics.ts';
 import { CORPUS, fixture } from './fixtures/corpus.ts';
 import { childEnv } from './support/children.ts';
 import { ROOT, type ServerProcess, startServer } from './support/server-process.ts';
@@ -53,7 +53,7 @@ beforeAll(async () => {
     [
       '--import',
       'tsx',
-      'services/calibrate/main.ts',
+      'tools/calibrate/main.ts',
       '--nsfw',
       join(work, 'nsfw'),
       '--sfw',

@@ -9,7 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_MAX_FILE_BYTES } from '../services/common/http-limits.ts';
+import { DEFAULT_MAX_FILE_BYTES } from '../lib/common/http-limits.ts';
 import { loadUploadConfig, PROCESS_RESERVE_BYTES } from '../services/detect/config.ts';
 import { decodeMemoryBytes } from '../services/detect/image/decode-memory.ts';
 import { worstJpegDecodeBytes } from '../services/detect/image/image-cost.ts';

@@ -1,10 +1,10 @@
 // The image, `npm start` and the benchmarks run node the same way: the flags and environment of
-// services/common/node-runtime.ts, so what the benchmarks measure is what production runs.
+// lib/common/node-runtime.ts, so what the benchmarks measure is what production runs.
 
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { PRODUCTION_ENV, PRODUCTION_NODE_FLAGS } from '../services/common/node-runtime.ts';
+import { PRODUCTION_ENV, PRODUCTION_NODE_FLAGS } from '../lib/common/node-runtime.ts';
 import { ROOT } from './support/server-process.ts';
 
 const dockerfile = readFileSync(join(ROOT, 'services/Dockerfile'), 'utf8');

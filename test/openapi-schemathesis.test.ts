@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { TOOLS_DIR } from '../services/stack/tools.ts';
+import { TOOLS_DIR } from '../tools/stack/tools.ts';
 import { bmpFromRgb } from './fixtures/bmp.ts';
 import { fixture } from './fixtures/corpus.ts';
 import { type Child, spawnChild } from './support/children.ts';

@@ -1,5 +1,6 @@
 // The map of the tree (docs/development.md, its "Map of the tree" section) stays true: every folder it
-// names exists, and every folder of services/ (and of its services' first level) is named.
+// names exists, and every folder of services/, lib/ and tools/ (and their code folders one level down) is
+// named.
 
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -35,11 +36,12 @@ describe('the map of the tree (docs/development.md)', () => {
     expect(named.filter((folder) => !existsSync(join(root, folder)))).toEqual([]);
   });
 
-  it('names every folder of services/ and every code folder of a service', () => {
+  it('names every folder of services/, lib/ and tools/ and every code folder inside them', () => {
     const codeFolder = (folder: string) =>
       readdirSync(join(root, folder)).some((f) => /\.(ts|c|py|md)$/.test(f) && !/\.test\.ts$/.test(f));
-    const services = subfolders('services/');
-    const inner = services.flatMap(subfolders).filter(codeFolder);
-    expect([...services, ...inner].filter((folder) => !named.includes(folder))).toEqual([]);
+    const folders = ['services/', 'lib/', 'tools/'].flatMap(subfolders);
+    const inner = folders.flatMap(subfolders).filter(codeFolder);
+    expect(named).toEqual(expect.arrayContaining(['services/', 'lib/', 'tools/']));
+    expect([...folders, ...inner].filter((folder) => !named.includes(folder))).toEqual([]);
   });
 });

@@ -1,6 +1,6 @@
 // SIGTERM with a scoring thread blocked in native code: Node joins every worker thread on exit, so
 // process.exit() alone would wait for that thread forever. The shutdown must still end the process
-// (services/common/shutdown.ts), and say why it ended it the hard way.
+// (lib/common/shutdown.ts), and say why it ended it the hard way.
 
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';

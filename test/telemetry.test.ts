@@ -7,7 +7,7 @@ import { connect } from 'node:net';
 import { SpanKind } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startTelemetry, stopTelemetry } from '../services/common/telemetry.ts';
+import { startTelemetry, stopTelemetry } from '../lib/common/telemetry.ts';
 import { fixture } from './fixtures/corpus.ts';
 import { FakeClassifier } from './support/fake-classifier.ts';
 

@@ -5,8 +5,8 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { TOOLS_DIR } from '../../services/stack/tools.ts';
 import { type Child, spawnChild } from '../../test/support/children.ts';
+import { TOOLS_DIR } from '../../tools/stack/tools.ts';
 
 const PEER_DIR = fileURLToPath(new URL('.', import.meta.url));
 export const PEER_SERVER = join(PEER_DIR, 'server.py');

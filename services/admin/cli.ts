@@ -3,8 +3,8 @@
 // `npm start` runs). A key's secret is printed once, at creation; it cannot be shown again.
 
 import { parseArgs } from 'node:util';
-import { ConfigError } from '../common/config.ts';
-import { policyInForce } from '../policy/policy-in-force.ts';
+import { ConfigError } from '../../lib/common/config.ts';
+import { policyInForce } from '../../lib/policy/policy-in-force.ts';
 import {
   type Account,
   type AccountStore,

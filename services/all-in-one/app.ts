@@ -2,14 +2,14 @@
 // quota checks. The cluster wires the same plugins into separate processes behind Envoy.
 
 import type { FastifyInstance } from 'fastify';
-import { createRootApp, type RootAppOptions } from '../common/root-app.ts';
+import { createRootApp, type RootAppOptions } from '../../lib/common/root-app.ts';
+import { registerOpenApi } from '../../lib/openapi/app.ts';
+import { policyForApp } from '../../lib/policy/policy-in-force.ts';
 import detectApp from '../detect/app.ts';
 import { intakeLimitsFrom } from '../detect/intake.ts';
 import type { ScorerSlot } from '../detect/scoring/scorer-slot.ts';
 import { WorkGate } from '../detect/work-gate.ts';
 import healthApp from '../health/app.ts';
-import { registerOpenApi } from '../openapi/app.ts';
-import { policyForApp } from '../policy/policy-in-force.ts';
 import { createAuthorizer, type QuotaDeps, registerConsole } from '../quota/app.ts';
 import type { AllInOneConfig } from './config.ts';
 

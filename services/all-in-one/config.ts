@@ -1,14 +1,14 @@
 // `npm start`'s configuration: one process serves everything, so it reads every part but the
 // cluster-only ones (the servers' own ports, EDGE_SECRET, the operator's).
 
-import { type CoreConfig, type Env, intSetting, loadCoreConfig } from '../common/config.ts';
+import { type CoreConfig, type Env, intSetting, loadCoreConfig } from '../../lib/common/config.ts';
+import { loadPolicyConfig, type PolicyConfig } from '../../lib/policy/policy-config.ts';
 import {
   loadScoringConfig,
   loadUploadConfig,
   type ScoringConfig,
   type UploadConfig,
 } from '../detect/config.ts';
-import { loadPolicyConfig, type PolicyConfig } from '../policy/policy-config.ts';
 import { accountsFileVar, loadSignupConfig, type SignupConfig } from '../quota/config.ts';
 
 export interface AllInOneConfig extends CoreConfig, PolicyConfig, UploadConfig, ScoringConfig, SignupConfig {

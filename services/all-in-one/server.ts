@@ -1,7 +1,7 @@
 // `npm start`: the whole service in one process. Telemetry starts before anything that loads the
 // HTTP stack, which is therefore imported dynamically below.
 
-import { listen, startProcess } from '../common/boot.ts';
+import { listen, startProcess } from '../../lib/common/boot.ts';
 import { loadAllInOneConfig } from './config.ts';
 
 const who = 'nsfwdetector';
@@ -11,8 +11,8 @@ const { buildEmbeddedApp } = await import('./app.ts');
 const { ScorerSlot } = await import('../detect/scoring/scorer-slot.ts');
 const { fillScorerSlot } = await import('../detect/scoring/scoring-pool.ts');
 const { openStoresOrExit } = await import('../quota/stores/open-stores.ts');
-const { installShutdown } = await import('../common/shutdown.ts');
-const { stopTelemetry } = await import('../common/telemetry.ts');
+const { installShutdown } = await import('../../lib/common/shutdown.ts');
+const { stopTelemetry } = await import('../../lib/common/telemetry.ts');
 
 const model = new ScorerSlot();
 // Stores by configuration: REDIS_URL → Redis; otherwise counters in memory, accounts in ACCOUNTS_FILE.

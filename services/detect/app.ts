@@ -5,12 +5,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Authorizer, Decision, EdgeIdentity, RequestFacts } from '../common/authorizer.ts';
-import { ok } from '../common/envelope.ts';
-import { ApiError } from '../common/errors.ts';
-import { headerValue } from '../common/header-value.ts';
-import { DETECT_ROUTES } from '../common/routes.ts';
-import { inSpan, recordSpan } from '../common/telemetry.ts';
+import type { Authorizer, Decision, EdgeIdentity, RequestFacts } from '../../lib/common/authorizer.ts';
+import { ok } from '../../lib/common/envelope.ts';
+import { ApiError } from '../../lib/common/errors.ts';
+import { headerValue } from '../../lib/common/header-value.ts';
+import { DETECT_ROUTES } from '../../lib/common/routes.ts';
+import { inSpan, recordSpan } from '../../lib/common/telemetry.ts';
 import { decodeMemoryBytes } from './image/decode-memory.ts';
 import { probeHeader } from './image/probe.ts';
 import { sniffFormat } from './image/sniff.ts';

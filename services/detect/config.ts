@@ -13,9 +13,9 @@ import {
   optionalIntSetting,
   optionalStringSetting,
   optionalVar,
-} from '../common/config.ts';
-import { DEFAULT_MAX_FILE_BYTES } from '../common/http-limits.ts';
-import { SETTINGS } from '../common/settings.ts';
+} from '../../lib/common/config.ts';
+import { DEFAULT_MAX_FILE_BYTES } from '../../lib/common/http-limits.ts';
+import { SETTINGS } from '../../lib/common/settings.ts';
 import {
   ENSEMBLE_JOIN,
   MODEL_NAMES,
@@ -23,8 +23,8 @@ import {
   type ModelName,
   modelChoiceProblem,
   OFFERED_MODEL_NAMES,
-} from '../policy/model-catalogue.ts';
-import { loadPolicyConfig, type PolicyConfig } from '../policy/policy-config.ts';
+} from '../../lib/policy/model-catalogue.ts';
+import { loadPolicyConfig, type PolicyConfig } from '../../lib/policy/policy-config.ts';
 import { worstJpegDecodeBytes } from './image/image-cost.ts';
 import { type JpegDecoderChoice, libjpegUnavailable } from './image/libjpeg/jpeg-tensor.ts';
 import type { WorkGateOptions } from './work-gate.ts';

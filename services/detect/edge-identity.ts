@@ -24,10 +24,10 @@ import {
   type Decision,
   type RequestFacts,
   type Tier,
-} from '../common/authorizer.ts';
-import { ApiError } from '../common/errors.ts';
-import { headerValue } from '../common/header-value.ts';
-import { detectEndpointOf } from '../common/routes.ts';
+} from '../../lib/common/authorizer.ts';
+import { ApiError } from '../../lib/common/errors.ts';
+import { headerValue } from '../../lib/common/header-value.ts';
+import { detectEndpointOf } from '../../lib/common/routes.ts';
 
 export const EDGE_SECRET_HEADER = 'x-edge-secret';
 const TIERS: readonly Tier[] = ['anonymous', 'free', 'pro'];

@@ -1,6 +1,6 @@
 // The detection result of spec 2.2 and the JSON schema it is serialized with.
 
-import { okSchema } from '../common/envelope.ts';
+import { okSchema } from '../../lib/common/envelope.ts';
 import type { ProbedImage } from './image/types.ts';
 import { type ModelScores, summarize } from './model/classifier.ts';
 

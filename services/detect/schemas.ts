@@ -5,7 +5,7 @@
 // accepts — every rule they state is enforced by intake and authorize, in the error envelope.
 
 import type { FastifySchemaCompiler } from 'fastify';
-import { errorResponse } from '../common/error-schemas.ts';
+import { errorResponse } from '../../lib/common/error-schemas.ts';
 import { detectionResponseSchema } from './result.ts';
 
 /** The raw-body media types (way B); each must match the image's content. */

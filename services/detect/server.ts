@@ -3,7 +3,7 @@
 // quota service: detect trusts the identity headers Envoy adds (edge-identity.ts) and counts nothing.
 // Ready (/internal/ready) once the model is loaded and every scoring worker has scored a warm-up image.
 
-import { listen, startProcess } from '../common/boot.ts';
+import { listen, startProcess } from '../../lib/common/boot.ts';
 import { loadDetectConfig } from './config.ts';
 
 const config = await startProcess(
@@ -11,12 +11,14 @@ const config = await startProcess(
   loadDetectConfig,
 );
 
-const { createRootApp } = await import('../common/root-app.ts');
-const { policyForApp } = await import('../policy/policy-in-force.ts');
-const { createDetectMetrics, createHttpMetrics, instrumentHttp } = await import('../common/metrics.ts');
-const { installShutdown } = await import('../common/shutdown.ts');
-const { stopTelemetry } = await import('../common/telemetry.ts');
-const { closeConnectionsWhenDraining, drainFirst } = await import('../common/drain.ts');
+const { createRootApp } = await import('../../lib/common/root-app.ts');
+const { policyForApp } = await import('../../lib/policy/policy-in-force.ts');
+const { createDetectMetrics, createHttpMetrics, instrumentHttp } = await import(
+  '../../lib/common/metrics.ts'
+);
+const { installShutdown } = await import('../../lib/common/shutdown.ts');
+const { stopTelemetry } = await import('../../lib/common/telemetry.ts');
+const { closeConnectionsWhenDraining, drainFirst } = await import('../../lib/common/drain.ts');
 const { default: detectApp } = await import('./app.ts');
 const { intakeLimitsFrom } = await import('./intake.ts');
 const { EdgeAuthorizer, requireEdgeIdentity } = await import('./edge-identity.ts');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ApiError } from '../common/errors.ts';
+import { ApiError } from '../../lib/common/errors.ts';
 import { WorkGate, type WorkGateOptions } from './work-gate.ts';
 
 function deferred() {

@@ -15,7 +15,7 @@
 // budget is refused at once (4004), the one refusal here. An image's memory stays counted until its
 // decoder has really ended (a killed decoder process keeps its memory until it exits).
 
-import { ApiError } from '../common/errors.ts';
+import { ApiError } from '../../lib/common/errors.ts';
 import type { StillHeld } from './scoring/image-scorer.ts';
 
 export interface WorkGateOptions {

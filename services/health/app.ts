@@ -2,11 +2,11 @@
 // so it stays up and unlimited whatever else is failing.
 
 import type { FastifyInstance } from 'fastify';
-import { ok } from '../common/envelope.ts';
+import { ok } from '../../lib/common/envelope.ts';
+import { SERVICE_NAME, SERVICE_VERSION } from '../../lib/common/versions.ts';
 import { healthSchema } from './schemas.ts';
 import skillRoutes from './skill/skill-routes.ts';
 import { SKILL_VERSION } from './skill/skill-version.ts';
-import { SERVICE_NAME, SERVICE_VERSION } from './versions.ts';
 
 export default async function healthApp(app: FastifyInstance): Promise<void> {
   const body = ok({

@@ -1,10 +1,10 @@
 // The health service's route schemas (spec 2.3, 4.3): published in the OpenAPI document and used to
 // serialize the answers.
 
-import { okSchema } from '../common/envelope.ts';
-import { errorResponse } from '../common/error-schemas.ts';
+import { okSchema } from '../../lib/common/envelope.ts';
+import { errorResponse } from '../../lib/common/error-schemas.ts';
+import { SERVICE_NAME, SERVICE_VERSION } from '../../lib/common/versions.ts';
 import { SKILL_VERSION } from './skill/skill-version.ts';
-import { SERVICE_NAME, SERVICE_VERSION } from './versions.ts';
 
 export const healthResponseSchema = okSchema({
   type: 'object',

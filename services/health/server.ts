@@ -2,7 +2,7 @@
 // constants only. Listens on HEALTH_PORT (default 8083; 0 = any free port, printed in the "listening"
 // line). Live and ready as soon as it listens: it depends on nothing.
 
-import { listen, startProcess } from '../common/boot.ts';
+import { listen, startProcess } from '../../lib/common/boot.ts';
 import { loadHealthConfig } from './config.ts';
 
 const config = await startProcess(
@@ -10,15 +10,15 @@ const config = await startProcess(
   loadHealthConfig,
 );
 
-const { createRootApp } = await import('../common/root-app.ts');
-const { ok } = await import('../common/envelope.ts');
-const { createHttpMetrics, instrumentHttp } = await import('../common/metrics.ts');
-const { installShutdown } = await import('../common/shutdown.ts');
-const { stopTelemetry } = await import('../common/telemetry.ts');
-const { closeConnectionsWhenDraining, drainFirst } = await import('../common/drain.ts');
+const { createRootApp } = await import('../../lib/common/root-app.ts');
+const { ok } = await import('../../lib/common/envelope.ts');
+const { createHttpMetrics, instrumentHttp } = await import('../../lib/common/metrics.ts');
+const { installShutdown } = await import('../../lib/common/shutdown.ts');
+const { stopTelemetry } = await import('../../lib/common/telemetry.ts');
+const { closeConnectionsWhenDraining, drainFirst } = await import('../../lib/common/drain.ts');
 const { default: healthApp } = await import('./app.ts');
-const { registerOpenApi } = await import('../openapi/app.ts');
-const { buildPublicDocument } = await import('../openapi/document.ts');
+const { registerOpenApi } = await import('../../lib/openapi/app.ts');
+const { buildPublicDocument } = await import('./public-document.ts');
 
 const app = createRootApp({ config });
 instrumentHttp(app, createHttpMetrics('health'));

@@ -7,7 +7,7 @@
 // not in the Secret (a crash between issuing and writing) is revoked and issued again.
 
 import type { V1Secret } from '@kubernetes/client-node';
-import { type AccountTier, isAccountTier } from '../common/account-tier.ts';
+import { type AccountTier, isAccountTier } from '../../lib/common/account-tier.ts';
 import type { AccountStore, ApiKeyRecord } from '../quota/accounts/account-store.ts';
 import { displayParts } from '../quota/accounts/api-keys.ts';
 import {

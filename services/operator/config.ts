@@ -11,8 +11,8 @@ import {
   optionalStringSetting,
   stringSetting,
   stringVar,
-} from '../common/config.ts';
-import { SETTINGS } from '../common/settings.ts';
+} from '../../lib/common/config.ts';
+import { SETTINGS } from '../../lib/common/settings.ts';
 import { type PolicyReader, parsePolicyReaders } from './policy-readers.ts';
 
 export interface OperatorConfig extends CoreConfig {

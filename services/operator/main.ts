@@ -15,7 +15,7 @@ import {
   KubeConfig,
   KubernetesObjectApi,
 } from '@kubernetes/client-node';
-import { loadOrExit } from '../common/config.ts';
+import { loadOrExit } from '../../lib/common/config.ts';
 import { openStores } from '../quota/stores/open-stores.ts';
 import { loadOperatorConfig } from './config.ts';
 import { LeaderElection } from './leader-election.ts';

@@ -1,5 +1,5 @@
 // The operator's Prometheus series (prom-client, its own registry, default process series like the
-// services in services/common/metrics.ts).
+// services in lib/common/metrics.ts).
 
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 

@@ -6,7 +6,7 @@
 import type { DiscoveryV1Api, V1EndpointSlice } from '@kubernetes/client-node';
 import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { registerPolicyReport } from '../policy/policy-report.ts';
+import { registerPolicyReport } from '../../lib/policy/policy-report.ts';
 import type { Condition, CustomResource, Kube } from './kube.ts';
 import { type PodPolicy, parsePolicyReaders, podPolicyReader } from './policy-readers.ts';
 import { reconcilePolicy } from './policy-reconciler.ts';

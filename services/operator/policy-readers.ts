@@ -1,10 +1,10 @@
 // Which policy generation the serving pods apply: every ready endpoint of the named Services (their
 // EndpointSlices, the kubernetes.io/service-name label), asked GET /internal/policy on the named port
-// (services/policy/policy-report.ts). A ConfigMap change reaches a pod only when the kubelet next
+// (lib/policy/policy-report.ts). A ConfigMap change reaches a pod only when the kubelet next
 // syncs its volume, so "rendered" and "in force" differ by up to the kubelet's sync period.
 
 import type { DiscoveryV1Api } from '@kubernetes/client-node';
-import { POLICY_REPORT_PATH, type PolicyReport, type PolicySource } from '../policy/policy-report.ts';
+import { POLICY_REPORT_PATH, type PolicyReport, type PolicySource } from '../../lib/policy/policy-report.ts';
 
 /** A Service whose ready pods must apply the policy, and the name of the port that answers. */
 export interface PolicyReader {

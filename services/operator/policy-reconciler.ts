@@ -8,7 +8,7 @@
 // pod reports this generation; until then Progressing=True (Applying) and the operator asks again.
 
 import type { V1Deployment } from '@kubernetes/client-node';
-import { POLICY_FILE_KEY, type PolicyDocument, parsePolicy } from '../policy/policy-file.ts';
+import { POLICY_FILE_KEY, type PolicyDocument, parsePolicy } from '../../lib/policy/policy-file.ts';
 import { configuredModel, rolloutProgress, rollToModel, templateModel } from './detect-rollout.ts';
 import {
   apply,

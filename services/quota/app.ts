@@ -3,14 +3,14 @@
 // never chooses store implementations itself. `buildQuotaService` adds the console beside it.
 
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
-import type { CoreConfig } from '../common/config.ts';
-import { closeConnectionsWhenDraining } from '../common/drain.ts';
-import { ok, sendError } from '../common/envelope.ts';
-import type { HttpMetrics, QuotaMetrics } from '../common/metrics.ts';
-import { instrumentHttp } from '../common/metrics.ts';
-import { createRootApp } from '../common/root-app.ts';
-import type { PolicyConfig } from '../policy/policy-config.ts';
-import { configuredLimits, policyForApp, type QuotaLimits } from '../policy/policy-in-force.ts';
+import type { CoreConfig } from '../../lib/common/config.ts';
+import { closeConnectionsWhenDraining } from '../../lib/common/drain.ts';
+import { ok, sendError } from '../../lib/common/envelope.ts';
+import type { HttpMetrics, QuotaMetrics } from '../../lib/common/metrics.ts';
+import { instrumentHttp } from '../../lib/common/metrics.ts';
+import { createRootApp } from '../../lib/common/root-app.ts';
+import type { PolicyConfig } from '../../lib/policy/policy-config.ts';
+import { configuredLimits, policyForApp, type QuotaLimits } from '../../lib/policy/policy-in-force.ts';
 import type { AccountStore, SessionStore } from './accounts/account-store.ts';
 import {
   type Authorizer,

@@ -3,15 +3,15 @@
 // only translate to and from it.
 
 import { randomUUID } from 'node:crypto';
-import type { Authorizer, Decision, RequestFacts, Tier } from '../common/authorizer.ts';
-import { ApiError } from '../common/errors.ts';
-import type { QuotaLimits } from '../policy/policy-in-force.ts';
-import type { WindowLimits } from '../policy/rules.ts';
+import type { Authorizer, Decision, RequestFacts, Tier } from '../../lib/common/authorizer.ts';
+import { ApiError } from '../../lib/common/errors.ts';
+import type { QuotaLimits } from '../../lib/policy/policy-in-force.ts';
+import type { WindowLimits } from '../../lib/policy/rules.ts';
 import type { AccountStore, AccountTier, ResolvedKey } from './accounts/account-store.ts';
 import { bearerKey } from './accounts/api-keys.ts';
 import { outcomeOf, type QuotaOutcome, type QuotaStore } from './quota-store.ts';
 
-export type { Authorizer, Decision, RequestFacts, Tier } from '../common/authorizer.ts';
+export type { Authorizer, Decision, RequestFacts, Tier } from '../../lib/common/authorizer.ts';
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
 

@@ -1,9 +1,15 @@
 // The quota service's part of the configuration (and the admin CLI's, which opens the same stores):
 // where accounts live without Redis, and the quota server's port.
 
-import { type CoreConfig, type Env, intSetting, loadCoreConfig, pathSetting } from '../common/config.ts';
-import { loadPolicyConfig, type PolicyConfig } from '../policy/policy-config.ts';
-import type { WindowLimits } from '../policy/rules.ts';
+import {
+  type CoreConfig,
+  type Env,
+  intSetting,
+  loadCoreConfig,
+  pathSetting,
+} from '../../lib/common/config.ts';
+import { loadPolicyConfig, type PolicyConfig } from '../../lib/policy/policy-config.ts';
+import type { WindowLimits } from '../../lib/policy/rules.ts';
 
 /** What openStores needs: the Redis (core) or, without one, the embedded accounts file. */
 export interface StoresConfig extends Pick<CoreConfig, 'redisTarget' | 'redis'> {

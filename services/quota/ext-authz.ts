@@ -19,11 +19,11 @@
 // back (ids are random UUIDs; an unknown one is only marked as used).
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ANONYMOUS_ACCOUNT } from '../common/authorizer.ts';
-import { sendError } from '../common/envelope.ts';
-import { ApiError } from '../common/errors.ts';
-import { headerValue } from '../common/header-value.ts';
-import { detectEndpointOf, HTTP_METHODS } from '../common/routes.ts';
+import { ANONYMOUS_ACCOUNT } from '../../lib/common/authorizer.ts';
+import { sendError } from '../../lib/common/envelope.ts';
+import { ApiError } from '../../lib/common/errors.ts';
+import { headerValue } from '../../lib/common/header-value.ts';
+import { detectEndpointOf, HTTP_METHODS } from '../../lib/common/routes.ts';
 import type { Authorizer } from './authorize.ts';
 
 /** Request headers this transport reads (Envoy `allowed_headers`). */

@@ -2,7 +2,7 @@
 // checked and counted in one atomic step. The in-memory store serves the embedded process; the Redis
 // store (one Lua script, Redis TIME as the clock) serves replicas that must share one count.
 
-import type { WindowLimits } from '../policy/rules.ts';
+import type { WindowLimits } from '../../lib/policy/rules.ts';
 
 export interface WindowState {
   /** Requests counted in the current window, after this call. */

@@ -3,7 +3,7 @@
 // configuration: REDIS_URL → Redis, otherwise the embedded ones (only useful for a single replica).
 // Ready only while the stores answer; metrics at GET /metrics.
 
-import { listen, startProcess } from '../common/boot.ts';
+import { listen, startProcess } from '../../lib/common/boot.ts';
 import { loadQuotaConfig } from './config.ts';
 
 const who = 'nsfwdetector quota';
@@ -11,10 +11,10 @@ const config = await startProcess({ who, serviceName: 'nsfwdetector-quota' }, lo
 
 const { buildQuotaService } = await import('./app.ts');
 const { openStoresOrExit } = await import('./stores/open-stores.ts');
-const { installShutdown } = await import('../common/shutdown.ts');
-const { stopTelemetry } = await import('../common/telemetry.ts');
-const { drainFirst } = await import('../common/drain.ts');
-const { createHttpMetrics, createQuotaMetrics } = await import('../common/metrics.ts');
+const { installShutdown } = await import('../../lib/common/shutdown.ts');
+const { stopTelemetry } = await import('../../lib/common/telemetry.ts');
+const { drainFirst } = await import('../../lib/common/drain.ts');
+const { createHttpMetrics, createQuotaMetrics } = await import('../../lib/common/metrics.ts');
 
 const http = createHttpMetrics('quota');
 const quotaMetrics = createQuotaMetrics(http.registry);

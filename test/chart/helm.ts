@@ -4,8 +4,8 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CHART_DIR } from '../../services/stack/render-envoy.ts';
-import { requireTool } from '../../services/stack/tools.ts';
+import { CHART_DIR } from '../../tools/stack/render-envoy.ts';
+import { requireTool } from '../../tools/stack/tools.ts';
 
 export { CHART_DIR };
 

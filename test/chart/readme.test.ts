@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { README_PATH, renderReadme, valueDocs } from '../../charts/nsfwdetector/readme/generate.ts';
-import { CHART_DIR } from '../../services/stack/render-envoy.ts';
+import { CHART_DIR } from '../../tools/stack/render-envoy.ts';
 
 const values = readFileSync(`${CHART_DIR}values.yaml`, 'utf8');
 

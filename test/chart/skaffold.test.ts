@@ -7,8 +7,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { ROOT } from '../../services/stack/stack.ts';
-import { requireTool } from '../../services/stack/tools.ts';
+import { ROOT } from '../../tools/stack/stack.ts';
+import { requireTool } from '../../tools/stack/tools.ts';
 import { describeWithKube } from '../support/describe-kube.ts';
 import { type KubeApiServer, requireKubeTool, startKubeApiServer } from '../support/kube-apiserver.ts';
 

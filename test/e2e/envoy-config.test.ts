@@ -8,16 +8,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { loadCoreConfig } from '../../services/common/config.ts';
-import { ERRORS } from '../../services/common/errors.ts';
+import { loadCoreConfig } from '../../lib/common/config.ts';
+import { ERRORS } from '../../lib/common/errors.ts';
 import {
   MAX_REQUEST_HEADER_BYTES,
   MAX_REQUEST_HEADERS,
   maxHeaderBytes,
   PROXY_ADDED_HEADER_BYTES,
-} from '../../services/common/http-limits.ts';
-import { refusedBodyBounds } from '../../services/common/root-app.ts';
-import { loadPolicyConfig } from '../../services/policy/policy-config.ts';
+} from '../../lib/common/http-limits.ts';
+import { refusedBodyBounds } from '../../lib/common/root-app.ts';
+import { loadPolicyConfig } from '../../lib/policy/policy-config.ts';
 import {
   CHECK_REQUEST_HEADERS,
   CLIENT_HEADERS_ON_DENY,
@@ -30,8 +30,8 @@ import {
   type EnvoyConfig,
   LOCAL_VALUES,
   renderEnvoyConfig,
-} from '../../services/stack/render-envoy.ts';
-import { requireTool } from '../../services/stack/tools.ts';
+} from '../../tools/stack/render-envoy.ts';
+import { requireTool } from '../../tools/stack/tools.ts';
 import { describeWithStackTools } from '../support/stack-tools.ts';
 
 const execFileAsync = promisify(execFile);

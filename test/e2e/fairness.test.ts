@@ -7,11 +7,11 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
+import { ERRORS } from '../../lib/common/errors.ts';
 import { admin } from '../../loadtests/run.ts';
-import { ERRORS } from '../../services/common/errors.ts';
 import { accountSubject } from '../../services/quota/authorize.ts';
 import { RedisLayout } from '../../services/quota/stores/redis-layout.ts';
-import { type Stack, startStack } from '../../services/stack/stack.ts';
+import { type Stack, startStack } from '../../tools/stack/stack.ts';
 import { childEnv } from '../support/children.ts';
 import { parseSamples, sampleValue } from '../support/prometheus-text.ts';
 import { type PartialUpload, partialUpload, type UploadAnswer, uploadFrom } from '../support/stack-client.ts';

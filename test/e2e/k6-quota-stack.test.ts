@@ -5,7 +5,7 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { QUOTA_LIMITS, runQuotaOn } from '../../loadtests/run.ts';
-import { type Stack, startStack } from '../../services/stack/stack.ts';
+import { type Stack, startStack } from '../../tools/stack/stack.ts';
 import { childEnv } from '../support/children.ts';
 import { describeWithStackTools } from '../support/stack-tools.ts';
 

@@ -9,7 +9,7 @@
 import { request } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { type Stack, startStack } from '../../services/stack/stack.ts';
+import { type Stack, startStack } from '../../tools/stack/stack.ts';
 import { type Child, childEnv, spawnChild } from '../support/children.ts';
 import { ROOT } from '../support/server-process.ts';
 import { JPEG } from '../support/stack-client.ts';

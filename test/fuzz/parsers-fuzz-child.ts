@@ -15,7 +15,7 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { isApiError } from '../../services/common/errors.ts';
+import { isApiError } from '../../lib/common/errors.ts';
 import { decodeBmp } from '../../services/detect/image/bmp.ts';
 import { checkImageData, probeHeader } from '../../services/detect/image/probe.ts';
 import { signatureFormat, sniffFormat } from '../../services/detect/image/sniff.ts';

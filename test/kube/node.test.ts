@@ -11,7 +11,7 @@
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { ERRORS } from '../../services/common/errors.ts';
+import { ERRORS } from '../../lib/common/errors.ts';
 import { eventually } from '../support/eventually.ts';
 import {
   bringDown,

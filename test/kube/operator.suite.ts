@@ -9,7 +9,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { ERRORS } from '../../services/common/errors.ts';
+import { ERRORS } from '../../lib/common/errors.ts';
 import { countAnswers, detectTraffic, type TrafficAnswer } from '../support/detect-traffic.ts';
 import { eventually } from '../support/eventually.ts';
 import { describeWithKubeNode, type KubeNodeFacts, pushImages, removeRelease } from '../support/kube-node.ts';

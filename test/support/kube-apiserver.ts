@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { Child, listeningPorts, waitFor } from '../../services/stack/child.ts';
+import { Child, listeningPorts, waitFor } from '../../tools/stack/child.ts';
 import { KUBE_TOOLS, requireTool } from './tools.ts';
 
 const execFileAsync = promisify(execFile);

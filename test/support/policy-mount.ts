@@ -1,11 +1,11 @@
 // A policy file mounted the way the kubelet mounts a ConfigMap volume: each version in a new
 // timestamped directory, the `..data` symlink swapped to it by an atomic rename, and policy.json a
-// symlink through `..data`. The services watch such a file (services/policy/policy-watch.ts).
+// symlink through `..data`. The services watch such a file (lib/policy/policy-watch.ts).
 
 import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { PolicyDocument } from '../../services/policy/policy-file.ts';
+import type { PolicyDocument } from '../../lib/policy/policy-file.ts';
 
 export interface PolicyMount {
   /** The path to give the service as POLICY_FILE. */

@@ -10,7 +10,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import type { RedisEndpoint } from '../../services/common/redis-target.ts';
+import type { RedisEndpoint } from '../../lib/common/redis-target.ts';
 import { RedisServer } from './redis-server.ts';
 import { REDIS_CLI, requireTool } from './tools.ts';
 

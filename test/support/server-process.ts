@@ -2,7 +2,7 @@
 // tests that need the whole process: signals, the file system, the real model.
 //
 // The server binds port 0 and reports the port the OS gave it on stdout ({"msg":"listening","port":…},
-// services/common/announce-listening.ts): no port is chosen in advance, so no other test can take it
+// lib/common/announce-listening.ts): no port is chosen in advance, so no other test can take it
 // in between. A start that fails (exit, no port, not ready) stops the process group before throwing.
 
 import { mkdtempSync, rmSync } from 'node:fs';

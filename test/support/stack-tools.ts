@@ -1,10 +1,10 @@
 // `describe` for suites that need the stack's external tools (Envoy, Helm, Jaeger, promtool, k6, and
 // redis-server): describeWithTool with those tools, so a skipped suite is counted in the run's summary.
 
-import type { Tool as StackTool } from '../../services/stack/tools.ts';
+import type { Tool as StackTool } from '../../tools/stack/tools.ts';
 import { describeWithTool, ENVOY, HELM, JAEGER, K6, PROMTOOL, REDIS_SERVER, type Tool } from './tools.ts';
 
-/** The stack's tools, found where services/stack/tools.ts looks (overrides, the tools cache, PATH). */
+/** The stack's tools, found where tools/stack/tools.ts looks (overrides, the tools cache, PATH). */
 export const STACK_TOOLS = {
   envoy: ENVOY,
   helm: HELM,

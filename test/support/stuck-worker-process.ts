@@ -4,7 +4,7 @@
 
 import { existsSync } from 'node:fs';
 import Fastify from 'fastify';
-import { installShutdown } from '../../services/common/shutdown.ts';
+import { installShutdown } from '../../lib/common/shutdown.ts';
 import { DEFAULT_DIMENSION_LIMITS } from '../../services/detect/image/types.ts';
 import { WorkerPoolScorer } from '../../services/detect/scoring/worker-pool-scorer.ts';
 

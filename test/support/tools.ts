@@ -1,4 +1,4 @@
-// Every external tool the suites, benchmarks and load tests run, found one way (services/stack/tools.ts:
+// Every external tool the suites, benchmarks and load tests run, found one way (tools/stack/tools.ts:
 // its override variable, the tools cache, the PATH), and `describeWithTool`, the one way a suite declares
 // them (`skipWithoutTool` for a single test).
 //
@@ -14,7 +14,7 @@ import { accessSync, constants, mkdirSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { libjpegUnavailable } from '../../services/detect/image/libjpeg/jpeg-tensor.ts';
-import { INSTALL_HINT as STACK_INSTALL, toolPath } from '../../services/stack/tools.ts';
+import { INSTALL_HINT as STACK_INSTALL, toolPath } from '../../tools/stack/tools.ts';
 
 export interface Tool {
   /** The command, as the skip line names it. */
@@ -26,7 +26,7 @@ export interface Tool {
 }
 
 /**
- * A command found by services/stack/tools.ts (`pinned`: never on the PATH), or the executable at `path`
+ * A command found by tools/stack/tools.ts (`pinned`: never on the PATH), or the executable at `path`
  * when given (a tool in a venv of its own).
  */
 export function tool(name: string, install: string, opts: { path?: string; pinned?: boolean } = {}): Tool {
@@ -76,7 +76,7 @@ export const K6_VERSION = 'v1.8.1';
 export const K6 = tool('k6', `GOBIN=/usr/local/bin go install go.k6.io/k6@${K6_VERSION}  ${VIA_SCRIPT}`);
 /** `promtool check metrics` (Debian's prometheus package), the real validator of the exposition format. */
 export const PROMTOOL = tool('promtool', `apt-get install prometheus  ${VIA_SCRIPT}`);
-// The stack's (services/stack): pinned versions in the tools cache.
+// The stack's (tools/stack): pinned versions in the tools cache.
 export const ENVOY = tool('envoy', STACK_INSTALL);
 export const HELM = tool('helm', STACK_INSTALL);
 export const JAEGER = tool('jaeger', STACK_INSTALL);

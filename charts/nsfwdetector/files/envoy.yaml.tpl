@@ -100,7 +100,7 @@ static_resources:
                 # A slow client (one header byte now and then) holds its connection at most this long
                 # before its request line and headers are complete.
                 request_headers_timeout: {{ $e.requestHeadersTimeout }}
-                # The services' framing limits (services/common/http-limits.ts): what passes here is never
+                # The services' framing limits (lib/common/http-limits.ts): what passes here is never
                 # refused by a service for its headers after ext_authz has counted it.
                 max_request_headers_kb: {{ include "nsfwdetector.edgeMaxRequestHeadersKb" $ }}
                 common_http_protocol_options:

@@ -4,19 +4,19 @@ from the services' own, computed as the services compute them.
 */}}
 
 {{/* The longest body the edge lets through: detect's bound on reading a refused body to its end
-(refusedBodyBounds, services/common/root-app.ts) for config.maxFileBytes. Longer declared bodies are
+(refusedBodyBounds, lib/common/root-app.ts) for config.maxFileBytes. Longer declared bodies are
 refused at the edge (400/4003) unread. */}}
 {{- define "nsfwdetector.edgeMaxRequestBytes" -}}
 {{ add (mul 2 (int64 .Values.config.maxFileBytes)) 1048576 }}
 {{- end -}}
 
-{{/* The 400/4003 body Envoy answers such a request with (services/common/errors.ts, FILE_TOO_LARGE). */}}
+{{/* The 400/4003 body Envoy answers such a request with (lib/common/errors.ts, FILE_TOO_LARGE). */}}
 {{- define "nsfwdetector.fileTooLargeBody" -}}
 {"code":4003,"message":"File too large: the limit is 50 MB (52428800 bytes)"}
 {{- end -}}
 
 {{/* Request line and headers a client may send, in KiB, and how many headers
-(services/common/http-limits.ts): what passes the edge is never refused by a service for its headers. */}}
+(lib/common/http-limits.ts): what passes the edge is never refused by a service for its headers. */}}
 {{- define "nsfwdetector.edgeMaxRequestHeadersKb" -}}
 16
 {{- end -}}

@@ -89,7 +89,7 @@ topologySpreadConstraints:
 {{- end -}}
 
 {{/*
-The Redis the stores use (services/common/redis-target.ts): REDIS_URL for the in-chart Redis or an
+The Redis the stores use (lib/common/redis-target.ts): REDIS_URL for the in-chart Redis or an
 external one (the password from its Secret spliced into the URL by Kubernetes' $(VAR) expansion;
 generated passwords are alphanumeric, so URL-safe), or REDIS_SENTINELS + REDIS_SENTINEL_MASTER, or
 REDIS_CLUSTER_NODES, with REDIS_PASSWORD read by the service itself.
@@ -136,12 +136,12 @@ REDIS_CLUSTER_NODES, with REDIS_PASSWORD read by the service itself.
 {{- end }}
 {{- end -}}
 
-{{/* The product configuration every service reads (services/common/config.ts validates it at boot). */}}
+{{/* The product configuration every service reads (lib/common/config.ts validates it at boot). */}}
 {{- define "nsfwdetector.configEnv" -}}
 {{- $c := .Values.config -}}
 - { name: NODE_ENV, value: production }
 - { name: HOST, value: "0.0.0.0" }
-{{- /* Generated from services/common/settings.ts by `npm run settings`: one per `config` value. */}}
+{{- /* Generated from lib/common/settings.ts by `npm run settings`: one per `config` value. */}}
 - { name: THRESHOLD_ALLOW, value: {{ $c.thresholdAllow | quote }} }
 - { name: THRESHOLD_BLOCK, value: {{ $c.thresholdBlock | quote }} }
 - { name: MODEL, value: {{ $c.model | quote }} }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { ApiError } from '../../../lib/common/errors.ts';
 import { BI, buildBmp, packRows } from '../../../test/fixtures/bmp.ts';
-import { ApiError } from '../../common/errors.ts';
 import { decodeBmp } from './bmp.ts';
 import { decodeRgb } from './decode.ts';
 import { probeHeader } from './probe.ts';

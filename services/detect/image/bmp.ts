@@ -16,7 +16,7 @@
 // output size is checked against `maxPixels` before anything is allocated; every loop is bounded by
 // the output size or advances through the input. Nothing but ApiError is thrown.
 
-import { ApiError } from '../../common/errors.ts';
+import { ApiError } from '../../../lib/common/errors.ts';
 import { DEFAULT_DIMENSION_LIMITS } from './types.ts';
 
 export interface DecodedBitmap {

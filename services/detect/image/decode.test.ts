@@ -2,9 +2,9 @@ import { readFileSync } from 'node:fs';
 import * as tf from '@tensorflow/tfjs';
 import sharp from 'sharp';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { ApiError } from '../../../lib/common/errors.ts';
 import { fixture } from '../../../test/fixtures/corpus.ts';
 import { prng } from '../../../test/support/prng.ts';
-import { ApiError } from '../../common/errors.ts';
 import { decodeRgb, resizeToTensor, shrinkScale, toModelInput } from './decode.ts';
 import { probeHeader } from './probe.ts';
 

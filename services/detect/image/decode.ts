@@ -40,14 +40,14 @@
 // Nothing is written to disk; sharp's operation cache is disabled so no pixels outlive a request.
 
 import sharp, { type Sharp } from 'sharp';
-import { ApiError, isApiError } from '../../common/errors.ts';
+import { ApiError, isApiError } from '../../../lib/common/errors.ts';
 import {
   MODEL_FAMILY,
   MODEL_INPUT_SIZE,
   type ModelChoice,
   type ModelName,
   modelMembers,
-} from '../../policy/model-catalogue.ts';
+} from '../../../lib/policy/model-catalogue.ts';
 import { decodeBmp } from './bmp.ts';
 import {
   contentBox,

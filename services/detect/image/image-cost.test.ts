@@ -4,6 +4,7 @@
 
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
+import { ApiError } from '../../../lib/common/errors.ts';
 import {
   hostileImage,
   manyScanScript,
@@ -12,7 +13,6 @@ import {
   tiffPages,
   writeProgressiveJpeg,
 } from '../../../test/support/hostile-images.ts';
-import { ApiError } from '../../common/errors.ts';
 import { toModelInput } from './decode.ts';
 import { MAX_JPEG_SCAN_BLOCKS, MAX_JPEG_SCANS, MAX_WEBP_FRAMES } from './image-cost.ts';
 import { jpegStructure, probeHeader } from './probe.ts';

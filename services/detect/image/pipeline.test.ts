@@ -5,6 +5,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
+import { ApiError } from '../../../lib/common/errors.ts';
 import { buildBmp, packRows } from '../../../test/fixtures/bmp.ts';
 import {
   CORPUS,
@@ -14,7 +15,6 @@ import {
   jpegWithClaimedSize,
 } from '../../../test/fixtures/corpus.ts';
 import { prng } from '../../../test/support/prng.ts';
-import { ApiError } from '../../common/errors.ts';
 import { type DecodeOptions, decodeRgb, toModelInput } from './decode.ts';
 import { probeHeader } from './probe.ts';
 import { sniffFormat } from './sniff.ts';

@@ -16,7 +16,7 @@
 // the data hold the image its header claims (JPEG: one bit per block; TIFF: first page inside the
 // data)? If not: 4005, in microseconds, instead of a grey half-decoded canvas.
 
-import { ApiError, isApiError } from '../../common/errors.ts';
+import { ApiError, isApiError } from '../../../lib/common/errors.ts';
 import {
   JPEG_COMPONENT_COUNTS,
   MAX_JPEG_SCAN_BLOCKS,

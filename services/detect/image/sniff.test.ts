@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { ApiError } from '../../../lib/common/errors.ts';
 import { buildBmp, packRows } from '../../../test/fixtures/bmp.ts';
 import { fixture } from '../../../test/fixtures/corpus.ts';
-import { ApiError } from '../../common/errors.ts';
 import { formatFromMimeType, sniffFormat } from './sniff.ts';
 
 async function sniffCode(bytes: Uint8Array): Promise<number | string> {

@@ -12,7 +12,7 @@
 // sharp must never see bytes that did not pass this function.
 
 import { fileTypeFromBuffer } from 'file-type';
-import { ApiError } from '../../common/errors.ts';
+import { ApiError } from '../../../lib/common/errors.ts';
 import type { ImageFormat } from './types.ts';
 
 /** file-type MIME types that are whitelisted formats. */

@@ -1,7 +1,7 @@
 // The capability the detect service needs from a model. The ONNX implementation lives beside this
 // file; tests may substitute a fake, the composition root chooses.
 
-import type { ModelChoice } from '../../policy/model-catalogue.ts';
+import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
 
 /** nsfwjs's output order. Scores are always read by name, never by position. */
 export const CLASS_NAMES = ['drawing', 'hentai', 'neutral', 'porn', 'sexy'] as const;

@@ -5,8 +5,8 @@
 
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ModelChoice, ModelName } from '../../../lib/policy/model-catalogue.ts';
 import { fixture } from '../../../test/fixtures/corpus.ts';
-import type { ModelChoice, ModelName } from '../../policy/model-catalogue.ts';
 import { probeHeader } from '../image/probe.ts';
 import { sniffFormat } from '../image/sniff.ts';
 import { InProcessScorer } from '../scoring/image-scorer.ts';

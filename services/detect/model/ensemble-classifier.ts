@@ -3,7 +3,7 @@
 // mean of their scores.sfw. Its input is the members' inputs one after another, in the members' order
 // (toModelInput makes it from one decode); classify hands each member its part.
 
-import type { ModelChoice } from '../../policy/model-catalogue.ts';
+import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
 import { type Classifier, type NsfwProbability, summarize } from './classifier.ts';
 
 export class EnsembleClassifier implements Classifier {

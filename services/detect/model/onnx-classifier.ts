@@ -18,7 +18,7 @@ import {
   type ModelName,
   modelMembers,
   type NsfwjsModelName,
-} from '../../policy/model-catalogue.ts';
+} from '../../../lib/policy/model-catalogue.ts';
 import { CLASS_NAMES, type Classifier, type ClassScores } from './classifier.ts';
 import { EnsembleClassifier } from './ensemble-classifier.ts';
 import { verifiedModelFile } from './model-file.ts';

@@ -6,7 +6,7 @@
 
 import type * as ort from 'onnxruntime-node';
 import { Tensor } from 'onnxruntime-node';
-import { MODEL_INPUT_SIZE } from '../../policy/model-catalogue.ts';
+import { MODEL_INPUT_SIZE } from '../../../lib/policy/model-catalogue.ts';
 import type { Classifier, NsfwProbability } from './classifier.ts';
 import { verifiedModelFile } from './model-file.ts';
 import { openSession } from './ort-session.ts';

@@ -3,7 +3,7 @@
 // scores as a whole — its scores.nsfw, and that same tile's scores.sfw and classes, so that the answer
 // is one the model gave (sfw stays its own complement, not 1 − nsfw of another tile).
 
-import { MODEL_INPUT_SIZE, type ModelChoice, modelMembers } from '../../policy/model-catalogue.ts';
+import { MODEL_INPUT_SIZE, type ModelChoice, modelMembers } from '../../../lib/policy/model-catalogue.ts';
 import { type Classifier, type ModelScores, summarize } from './classifier.ts';
 
 /** Floats of one input of `model` (an ensemble: its members' inputs together). */

@@ -6,9 +6,9 @@
 
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SETTINGS } from '../../../lib/common/settings.ts';
 import { fixture } from '../../../test/fixtures/corpus.ts';
 import { manyScanScript, writeProgressiveJpeg } from '../../../test/support/hostile-images.ts';
-import { SETTINGS } from '../../common/settings.ts';
 import { resolveJpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import { probeHeader } from '../image/probe.ts';
 import { sniffFormat } from '../image/sniff.ts';

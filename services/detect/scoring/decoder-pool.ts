@@ -20,9 +20,9 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { ApiError } from '../../common/errors.ts';
-import { SETTINGS } from '../../common/settings.ts';
-import type { ModelChoice } from '../../policy/model-catalogue.ts';
+import { ApiError } from '../../../lib/common/errors.ts';
+import { SETTINGS } from '../../../lib/common/settings.ts';
+import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import type { DecodeReply, DecodeRequest, DecoderProcessData } from './decoder-process.ts';

@@ -10,8 +10,8 @@
 // {id, ok: false, code?, message} out. {ready: true} once sharp and the fast path have decoded one image.
 
 import sharp from 'sharp';
-import { isApiError } from '../../common/errors.ts';
-import type { ModelChoice } from '../../policy/model-catalogue.ts';
+import { isApiError } from '../../../lib/common/errors.ts';
+import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import { decodeForModel, epochNow } from './image-scorer.ts';

@@ -4,7 +4,7 @@
 // decoder runs the same decodeForModel as InProcessScorer, and the tensor crosses the process
 // boundary as the same float32 values.
 
-import type { ModelChoice } from '../../policy/model-catalogue.ts';
+import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
 import type { ProbedImage } from '../image/types.ts';
 import type { DecoderPool } from './decoder-pool.ts';
 import {

@@ -3,7 +3,7 @@
 // missing or stale file fails here, before any worker starts.
 
 import type { FastifyBaseLogger } from 'fastify';
-import { inputSizeOf, isNsfwjsModel, modelMembers } from '../../policy/model-catalogue.ts';
+import { inputSizeOf, isNsfwjsModel, modelMembers } from '../../../lib/policy/model-catalogue.ts';
 import type { ScoringConfig, UploadConfig } from '../config.ts';
 import { libjpegUnavailable, resolveJpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import { verifiedModelFile } from '../model/model-file.ts';

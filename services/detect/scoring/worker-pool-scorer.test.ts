@@ -6,10 +6,10 @@ import { closeSync, constants, mkdtempSync, openSync, readFileSync, rmSync } fro
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApiError } from '../../../lib/common/errors.ts';
+import { stuckThreadCount } from '../../../lib/common/stuck-threads.ts';
 import { fixture } from '../../../test/fixtures/corpus.ts';
 import { eventually } from '../../../test/support/eventually.ts';
-import { ApiError } from '../../common/errors.ts';
-import { stuckThreadCount } from '../../common/stuck-threads.ts';
 import { probeHeader } from '../image/probe.ts';
 import { sniffFormat } from '../image/sniff.ts';
 import { DEFAULT_DIMENSION_LIMITS } from '../image/types.ts';

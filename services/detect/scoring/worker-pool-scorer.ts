@@ -13,9 +13,9 @@
 
 import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
-import { ApiError } from '../../common/errors.ts';
-import { markThreadStuck } from '../../common/stuck-threads.ts';
-import { inputSizeOf, type ModelChoice } from '../../policy/model-catalogue.ts';
+import { ApiError } from '../../../lib/common/errors.ts';
+import { markThreadStuck } from '../../../lib/common/stuck-threads.ts';
+import { inputSizeOf, type ModelChoice } from '../../../lib/policy/model-catalogue.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import { disableOrtTelemetry } from '../model/onnx-classifier.ts';

@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { installEnvelopeHandlers } from '../../common/envelope.ts';
+import { installEnvelopeHandlers } from '../../../lib/common/envelope.ts';
 import healthApp from '../app.ts';
 import skillRoutes, { renderCli } from './skill-routes.ts';
 import { CLI_PATH, SKILL_VERSION } from './skill-version.ts';

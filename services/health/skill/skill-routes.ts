@@ -10,8 +10,8 @@
 
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { sendError } from '../../common/envelope.ts';
-import { ApiError } from '../../common/errors.ts';
+import { sendError } from '../../../lib/common/envelope.ts';
+import { ApiError } from '../../../lib/common/errors.ts';
 import { documentSchema } from '../schemas.ts';
 import { CLI_PATH } from './skill-version.ts';
 

@@ -11,9 +11,9 @@
 // - A store that cannot answer (Redis down, database unreadable) rejects with the underlying error; the
 //   caller maps it (authorize → 503/5001). "Not found" is `undefined`, never an exception.
 
-import type { AccountTier } from '../../common/account-tier.ts';
+import type { AccountTier } from '../../../lib/common/account-tier.ts';
 
-export { ACCOUNT_TIERS, type AccountTier, isAccountTier } from '../../common/account-tier.ts';
+export { ACCOUNT_TIERS, type AccountTier, isAccountTier } from '../../../lib/common/account-tier.ts';
 
 export interface Account {
   /** `acc_` + 16 lowercase hex. */

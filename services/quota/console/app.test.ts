@@ -1,7 +1,7 @@
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { decorateClientKey } from '../../common/client-key.ts';
-import { installEnvelopeHandlers } from '../../common/envelope.ts';
+import { decorateClientKey } from '../../../lib/common/client-key.ts';
+import { installEnvelopeHandlers } from '../../../lib/common/envelope.ts';
 import { accountSubject } from '../authorize.ts';
 import { MemoryQuotaStore } from '../stores/memory-quota-store.ts';
 import { memoryAccountStore, type SqliteAccountStore } from '../stores/sqlite-account-store.ts';

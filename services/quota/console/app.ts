@@ -28,10 +28,10 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ok } from '../../common/envelope.ts';
-import { ApiError } from '../../common/errors.ts';
-import { headerValue } from '../../common/header-value.ts';
-import type { WindowLimits } from '../../policy/rules.ts';
+import { ok } from '../../../lib/common/envelope.ts';
+import { ApiError } from '../../../lib/common/errors.ts';
+import { headerValue } from '../../../lib/common/header-value.ts';
+import type { WindowLimits } from '../../../lib/policy/rules.ts';
 import {
   type Account,
   type AccountStore,

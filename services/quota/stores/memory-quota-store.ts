@@ -2,7 +2,7 @@
 // check-then-increment below is atomic without locks. Entries of past windows are swept so that a
 // stream of distinct client IPs cannot grow the map without bound.
 
-import type { WindowLimits } from '../../policy/rules.ts';
+import type { WindowLimits } from '../../../lib/policy/rules.ts';
 import {
   CHARGE_TTL_MS,
   DAY_MS,

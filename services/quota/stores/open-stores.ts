@@ -4,7 +4,7 @@
 // the ACCOUNTS_FILE, an SQLite database (embedded `npm start`).
 // Used by the embedded server, the quota server, the admin CLI and the benchmark.
 
-import { exitAtBoot } from '../../common/boot.ts';
+import { exitAtBoot } from '../../../lib/common/boot.ts';
 import type { AccountStore, SessionStore } from '../accounts/account-store.ts';
 import { ComposedKeyQuota, type KeyQuota } from '../authorize.ts';
 import type { StoresConfig } from '../config.ts';

@@ -1,5 +1,5 @@
 // One place that decides how this service talks to Redis, in each topology (single URL, Sentinel,
-// Cluster: services/common/redis-target.ts). The options make a Redis outage cheap and visible instead
+// Cluster: lib/common/redis-target.ts). The options make a Redis outage cheap and visible instead
 // of slow: every command is bounded by `commandTimeout`; while disconnected commands fail at once
 // (`enableOfflineQueue: false`) instead of queueing; a command that was in flight when the connection
 // dropped is failed, not retried (`maxRetriesPerRequest: 0`; in a Cluster `retryDelayOnFailover: 0`),
@@ -15,7 +15,7 @@
 
 import { createHash } from 'node:crypto';
 import { type ChainableCommander, Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
-import type { RedisEndpoint } from '../../common/redis-target.ts';
+import type { RedisEndpoint } from '../../../lib/common/redis-target.ts';
 import { keySlot } from './redis-layout.ts';
 
 /** A connection to a single Redis or Sentinel-managed primary, or to a Redis Cluster. */

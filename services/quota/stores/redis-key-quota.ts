@@ -8,7 +8,7 @@
 // script does both, naming the account's keys from the entry it reads: the one script here whose keys
 // are not all in KEYS, which only one keyspace allows.
 
-import type { WindowLimits } from '../../policy/rules.ts';
+import type { WindowLimits } from '../../../lib/policy/rules.ts';
 import { ACCOUNT_TIERS, type AccountTier, type ResolvedKey } from '../accounts/account-store.ts';
 import { isValidApiKeyFormat, sha256Hex } from '../accounts/api-keys.ts';
 import { accountSubject, type KeyQuota, keySubject } from '../authorize.ts';

@@ -6,7 +6,7 @@
 // a script touches is in its KEYS and in the subject's hash slot (redis-layout.ts), the charge record
 // included, so the same scripts run on a Redis Cluster.
 
-import type { WindowLimits } from '../../policy/rules.ts';
+import type { WindowLimits } from '../../../lib/policy/rules.ts';
 import {
   CHARGE_TTL_MS,
   DAY_MS,

@@ -10,6 +10,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { isApiError } from '../../../../lib/common/errors.ts';
 import { fastPathInChild } from '../../../../test/jpeg-space/fast-path-runner.ts';
 import {
   allCases,
@@ -26,7 +27,6 @@ import {
   samplings,
 } from '../../../../test/jpeg-space/jpeg-space.ts';
 import { C_COMPILER, describeWithTool, JPEG_TENSOR_ADDON } from '../../../../test/support/tools.ts';
-import { isApiError } from '../../../common/errors.ts';
 import { toModelInput } from '../decode.ts';
 import { MAX_JPEG_SCANS } from '../image-cost.ts';
 import { probeHeader } from '../probe.ts';

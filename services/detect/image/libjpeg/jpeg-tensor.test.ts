@@ -5,10 +5,10 @@
 import { readFileSync } from 'node:fs';
 import sharp, { type JpegOptions } from 'sharp';
 import { describe, expect, it } from 'vitest';
+import { isApiError } from '../../../../lib/common/errors.ts';
 import { CORPUS, fixture } from '../../../../test/fixtures/corpus.ts';
 import { prng } from '../../../../test/support/prng.ts';
 import { describeWithTool, JPEG_TENSOR_ADDON } from '../../../../test/support/tools.ts';
-import { isApiError } from '../../../common/errors.ts';
 import { type ModelInput, toModelInput } from '../decode.ts';
 import { probeHeader } from '../probe.ts';
 import { jpegToTensor } from './jpeg-tensor.ts';

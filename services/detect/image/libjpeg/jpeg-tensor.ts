@@ -3,7 +3,7 @@
 // (`npm install` runs it); where it could not be built, every JPEG goes through sharp.
 
 import { createRequire } from 'node:module';
-import { SETTINGS } from '../../../common/settings.ts';
+import { SETTINGS } from '../../../../lib/common/settings.ts';
 import { MAX_JPEG_SCANS } from '../image-cost.ts';
 
 /** JPEG_DECODER: `auto` uses the fast path when it was built; `libjpeg` requires it; `sharp` never uses it. */

@@ -10,7 +10,11 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { type ModelChoice, modelChoiceProblem, OFFERED_MODEL_NAMES } from '../policy/model-catalogue.ts';
+import {
+  type ModelChoice,
+  modelChoiceProblem,
+  OFFERED_MODEL_NAMES,
+} from '../../lib/policy/model-catalogue.ts';
 import { RobustnessTally, robustnessTable } from './robustness.ts';
 import { createFileScorer, loadCalibrateConfig } from './score-image.ts';
 import { decodeUpright, VARIANTS } from './variants.ts';

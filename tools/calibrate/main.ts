@@ -9,7 +9,11 @@ import { createWriteStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { type ModelChoice, modelChoiceProblem, OFFERED_MODEL_NAMES } from '../policy/model-catalogue.ts';
+import {
+  type ModelChoice,
+  modelChoiceProblem,
+  OFFERED_MODEL_NAMES,
+} from '../../lib/policy/model-catalogue.ts';
 import { compareModel, type ModelComparison, recommend } from './compare.ts';
 import { writeComparison } from './compare-report.ts';
 import { suggestThresholds, thresholdTable } from './metrics.ts';

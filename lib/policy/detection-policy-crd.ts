@@ -143,7 +143,7 @@ export const DETECTION_POLICY_CRD_HEADER = `# DetectionPolicy: the moderation po
 # mount; what it leaves out stays as the deployment is configured. One policy per installation: the
 # operator applies the oldest (by creationTimestamp, then name) and marks every other one Degraded
 # (reason Superseded).
-# Generated from services/common/settings.ts by \`npm run settings\`: edit there, not here.
+# Generated from lib/common/settings.ts by \`npm run settings\`: edit there, not here.
 `;
 
 export function detectionPolicyCrd(): Schema {

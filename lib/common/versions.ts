@@ -1,4 +1,4 @@
-// Version facts reported by health (spec 2.3 and part 9).
+// The service's name and version: what health reports (spec 2.3 and part 9) and the published contract states.
 
 import { readFileSync } from 'node:fs';
 

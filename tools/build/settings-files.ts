@@ -1,20 +1,20 @@
-// The files generated from the settings table (services/common/settings.ts), each rendered from the
+// The files generated from the settings table (lib/common/settings.ts), each rendered from the
 // table and — for a file only partly generated — from its current text: the chart's `config:` block
 // (values.yaml), that block's schema (values.schema.json), the pods' environment from it
 // (templates/_workloads.tpl), the edge's limits derived from the services' (templates/_derived.tpl),
 // the DetectionPolicy CRD, the configuration reference (docs/configuration.md), and the chart README,
 // which is generated from values.yaml.
-// services/build/generate-settings.ts writes them or, with --check, lists the stale ones.
+// tools/build/generate-settings.ts writes them or, with --check, lists the stale ones.
 
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { renderReadme } from '../../charts/nsfwdetector/readme/generate.ts';
-import { ERRORS } from '../common/errors.ts';
-import { MAX_REQUEST_HEADER_BYTES, MAX_REQUEST_HEADERS } from '../common/http-limits.ts';
-import { refusedBodyBounds } from '../common/root-app.ts';
-import { SETTINGS, type Section, type Setting } from '../common/settings.ts';
-import { DETECTION_POLICY_CRD_HEADER, detectionPolicyCrd } from '../policy/detection-policy-crd.ts';
-import { modelChoicePattern, OFFERED_MODEL_NAMES } from '../policy/model-catalogue.ts';
+import { ERRORS } from '../../lib/common/errors.ts';
+import { MAX_REQUEST_HEADER_BYTES, MAX_REQUEST_HEADERS } from '../../lib/common/http-limits.ts';
+import { refusedBodyBounds } from '../../lib/common/root-app.ts';
+import { SETTINGS, type Section, type Setting } from '../../lib/common/settings.ts';
+import { DETECTION_POLICY_CRD_HEADER, detectionPolicyCrd } from '../../lib/policy/detection-policy-crd.ts';
+import { modelChoicePattern, OFFERED_MODEL_NAMES } from '../../lib/policy/model-catalogue.ts';
 import { toYaml, yamlScalar } from './yaml.ts';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -60,7 +60,7 @@ function checkTable(): void {
 // --- values.yaml: the `config:` block, from the comment above it to the first blank line after it.
 
 const CONFIG_INTRO = `# The product's limits, thresholds and timeouts, passed to every service as its environment variables
-# (docs/configuration.md). Generated from services/common/settings.ts by \`npm run settings\`: edit there.`;
+# (docs/configuration.md). Generated from lib/common/settings.ts by \`npm run settings\`: edit there.`;
 
 function configBlock(): string {
   const lines = [CONFIG_INTRO, 'config:'];
@@ -149,7 +149,7 @@ export function renderSchema(current: string): string {
 // --- templates/_workloads.tpl: one env entry per chart value.
 
 const ENV_BEGIN =
-  '{{- /* Generated from services/common/settings.ts by `npm run settings`: one per `config` value. */}}';
+  '{{- /* Generated from lib/common/settings.ts by `npm run settings`: one per `config` value. */}}';
 const ENV_END = '{{- /* End of the generated lines. */}}';
 
 function envLines(): string {
@@ -201,19 +201,19 @@ from the services' own, computed as the services compute them.
 */}}
 
 {{/* The longest body the edge lets through: detect's bound on reading a refused body to its end
-(refusedBodyBounds, services/common/root-app.ts) for config.maxFileBytes. Longer declared bodies are
+(refusedBodyBounds, lib/common/root-app.ts) for config.maxFileBytes. Longer declared bodies are
 refused at the edge (400/4003) unread. */}}
 {{- define "nsfwdetector.edgeMaxRequestBytes" -}}
 {{ add (mul ${body.a} (int64 .Values.config.maxFileBytes)) ${body.b} }}
 {{- end -}}
 
-{{/* The 400/4003 body Envoy answers such a request with (services/common/errors.ts, FILE_TOO_LARGE). */}}
+{{/* The 400/4003 body Envoy answers such a request with (lib/common/errors.ts, FILE_TOO_LARGE). */}}
 {{- define "nsfwdetector.fileTooLargeBody" -}}
 ${tooLarge}
 {{- end -}}
 
 {{/* Request line and headers a client may send, in KiB, and how many headers
-(services/common/http-limits.ts): what passes the edge is never refused by a service for its headers. */}}
+(lib/common/http-limits.ts): what passes the edge is never refused by a service for its headers. */}}
 {{- define "nsfwdetector.edgeMaxRequestHeadersKb" -}}
 ${MAX_REQUEST_HEADER_BYTES / 1024}
 {{- end -}}
@@ -263,11 +263,11 @@ export function renderDocs(): string {
   const out = [
     '# Configuration reference',
     '',
-    '<!-- Generated from services/common/settings.ts by `npm run settings`; do not edit by hand. -->',
+    '<!-- Generated from lib/common/settings.ts by `npm run settings`; do not edit by hand. -->',
     '',
     'Every process reads its settings from the environment once, at start, and refuses to start (exit',
     'code 2, one line naming the variable) on a value outside its range. A setting has one declaration, in',
-    '`services/common/settings.ts`; this page, the chart’s `config:` values and their schema, the pods’',
+    '`lib/common/settings.ts`; this page, the chart’s `config:` values and their schema, the pods’',
     'environment and the DetectionPolicy CRD are generated from it (`npm run settings`; CI runs',
     '`npm run settings -- --check`).',
     '',
@@ -302,7 +302,7 @@ export function renderDocs(): string {
     '(`templates/_derived.tpl`, generated too):',
     '',
     `- a request whose \`Content-Length\` is over ${body.a} × \`config.maxFileBytes\` + ${body.b} bytes (detect’s bound on reading a refused body; ${body.a * SETTINGS.MAX_FILE_BYTES.default + body.b} by default) is refused by Envoy with 400/4003 without being read;`,
-    `- request line and headers: at most ${MAX_REQUEST_HEADER_BYTES / 1024} KiB and ${MAX_REQUEST_HEADERS} headers (\`services/common/http-limits.ts\`), past them 431/4310 before anything is counted.`,
+    `- request line and headers: at most ${MAX_REQUEST_HEADER_BYTES / 1024} KiB and ${MAX_REQUEST_HEADERS} headers (\`lib/common/http-limits.ts\`), past them 431/4310 before anything is counted.`,
     '',
   );
   return out.join('\n');

@@ -9,9 +9,9 @@ import { DEFAULT_MAX_FILE_BYTES, FRAMING_BYTES } from './http-limits.ts';
 
 export type Process = 'detect' | 'quota' | 'health' | 'all-in-one' | 'operator' | 'admin' | 'calibrate';
 
-/** The processes that read the core (services/common/config.ts). */
+/** The processes that read the core (lib/common/config.ts). */
 const EVERY: readonly Process[] = ['detect', 'quota', 'health', 'all-in-one', 'operator', 'admin'];
-/** The processes that decide or count (services/policy/policy-config.ts). */
+/** The processes that decide or count (lib/policy/policy-config.ts). */
 const POLICY: readonly Process[] = ['detect', 'quota', 'health', 'all-in-one', 'admin', 'calibrate'];
 /** The processes that read uploads (services/detect/config.ts, loadUploadConfig). */
 const UPLOADS: readonly Process[] = ['detect', 'health', 'all-in-one', 'calibrate'];
@@ -68,7 +68,7 @@ export interface EnumSetting extends Common {
   values: readonly string[];
 }
 
-/** A model name: the values are services/policy/model-catalogue.ts's offered models (common cannot import it). */
+/** A model name: the values are lib/policy/model-catalogue.ts's offered models (common cannot import it). */
 export interface ModelSetting extends Common {
   type: 'model';
   default: string;

@@ -127,7 +127,7 @@ export interface CoreConfig {
   shutdownGraceMs: number;
   /**
    * On SIGTERM, how long a service first keeps serving, not ready and closing each connection after its
-   * answer (services/common/drain.ts), so that load balancers let go of it; part of the grace period.
+   * answer (lib/common/drain.ts), so that load balancers let go of it; part of the grace period.
    */
   shutdownDelayMs: number;
   /**

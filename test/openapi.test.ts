@@ -2,8 +2,8 @@
 // route, request way, header, response and error code, and it is built from the routes themselves.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { embeddedApp } from '../../test/support/embedded-app.ts';
-import { ERRORS } from '../common/errors.ts';
+import { ERRORS } from '../lib/common/errors.ts';
+import { embeddedApp } from './support/embedded-app.ts';
 
 // biome-ignore lint/suspicious/noExplicitAny: the document is untyped JSON, walked by path.
 type Json = Record<string, any>;
@@ -115,7 +115,7 @@ describe('GET /openapi.json', () => {
     expect(Object.keys(notAllowed.headers).map((h) => h.toLowerCase())).toContain('allow');
   });
 
-  it('documents every code of services/common/errors.ts with its status', () => {
+  it('documents every code of lib/common/errors.ts with its status', () => {
     // Where each status/code pair appears: an operation's response or a shared response.
     const documented = new Set<string>();
     const collect = (status: string, response: Json) => {
@@ -166,7 +166,7 @@ describe('GET /openapi.json', () => {
   });
 
   it('is built from the route schemas: the detection result is the one responses are serialized with', async () => {
-    const { detectionResponseSchema } = await import('../detect/result.ts');
+    const { detectionResponseSchema } = await import('../services/detect/result.ts');
     const published = op('post', '/api/public/detect').responses['200'].content['application/json'].schema;
     expect(published.properties.data.required).toEqual(detectionResponseSchema.properties.data.required);
     expect(Object.keys(published.properties.data.properties)).toEqual(

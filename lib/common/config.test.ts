@@ -41,7 +41,7 @@ describe('configuration files', () => {
     for (const name of names) expect(reference, name).toContain(`\n| \`${name}\` |`);
   });
 
-  it('reads nothing the settings table does not declare (services/common/settings.ts)', () => {
+  it('reads nothing the settings table does not declare (lib/common/settings.ts)', () => {
     const declared = new Set(Object.keys(SETTINGS));
     const read = sources.flatMap((source) => [
       ...[...source.matchAll(/Var\(env, '([A-Z0-9_]+)'/g)].map((m) => m[1] as string),

@@ -5,7 +5,7 @@
 
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { OFFERED_MODEL_NAMES } from '../policy/model-catalogue.ts';
+import { OFFERED_MODEL_NAMES } from '../../lib/policy/model-catalogue.ts';
 import type { ModelComparison, Recommendation, Targets } from './compare.ts';
 import { detectionPolicyManifest, envFile, esc, helmValues, pct, policyModelName } from './report.ts';
 

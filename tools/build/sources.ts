@@ -1,6 +1,6 @@
 // What dist/ is built from, as one hash: `npm start` rebuilds dist/ when it differs from the hash the
-// build recorded, so an edited checkout never runs stale JavaScript. Every file under services/ and
-// models/ counts but the tests (TypeScript is compiled, the rest copied: console pages, the JPEG addon),
+// build recorded, so an edited checkout never runs stale JavaScript. Every file under services/, lib/,
+// tools/build/ and models/ counts but the tests (TypeScript is compiled, the rest copied: console pages, the JPEG addon),
 // with the compiler settings and package.json; the converted models by name, size and mtime (hashing
 // ~100 MB at every start would cost more than the check saves).
 
@@ -8,7 +8,15 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
-const INPUTS = ['services', 'models', 'package.json', 'tsconfig.json', 'tsconfig.build.json'];
+const INPUTS = [
+  'services',
+  'lib',
+  'tools/build',
+  'models',
+  'package.json',
+  'tsconfig.json',
+  'tsconfig.build.json',
+];
 
 function* files(path: string): Generator<string> {
   if (!statSync(path).isDirectory()) {

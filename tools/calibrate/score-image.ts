@@ -3,20 +3,20 @@
 // what it will mean in production. Every refusal is the API's own error code.
 
 import { readFile, stat } from 'node:fs/promises';
-import type { Env } from '../common/config.ts';
-import { ApiError, isApiError } from '../common/errors.ts';
+import type { Env } from '../../lib/common/config.ts';
+import { ApiError, isApiError } from '../../lib/common/errors.ts';
+import { loadPolicyConfig, type PolicyConfig } from '../../lib/policy/policy-config.ts';
 import {
   loadScoringConfig,
   loadUploadConfig,
   type ScoringConfig,
   type UploadConfig,
-} from '../detect/config.ts';
-import { probeHeader } from '../detect/image/probe.ts';
-import { sniffFormat } from '../detect/image/sniff.ts';
-import { summarize } from '../detect/model/classifier.ts';
-import { createOnnxClassifier } from '../detect/model/onnx-classifier.ts';
-import { InProcessScorer } from '../detect/scoring/image-scorer.ts';
-import { loadPolicyConfig, type PolicyConfig } from '../policy/policy-config.ts';
+} from '../../services/detect/config.ts';
+import { probeHeader } from '../../services/detect/image/probe.ts';
+import { sniffFormat } from '../../services/detect/image/sniff.ts';
+import { summarize } from '../../services/detect/model/classifier.ts';
+import { createOnnxClassifier } from '../../services/detect/model/onnx-classifier.ts';
+import { InProcessScorer } from '../../services/detect/scoring/image-scorer.ts';
 
 export type ScoreOutcome = { nsfw: number } | { code: number; message: string };
 

@@ -1,6 +1,6 @@
-// `npm run build`: compiles the services to dist/ (tsconfig.build.json; `.ts` import specifiers become
-// `.js`), then copies what they read at run time beside the compiled files, at the same relative paths:
-// the non-TypeScript files under services/ (console pages, skill files, the JPEG addon), package.json
+// `npm run build`: compiles the services and lib/ to dist/ (tsconfig.build.json; `.ts` import specifiers
+// become `.js`), then copies what they read at run time beside the compiled files, at the same relative
+// paths: the non-TypeScript files under services/ and lib/ (console pages, skill files, the JPEG addon), package.json
 // (versions.ts), and the converted models with their checksums when present (models/*.onnx,
 // models/checksums.json, open_nsfw's licences). `--if-stale` (npm ci and npm start) builds only when
 // the sources differ from the ones dist/ was built from (sources.ts).
@@ -68,7 +68,7 @@ try {
   };
 
   let copied = 0;
-  for (const path of files(join(ROOT, 'services'))) {
+  for (const path of [...files(join(ROOT, 'services')), ...files(join(ROOT, 'lib'))]) {
     if (path.endsWith('.ts') || path.endsWith('/Dockerfile')) continue;
     copy(path);
     copied++;

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
-import { numberSetting } from '../common/config.ts';
+import { numberSetting } from '../../lib/common/config.ts';
 import { Child, listeningPorts, waitFor } from './child.ts';
 import { LOCAL_VALUES, renderEnvoyConfigText } from './render-envoy.ts';
 import { requireTool } from './tools.ts';

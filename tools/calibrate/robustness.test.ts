@@ -119,7 +119,7 @@ describe('npm run robustness', () => {
       [
         '--import',
         'tsx',
-        'services/calibrate/robustness-main.ts',
+        'tools/calibrate/robustness-main.ts',
         '--dir',
         work,
         '--models',

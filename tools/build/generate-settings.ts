@@ -1,6 +1,6 @@
-// `npm run settings`: writes every file generated from the settings table (services/common/settings.ts).
+// `npm run settings`: writes every file generated from the settings table (lib/common/settings.ts).
 // `npm run settings -- --check` writes nothing and exits 1 naming the files that are not current
-// (services/build/settings-files.test.ts runs it in CI), so a hand edit of a generated file, or a table
+// (tools/build/settings-files.test.ts runs it in CI), so a hand edit of a generated file, or a table
 // change without regenerating, fails the build.
 
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -13,7 +13,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     const stale = staleFiles();
     if (stale.length > 0) {
       console.error(
-        `Not current with services/common/settings.ts: ${stale.map((f) => GENERATED[f]).join(', ')}. Run npm run settings (and edit the table, not these files).`,
+        `Not current with lib/common/settings.ts: ${stale.map((f) => GENERATED[f]).join(', ')}. Run npm run settings (and edit the table, not these files).`,
       );
       process.exit(1);
     }

@@ -4,7 +4,7 @@
 
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { modelChoiceProblem, OFFERED_MODEL_NAMES } from '../policy/model-catalogue.ts';
+import { modelChoiceProblem, OFFERED_MODEL_NAMES } from '../../lib/policy/model-catalogue.ts';
 import { histogram, rocAuc, type Suggestion, type ThresholdRow } from './metrics.ts';
 import { histogramChart, lineChart } from './svg.ts';
 

@@ -2,7 +2,7 @@
 // echoes every child's log lines with its name, and on Ctrl-C or SIGTERM stops every child and
 // removes its temp directory.
 
-import { intVar } from '../common/config.ts';
+import { intVar } from '../../lib/common/config.ts';
 import { startStack } from './stack.ts';
 
 let port: number;

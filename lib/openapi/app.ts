@@ -12,7 +12,7 @@ import swagger, { type SwaggerOptions, type SwaggerTransformObject } from '@fast
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
 import { errorExamples, errorResponse } from '../common/error-schemas.ts';
-import { SERVICE_VERSION } from '../health/versions.ts';
+import { SERVICE_VERSION } from '../common/versions.ts';
 
 // Swagger UI sets styles from script (allowed) and shows images as data: URIs; nothing leaves the origin.
 const PAGE_CSP =

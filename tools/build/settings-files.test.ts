@@ -7,9 +7,9 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { SETTINGS } from '../../lib/common/settings.ts';
 import { helm, removeHelmHome, sets } from '../../test/chart/helm.ts';
 import { describeWithTool, HELM } from '../../test/support/tools.ts';
-import { SETTINGS } from '../common/settings.ts';
 import { GENERATED, type GeneratedFile, ROOT, staleFiles } from './settings-files.ts';
 
 const read = (file: string) => readFileSync(`${ROOT}${file}`, 'utf8');
@@ -26,7 +26,7 @@ describe('the generated files', () => {
   it('`npm run settings -- --check` exits 0 on this tree', async () => {
     const { stderr } = await promisify(execFile)(
       process.execPath,
-      ['--import', 'tsx', 'services/build/generate-settings.ts', '--check'],
+      ['--import', 'tsx', 'tools/build/generate-settings.ts', '--check'],
       { cwd: ROOT },
     );
     expect(stderr).toBe('');

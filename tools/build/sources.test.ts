@@ -9,7 +9,11 @@ let root: string;
 beforeEach(() => {
   root = mkdtempSync(join(tmpdir(), 'nsfwdetector-sources-'));
   mkdirSync(join(root, 'services/detect'), { recursive: true });
+  mkdirSync(join(root, 'lib/common'), { recursive: true });
+  mkdirSync(join(root, 'tools/build'), { recursive: true });
   mkdirSync(join(root, 'models'));
+  writeFileSync(join(root, 'lib/common/errors.ts'), 'export {};\n');
+  writeFileSync(join(root, 'tools/build/dist.ts'), 'export {};\n');
   writeFileSync(join(root, 'services/detect/server.ts'), 'export {};\n');
   writeFileSync(join(root, 'services/detect/page.html'), '<p>hi</p>\n');
   writeFileSync(join(root, 'models/model.onnx'), 'weights');
@@ -31,6 +35,8 @@ describe('the hash dist/ is built from', () => {
     const changes = [
       () => writeFileSync(join(root, 'services/detect/server.ts'), 'export const x = 1;\n'),
       () => writeFileSync(join(root, 'services/detect/page.html'), '<p>hello</p>\n'),
+      () => writeFileSync(join(root, 'lib/common/errors.ts'), 'export const y = 1;\n'),
+      () => writeFileSync(join(root, 'tools/build/dist.ts'), 'export const z = 1;\n'),
       () => writeFileSync(join(root, 'tsconfig.build.json'), '{"compilerOptions":{}}'),
       () => writeFileSync(join(root, 'services/detect/new.ts'), ''),
     ];

@@ -1,7 +1,7 @@
 // The tally of a robustness run: for each model and re-encoding, how many decisions stayed what they
 // were on the original file, and the largest change of scores.nsfw (with the image that made it).
 
-import type { Thresholds } from '../policy/rules.ts';
+import type { Thresholds } from '../../lib/policy/rules.ts';
 
 export type Decision = 'allow' | 'review' | 'block';
 
