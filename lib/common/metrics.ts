@@ -1,10 +1,10 @@
 // Prometheus metrics (prom-client), one registry per service process, scraped at GET /metrics on the
-// service's own port. The HTTP series are recorded here for every route; the detect and quota series
-// are defined here too (so names and labels are in one place) and fed by the decorators their
-// composition roots wrap around the work gate, the scorer and the authorizer.
+// service's own port: the process's default series and the HTTP series, recorded here for every route.
+// A service's own series are defined beside it (services/detect/metrics.ts, services/quota/metrics.ts)
+// on the registry made here.
 
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
 
 export type ServiceName = 'detect' | 'quota' | 'health';
 
@@ -16,8 +16,6 @@ export interface HttpMetrics {
 
 /** Seconds; from sub-millisecond probes to a 50 MiB upload scored on a busy box. */
 const HTTP_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
-/** Seconds; one decode or inference runs from ~1 ms (small JPEG) to seconds (200 MP JPEG). */
-const WORK_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
 const NON_COUNTER_TOTALS = [
   'nodejs_active_handles_total',
@@ -96,78 +94,4 @@ export function instrumentHttp(app: FastifyInstance, metrics: HttpMetrics): void
   app.get(METRICS_PATH, async (_request, reply) =>
     reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
   );
-}
-
-/** The detect service's own series. */
-export interface DetectMetrics {
-  decode: Histogram<'model'>;
-  inference: Histogram<'model'>;
-  refusals: Counter<'reason'>;
-}
-
-export function createDetectMetrics(
-  registry: Registry,
-  gate: () => { admitted: number; running: number },
-): DetectMetrics {
-  new Gauge({
-    name: 'nsfwdetector_work_admitted',
-    help: 'Detect requests holding a work ticket: uploading, waiting for a slot, or being scored.',
-    registers: [registry],
-    collect() {
-      this.set(gate().admitted);
-    },
-  });
-  new Gauge({
-    name: 'nsfwdetector_work_running',
-    help: 'Images handed to the scoring workers (decoding or inferring) right now.',
-    registers: [registry],
-    collect() {
-      this.set(gate().running);
-    },
-  });
-  return {
-    decode: new Histogram({
-      name: 'nsfwdetector_decode_duration_seconds',
-      help: 'Decoding one image to the model input, in a scoring worker.',
-      labelNames: ['model'],
-      buckets: WORK_BUCKETS,
-      registers: [registry],
-    }),
-    inference: new Histogram({
-      name: 'nsfwdetector_inference_duration_seconds',
-      help: 'One ONNX inference, in a scoring worker.',
-      labelNames: ['model'],
-      buckets: WORK_BUCKETS,
-      registers: [registry],
-    }),
-    refusals: new Counter({
-      name: 'nsfwdetector_overload_refusals_total',
-      help: 'Detect requests refused 503/5001 by the work gate: busy (in-flight bound reached) or shutting down.',
-      labelNames: ['reason'],
-      registers: [registry],
-    }),
-  };
-}
-
-/** The quota service's own series. */
-export interface QuotaMetrics {
-  decisions: Counter<'tier' | 'outcome'>;
-  redisErrors: Counter<'connection' | 'kind'>;
-}
-
-export function createQuotaMetrics(registry: Registry): QuotaMetrics {
-  return {
-    decisions: new Counter({
-      name: 'nsfwdetector_quota_decisions_total',
-      help: 'Admission decisions: tier (anonymous, free, pro, unknown for a bad key) and outcome.',
-      labelNames: ['tier', 'outcome'],
-      registers: [registry],
-    }),
-    redisErrors: new Counter({
-      name: 'nsfwdetector_redis_errors_total',
-      help: 'Redis failures: connection errors (per connection) and quota checks failed by the store.',
-      labelNames: ['connection', 'kind'],
-      registers: [registry],
-    }),
-  };
 }

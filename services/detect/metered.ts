@@ -1,9 +1,9 @@
-// Decorators that feed the detect service's metrics (lib/common/metrics.ts) without the work
+// Decorators that feed the detect service's metrics (metrics.ts) without the work
 // gate or the scorer knowing about Prometheus. The detect server wraps its parts in them.
 
 import type { ApiError } from '../../lib/common/errors.ts';
-import type { DetectMetrics } from '../../lib/common/metrics.ts';
 import type { ProbedImage } from './image/types.ts';
+import type { DetectMetrics } from './metrics.ts';
 import type { ImageScorer, ScoredImage, StillHeld } from './scoring/image-scorer.ts';
 import { WorkGate } from './work-gate.ts';
 

@@ -13,9 +13,8 @@ const config = await startProcess(
 
 const { createRootApp } = await import('../../lib/common/root-app.ts');
 const { policyForApp } = await import('../../lib/policy/policy-in-force.ts');
-const { createDetectMetrics, createHttpMetrics, instrumentHttp } = await import(
-  '../../lib/common/metrics.ts'
-);
+const { createHttpMetrics, instrumentHttp } = await import('../../lib/common/metrics.ts');
+const { createDetectMetrics } = await import('./metrics.ts');
 const { installShutdown } = await import('../../lib/common/shutdown.ts');
 const { stopTelemetry } = await import('../../lib/common/telemetry.ts');
 const { closeConnectionsWhenDraining, drainFirst } = await import('../../lib/common/drain.ts');

@@ -6,8 +6,7 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { CoreConfig } from '../../lib/common/config.ts';
 import { closeConnectionsWhenDraining } from '../../lib/common/drain.ts';
 import { ok, sendError } from '../../lib/common/envelope.ts';
-import type { HttpMetrics, QuotaMetrics } from '../../lib/common/metrics.ts';
-import { instrumentHttp } from '../../lib/common/metrics.ts';
+import { type HttpMetrics, instrumentHttp } from '../../lib/common/metrics.ts';
 import { createRootApp } from '../../lib/common/root-app.ts';
 import type { PolicyConfig } from '../../lib/policy/policy-config.ts';
 import { configuredLimits, policyForApp, type QuotaLimits } from '../../lib/policy/policy-in-force.ts';
@@ -23,6 +22,7 @@ import type { SignupConfig } from './config.ts';
 import consoleApp from './console/app.ts';
 import extAuthz from './ext-authz.ts';
 import { MeteredAuthorizer } from './metered-authorizer.ts';
+import type { QuotaMetrics } from './metrics.ts';
 import type { QuotaStore } from './quota-store.ts';
 
 export interface QuotaAppOptions {

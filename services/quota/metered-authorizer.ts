@@ -1,9 +1,9 @@
-// Counts every admission decision by tier and outcome (lib/common/metrics.ts), and quota checks
+// Counts every admission decision by tier and outcome (metrics.ts), and quota checks
 // the store could not answer as Redis errors when the store is Redis. Wraps the real authorizer.
 
 import type { Authorizer, Decision, RequestFacts } from '../../lib/common/authorizer.ts';
 import { errorNameForCode } from '../../lib/common/errors.ts';
-import type { QuotaMetrics } from '../../lib/common/metrics.ts';
+import type { QuotaMetrics } from './metrics.ts';
 
 export class MeteredAuthorizer implements Authorizer {
   readonly #inner: Authorizer;

@@ -14,7 +14,8 @@ const { openStoresOrExit } = await import('./stores/open-stores.ts');
 const { installShutdown } = await import('../../lib/common/shutdown.ts');
 const { stopTelemetry } = await import('../../lib/common/telemetry.ts');
 const { drainFirst } = await import('../../lib/common/drain.ts');
-const { createHttpMetrics, createQuotaMetrics } = await import('../../lib/common/metrics.ts');
+const { createHttpMetrics } = await import('../../lib/common/metrics.ts');
+const { createQuotaMetrics } = await import('./metrics.ts');
 
 const http = createHttpMetrics('quota');
 const quotaMetrics = createQuotaMetrics(http.registry);
