@@ -27,9 +27,6 @@ const ARROWS: Record<string, Record<string, string>> = {
     health: '`npm start` composes every service in one process',
     quota: '`npm start` composes every service in one process',
   },
-  health: {
-    detect: 'the published contract documents the upload limits detect reads, and its routes',
-  },
   operator: { quota: 'it writes the APIAccounts it reconciles to the account store' },
 };
 

@@ -14,7 +14,7 @@ const EVERY: readonly Process[] = ['detect', 'quota', 'health', 'all-in-one', 'o
 /** The processes that decide or count (lib/policy/policy-config.ts). */
 const POLICY: readonly Process[] = ['detect', 'quota', 'health', 'all-in-one', 'admin', 'calibrate'];
 /** The processes that read uploads (services/detect/config.ts, loadUploadConfig). */
-const UPLOADS: readonly Process[] = ['detect', 'health', 'all-in-one', 'calibrate'];
+const UPLOADS: readonly Process[] = ['detect', 'all-in-one', 'calibrate'];
 /** The processes that score images (loadScoringConfig). */
 const SCORING: readonly Process[] = ['detect', 'all-in-one', 'calibrate'];
 
@@ -206,7 +206,7 @@ export const SETTINGS = {
     doc: 'The mounted policy file the operator renders from a DetectionPolicy; watched. The fields it states apply to the next request; the others stay as configured here.',
   },
 
-  // Uploads (detect; health documents them).
+  // Uploads (detect).
   UPLOAD_IDLE_TIMEOUT_MS: {
     section: 'uploads',
     type: 'integer',

@@ -30,8 +30,8 @@ Readiness: \`/api/public/health\` answers as soon as the process is up; an opera
 export interface OpenApiOptions {
   /**
    * The document to serve, when this instance does not hold every public route itself (the cluster's
-   * health service: detect's routes live in another process — see document.ts). Default: this
-   * instance's own routes.
+   * health service: detect's routes live in another process — services/health/public-document.ts).
+   * Default: this instance's own routes.
    */
   document?: object;
 }

@@ -1,11 +1,11 @@
-// The health server's configuration: the core, and what the published contract it serves documents
-// (the detect limits and the policy's defaults) — never the model or the JPEG decoder.
+// The health server's configuration: the core, the policy (its root app refuses bodies past
+// MAX_FILE_BYTES like every service's) and its port. The published contract it serves is a file generated
+// at build time (public-document.ts), so it reads none of detect's own settings.
 
 import { type CoreConfig, type Env, intSetting, loadCoreConfig } from '../../lib/common/config.ts';
 import { loadPolicyConfig, type PolicyConfig } from '../../lib/policy/policy-config.ts';
-import { loadUploadConfig, type UploadConfig } from '../detect/config.ts';
 
-export interface HealthConfig extends CoreConfig, PolicyConfig, UploadConfig {
+export interface HealthConfig extends CoreConfig, PolicyConfig {
   healthPort: number;
 }
 
@@ -13,7 +13,6 @@ export function loadHealthConfig(env: Env): HealthConfig {
   return {
     ...loadCoreConfig(env),
     ...loadPolicyConfig(env),
-    ...loadUploadConfig(env),
     healthPort: intSetting(env, 'HEALTH_PORT'),
   };
 }

@@ -18,13 +18,13 @@ const { stopTelemetry } = await import('../../lib/common/telemetry.ts');
 const { closeConnectionsWhenDraining, drainFirst } = await import('../../lib/common/drain.ts');
 const { default: healthApp } = await import('./app.ts');
 const { registerOpenApi } = await import('../../lib/openapi/app.ts');
-const { buildPublicDocument } = await import('./public-document.ts');
+const { readPublicDocument } = await import('./public-document.ts');
 
 const app = createRootApp({ config });
 instrumentHttp(app, createHttpMetrics('health'));
 closeConnectionsWhenDraining(app);
 // The published contract (/openapi.json, /docs/api) covers detect's routes too, served by another process.
-await registerOpenApi(app, { document: await buildPublicDocument(config) });
+await registerOpenApi(app, { document: readPublicDocument() });
 await app.register(healthApp);
 app.get('/internal/live', async () => ok({ status: 'ok' }));
 app.get('/internal/ready', async () => ok({ status: 'ready' }));

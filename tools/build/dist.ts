@@ -1,12 +1,14 @@
 // `npm run build`: compiles the services and lib/ to dist/ (tsconfig.build.json; `.ts` import specifiers
 // become `.js`), then copies what they read at run time beside the compiled files, at the same relative
-// paths: the non-TypeScript files under services/ and lib/ (console pages, skill files, the JPEG addon), package.json
-// (versions.ts), and the converted models with their checksums when present (models/*.onnx,
-// models/checksums.json, open_nsfw's licences). `--if-stale` (npm ci and npm start) builds only when
-// the sources differ from the ones dist/ was built from (sources.ts).
+// paths: the non-TypeScript files under services/ and lib/ (console pages, skill files, the JPEG addon),
+// package.json (versions.ts), and the converted models with their checksums when present (models/*.onnx,
+// models/checksums.json, open_nsfw's licences). The published contract is generated from the routes
+// into dist/services/health/openapi.json (generate-openapi.ts, through tsx), so the image serves what its
+// routes produce. `--if-stale` (npm ci and npm start) builds only when the sources differ from the ones
+// dist/ was built from (sources.ts).
 //
 // Runs on node's own type stripping, not tsx: the check precedes every `npm start`, and nothing of tsx
-// or esbuild is left running after it. The build goes to a directory of its own and replaces dist/
+// or esbuild is left running after it (the document's generator, a build step, runs under tsx and exits). The build goes to a directory of its own and replaces dist/
 // whole, so two starts racing never run a half-written dist/.
 
 import { execFileSync } from 'node:child_process';
@@ -81,6 +83,17 @@ try {
       copied++;
     }
   }
+  execFileSync(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      join(ROOT, 'tools/build/generate-openapi.ts'),
+      '--out',
+      join(next, 'services/health/openapi.json'),
+    ],
+    { cwd: ROOT, stdio: 'inherit' },
+  );
   if (!existsSync(join(next, 'services/detect/server.js')))
     throw new Error('the build has no services/detect/server.js');
   writeFileSync(join(next, STAMP), hash);

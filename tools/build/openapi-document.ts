@@ -1,21 +1,31 @@
-// The public document for a process that serves only part of the public routes (cluster mode: the
-// health service publishes /openapi.json while detect's routes live in the detect service). It is built
-// from the very plugins and schemas the services register, on an instance that never listens and is
-// closed at once, so the cluster publishes the same document as `npm start`.
+// The published contract of the whole service (/openapi.json, /docs/api), generated from the routes
+// themselves: the very plugins and schemas the services register, on an instance that never listens
+// and is closed at once. The build writes it beside the health service (`npm run openapi`; the dist build
+// writes it into dist/ too), which serves the file: the cluster publishes the document `npm start` builds
+// from its own routes, without building a detect app at run time.
+//
+// The document does not depend on the configuration (limits and thresholds are applied per request, not
+// written into the schemas): the defaults build it.
 
-import type { CoreConfig } from '../../lib/common/config.ts';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { loadCoreConfig } from '../../lib/common/config.ts';
 import { createRootApp } from '../../lib/common/root-app.ts';
 import { registerOpenApi } from '../../lib/openapi/app.ts';
-import type { PolicyConfig } from '../../lib/policy/policy-config.ts';
-import detectApp from '../detect/app.ts';
-import type { UploadConfig } from '../detect/config.ts';
-import { EdgeAuthorizer } from '../detect/edge-identity.ts';
-import { intakeLimitsFrom } from '../detect/intake.ts';
-import { ScorerSlot } from '../detect/scoring/scorer-slot.ts';
-import { WorkGate } from '../detect/work-gate.ts';
-import healthApp from './app.ts';
+import { loadPolicyConfig } from '../../lib/policy/policy-config.ts';
+import detectApp from '../../services/detect/app.ts';
+import { loadUploadConfig } from '../../services/detect/config.ts';
+import { EdgeAuthorizer } from '../../services/detect/edge-identity.ts';
+import { intakeLimitsFrom } from '../../services/detect/intake.ts';
+import { ScorerSlot } from '../../services/detect/scoring/scorer-slot.ts';
+import { WorkGate } from '../../services/detect/work-gate.ts';
+import healthApp from '../../services/health/app.ts';
 
-export async function buildPublicDocument(config: CoreConfig & PolicyConfig & UploadConfig): Promise<object> {
+/** Where the health service reads the document (services/health/public-document.ts). */
+export const DOCUMENT_PATH = fileURLToPath(new URL('../../services/health/openapi.json', import.meta.url));
+
+export async function buildPublicDocument(): Promise<object> {
+  const config = { ...loadCoreConfig({}), ...loadPolicyConfig({}), ...loadUploadConfig({}) };
   const app = createRootApp({ config, logger: false });
   try {
     await registerOpenApi(app);
@@ -33,4 +43,18 @@ export async function buildPublicDocument(config: CoreConfig & PolicyConfig & Up
   } finally {
     await app.close();
   }
+}
+
+/** The document as the file holds it. */
+export const documentText = (document: object): string => `${JSON.stringify(document, null, 2)}\n`;
+
+/** Whether the file at `path` holds the document the routes produce now. */
+export async function documentIsCurrent(path = DOCUMENT_PATH): Promise<boolean> {
+  let current: string;
+  try {
+    current = readFileSync(path, 'utf8');
+  } catch {
+    return false;
+  }
+  return current === documentText(await buildPublicDocument());
 }
