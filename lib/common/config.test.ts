@@ -24,9 +24,11 @@ describe('loadCoreConfig', () => {
 
 describe('configuration files', () => {
   const root = new URL('../../', import.meta.url);
-  const sources = (readdirSync(new URL('services/', root), { recursive: true }) as string[])
-    .filter((f) => /(^|\/)(config|policy-config)\.ts$/.test(f))
-    .map((f) => readFileSync(new URL(join('services', f), root), 'utf8'));
+  const sources = ['services', 'lib', 'tools'].flatMap((top) =>
+    (readdirSync(new URL(`${top}/`, root), { recursive: true }) as string[])
+      .filter((f) => /(^|\/)(config|policy-config)\.ts$/.test(f))
+      .map((f) => readFileSync(new URL(join(top, f), root), 'utf8')),
+  );
 
   it('documents every variable they read in a row of docs/configuration.md', () => {
     const names = sources.flatMap((source) => [
