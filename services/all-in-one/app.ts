@@ -9,7 +9,8 @@ import type { ScorerSlot } from '../detect/scoring/scorer-slot.ts';
 import { WorkGate } from '../detect/work-gate.ts';
 import healthApp from '../health/app.ts';
 import { registerOpenApi } from '../openapi/app.ts';
-import { policyForApp } from '../policy/policy-in-force.ts';
+import type { ModelChoice } from '../policy/model-catalogue.ts';
+import { modelAtBoot, policyForApp } from '../policy/policy-in-force.ts';
 import { createAuthorizer, type QuotaDeps, registerConsole } from '../quota/app.ts';
 import type { AllInOneConfig } from './config.ts';
 
@@ -25,6 +26,8 @@ export interface EmbeddedDeps extends QuotaDeps {
 export interface EmbeddedApp {
   app: FastifyInstance;
   gate: WorkGate;
+  /** The model to load into `deps.model`: the mounted policy's spec.model, else MODEL (as detect). */
+  model: ModelChoice;
 }
 
 export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp> {
@@ -48,5 +51,5 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     limits: config.limits,
   });
   await registerConsole(app, live);
-  return { app, gate };
+  return { app, gate, model: modelAtBoot(policy, config) };
 }
