@@ -27,7 +27,7 @@ export interface EmbeddedApp {
   app: FastifyInstance;
   gate: WorkGate;
   /** The model to load into `deps.model`: the mounted policy's spec.model, else MODEL (as detect). */
-  model: ModelChoice;
+  modelToLoad: ModelChoice;
 }
 
 export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp> {
@@ -51,5 +51,5 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     limits: config.limits,
   });
   await registerConsole(app, live);
-  return { app, gate, model: modelAtBoot(policy, config) };
+  return { app, gate, modelToLoad: modelAtBoot(policy, config) };
 }

@@ -17,7 +17,7 @@ await runProcess({
     const { openStoresOrExit } = await import('../quota/stores/open-stores.ts');
     const slot = new ScorerSlot();
     const stores = await openStoresOrExit(who, config);
-    const { app, gate, model } = await buildEmbeddedApp({
+    const { app, gate, modelToLoad } = await buildEmbeddedApp({
       config,
       model: slot,
       quotaStore: stores.quotaStore,
@@ -30,12 +30,12 @@ await runProcess({
       port: config.port,
       refuseNewWork: () => gate.close(),
       release: [() => slot.close(), () => stores.close()],
-      start: () => fillScorerSlot(slot, { ...config, model }, app.log),
+      start: () => fillScorerSlot(slot, { ...config, model: modelToLoad }, app.log),
       // The one line to wait for: printed only once detect can score (model loaded, every worker warmed
       // by one image). Health answers from the first moment; /internal/ready is the readiness probe.
       // (Worded without the service's name or routes: test/server-process.test.ts checks that nothing
       // about requests reaches the output, by looking for "detect".)
-      readyLine: (url) => `ready — ${url} is scoring images (model ${model} loaded, workers warm)`,
+      readyLine: (url) => `ready — ${url} is scoring images (model ${modelToLoad} loaded, workers warm)`,
     };
   },
 });

@@ -16,7 +16,7 @@ await runProcess({
     const { ScorerSlot } = await import('./scoring/scorer-slot.ts');
     const { fillScorerSlot } = await import('./scoring/scoring-pool.ts');
     const slot = new ScorerSlot();
-    const { app, gate, model, meter } = await buildDetectService(config, slot);
+    const { app, gate, modelToLoad: model, meter } = await buildDetectService(config, slot);
     return {
       app,
       port: config.detectPort,

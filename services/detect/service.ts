@@ -19,7 +19,7 @@ export interface DetectService {
   app: FastifyInstance;
   gate: MeteredGate;
   /** The model to load into the slot: the mounted policy's spec.model, else MODEL. */
-  model: ModelChoice;
+  modelToLoad: ModelChoice;
   /** Wraps the loaded scorer so that its decode and inference times are measured. */
   meter: (scorer: ImageScorer) => ImageScorer;
 }
@@ -51,7 +51,7 @@ export async function buildDetectService(
   return {
     app,
     gate,
-    model: modelAtBoot(policy, config),
+    modelToLoad: modelAtBoot(policy, config),
     meter: (scorer) => new MeteredScorer(scorer, metrics),
   };
 }

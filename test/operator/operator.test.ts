@@ -687,7 +687,9 @@ spec: { email: ${name}@acme.example, tier: free, keys: [{ name: ops }] }
         (await leaseHolder()) === 'operator-d' ? true : undefined,
       );
       await eventually('operator-d to have listed everything', async () =>
-        leader.logLines().some((l) => l.msg === 'reconciled' && l.kind === 'DetectionPolicy') ? true : undefined,
+        leader.logLines().some((l) => l.msg === 'reconciled' && l.kind === 'DetectionPolicy')
+          ? true
+          : undefined,
       );
       // etcd keeps running; the watches end and requests are refused until the API server is back.
       await kube.restart();
