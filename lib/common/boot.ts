@@ -1,19 +1,78 @@
-// The steps every server process takes, one way: its configuration validated (a bad value: one line
-// naming the variable, exit 2), telemetry started before anything loads the HTTP stack (callers import
-// the rest dynamically after startProcess), and once the port is bound one line on stdout with the
-// address the server got, whatever LOG_LEVEL: with port 0 the OS picks a free port, and whoever started
-// the process (tests, scripts) reads it from this line instead of choosing a port in advance and racing
-// other processes for it.
+// The one way every process boots (detect, quota, health, the embedded server, the operator):
+//   1. its configuration, validated once (a bad value: one line naming the variable, exit 2);
+//   2. telemetry, started before anything loads the HTTP stack (`compose` imports it dynamically);
+//   3. its parts (`compose`: stores, the app, what runs beside it);
+//   4. SIGTERM / SIGINT → readiness off and every answer closing its connection for SHUTDOWN_DELAY_MS
+//      (drain.ts, probes.ts) → new work refused → the server closed once in-flight requests finish →
+//      the parts released in order → exit 0, all under the SHUTDOWN_GRACE_MS timer (shutdown.ts);
+//   5. listen, then one line on stdout with the address the server got, whatever LOG_LEVEL: with port 0
+//      the OS picks a free port, and whoever started the process (tests, scripts) reads it from this
+//      line instead of choosing a port in advance and racing other processes for it;
+//   6. what starts once listening (the model load, leader election), then the ready line if any.
+// A process's server.ts declares its parts and calls runProcess; nothing else.
 
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { type Env, loadOrExit } from './config.ts';
+import { type CoreConfig, type Env, loadOrExit } from './config.ts';
 
 export interface ProcessNames {
   /** How the process names itself on stderr ("nsfwdetector quota: ..."). */
   who: string;
   /** The OpenTelemetry service.name. */
   serviceName: string;
+}
+
+/** What a process is made of, as its `compose` returns it. */
+export interface ProcessParts {
+  /** The root instance (createRootApp): its routes, its probes (probes.ts). */
+  app: FastifyInstance;
+  port: number;
+  /** Fields of the "listening" line (the service, its stores, ...). */
+  announce?: Record<string, unknown>;
+  /** After the drain, before the server closes: refuse new work (the work gate). */
+  refuseNewWork?: () => unknown;
+  /** After the server has closed (in-flight requests answered), in order: models, stores, ... */
+  release?: Array<() => unknown>;
+  /** Once listening: what may take long (loading a model) or needs the port (leader election). */
+  start?: () => Promise<void>;
+  /** Printed once `start` has finished, with the server's public URL (the embedded server's ready line). */
+  readyLine?: (url: string) => string;
+}
+
+/** What `compose` may use: `stop` ends the process as SIGTERM does (code 1: a part failed for good). */
+export interface ProcessControl {
+  stop: (reason: string, code?: number) => Promise<void>;
+}
+
+export interface ProcessDeclaration<C extends CoreConfig> extends ProcessNames {
+  load: (env: Env) => C;
+  compose: (config: C, control: ProcessControl) => Promise<ProcessParts>;
+}
+
+export async function runProcess<C extends CoreConfig>(declared: ProcessDeclaration<C>): Promise<void> {
+  const config = await startProcess(declared, declared.load);
+  const [{ installShutdown }, { drainFirst }, { stopTelemetry }] = await Promise.all([
+    import('./shutdown.ts'),
+    import('./drain.ts'),
+    import('./telemetry.ts'),
+  ]);
+  let stop: ProcessControl['stop'] = async () => {};
+  const parts = await declared.compose(config, { stop: (reason, code) => stop(reason, code) });
+  const { app } = parts;
+  stop = installShutdown({
+    log: app.log,
+    graceMs: config.shutdownGraceMs,
+    steps: [
+      () => drainFirst(app, config.shutdownDelayMs),
+      async () => parts.refuseNewWork?.(),
+      () => app.close(),
+      ...(parts.release ?? []),
+      () => stopTelemetry(),
+    ],
+  });
+  const address = await listen(app, { port: parts.port, host: config.host }, parts.announce);
+  await parts.start?.();
+  if (parts.readyLine) console.log(parts.readyLine(publicUrl(address)));
 }
 
 export async function startProcess<C extends { traceSampleRatio: number }>(
@@ -39,6 +98,13 @@ export async function listen(
     `${JSON.stringify({ msg: 'listening', ...fields, address: address.address, port: address.port })}\n`,
   );
   return address;
+}
+
+/** The URL a person can open: localhost for a wildcard address. */
+export function publicUrl(address: AddressInfo): string {
+  const wildcard = address.address === '0.0.0.0' || address.address === '::';
+  const host = wildcard ? 'localhost' : address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return `http://${host}:${address.port}`;
 }
 
 /** A boot step that cannot succeed: one line on stderr, then the exit code (2: configuration, data). */

@@ -4,35 +4,34 @@
 // the grace period kills the process (exit 1) — no request lost either way, but the drain never ends.
 //
 // Before it closes, a server behind a load balancer first keeps serving for a while (SHUTDOWN_DELAY_MS,
-// `drainFirst`): /internal/ready answers 503 and every answer closes its connection, so the endpoints,
-// kube-proxy and Envoy's pooled connections move to other pods while nothing is refused yet.
+// `drainFirst`): readiness answers 503 (probes.ts) and every answer closes its connection, so the
+// endpoints, kube-proxy and Envoy's pooled connections move to other pods while nothing is refused yet.
+// The state is kept per HTTP server, which the root instance and every plugin inside it share.
 
+import type { Server } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
-import { ERRORS } from './errors.ts';
 
-const draining = new WeakSet<FastifyInstance>();
+const draining = new WeakSet<Server>();
 
-/** Call on the root instance before registering routes. */
+/** Whether `app`'s server is draining (any instance of the app: root or plugin). */
+export function isDraining(app: FastifyInstance): boolean {
+  return draining.has(app.server);
+}
+
+/** Called by createRootApp on every root instance, before any route. */
 export function closeConnectionsWhenDraining(app: FastifyInstance): void {
   app.addHook('preClose', async () => {
-    draining.add(app);
-  });
-  app.addHook('onRequest', async (request, reply) => {
-    if (draining.has(app) && request.url === '/internal/ready') {
-      return reply
-        .code(ERRORS.UNAVAILABLE.status)
-        .send({ code: ERRORS.UNAVAILABLE.code, message: 'Draining: shutting down' });
-    }
+    draining.add(app.server);
   });
   app.addHook('onSend', async (_request, reply, payload) => {
-    if (draining.has(app)) reply.header('connection', 'close');
+    if (draining.has(app.server)) reply.header('connection', 'close');
     return payload;
   });
 }
 
 /** The first shutdown step: drains `app` (set up by closeConnectionsWhenDraining) for `ms`, still serving. */
 export async function drainFirst(app: FastifyInstance, ms: number): Promise<void> {
-  draining.add(app);
+  draining.add(app.server);
   if (ms > 0) await sleep(ms);
 }

@@ -7,6 +7,7 @@ import Fastify, { type FastifyInstance, LogController } from 'fastify';
 import { decorateClientKey } from './client-key.ts';
 import type { CoreConfig } from './config.ts';
 import { handleClientError, installExpectGuard, type LingerOptions } from './connection-guards.ts';
+import { closeConnectionsWhenDraining } from './drain.ts';
 import { allowedMethods, installEnvelopeHandlers } from './envelope.ts';
 import { FRAMING_BYTES, maxHeaderBytes } from './http-limits.ts';
 import { traceContextMixin } from './logging.ts';
@@ -65,6 +66,8 @@ export function createRootApp({
         onRefused: (code) => refusals.record(code),
       }),
   });
+  // On SIGTERM (boot.ts): readiness off, each answer closing its connection, before any route.
+  closeConnectionsWhenDraining(app);
   // The one client identity every per-address limit keys on (an IPv6 client is its network).
   decorateClientKey(app, config.clientIpv6PrefixLength);
   const refusals = new RefusalLog(app.log, refusalLogIntervalMs);

@@ -721,7 +721,7 @@ export const SETTINGS = {
     min: 0,
     max: 65535,
     readBy: ['operator'],
-    doc: 'Port of its `/metrics` and `/healthz`.',
+    doc: 'Port of its `/metrics` and probes (`/internal/live`, `/internal/ready`).',
   },
   OPERATOR_DETECT_DEPLOYMENT: {
     section: 'operator',

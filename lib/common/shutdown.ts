@@ -19,16 +19,20 @@ export function exitProcess(log: FastifyBaseLogger, code: number): void {
 
 const LOG_WRITE_MS = 100;
 
+/**
+ * On SIGTERM / SIGINT runs `steps` in order under the grace timer, then exits (0, or 1 when a step
+ * failed). Returns the same stop for the process itself to call (`code` 1: a part failed for good).
+ */
 export function installShutdown(opts: {
   log: FastifyBaseLogger;
   graceMs: number;
-  steps: Array<() => Promise<unknown>>;
-}): void {
+  steps: Array<() => unknown>;
+}): (reason: string, code?: number) => Promise<void> {
   let stopping = false;
-  const stop = async (signal: string) => {
+  const stop = async (reason: string, code = 0) => {
     if (stopping) return;
     stopping = true;
-    opts.log.info({ signal }, 'shutting down');
+    opts.log.info({ reason }, 'shutting down');
     const timer = setTimeout(() => {
       opts.log.error({ graceMs: opts.graceMs }, 'shutdown grace period exceeded');
       exitProcess(opts.log, 1);
@@ -43,8 +47,9 @@ export function installShutdown(opts: {
         opts.log.error({ err }, 'shutdown step failed');
       }
     }
-    exitProcess(opts.log, failed ? 1 : 0);
+    exitProcess(opts.log, failed ? 1 : code);
   };
   process.once('SIGTERM', () => void stop('SIGTERM'));
   process.once('SIGINT', () => void stop('SIGINT'));
+  return stop;
 }

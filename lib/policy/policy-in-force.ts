@@ -90,3 +90,17 @@ export function policyForApp(app: FastifyInstance, config: PolicyConfig): Policy
   }));
   return policy;
 }
+
+/**
+ * The model a detecting process loads, at boot only: one source of truth, the DetectionPolicy's
+ * spec.model (its file wins over MODEL, which applies only while no valid file is mounted). A model is
+ * loaded once per process; when spec.model changes the operator rolls the Deployment (pod-template
+ * annotation nsfwdetector.io/model) and the new pods read the new file. The detect service and the
+ * embedded server both load this one.
+ */
+export function modelAtBoot(
+  policy: Pick<PolicyInForce, 'model'>,
+  config: { model: ModelChoice },
+): ModelChoice {
+  return policy.model() ?? config.model;
+}

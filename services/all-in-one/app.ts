@@ -4,7 +4,8 @@
 import type { FastifyInstance } from 'fastify';
 import { createRootApp, type RootAppOptions } from '../../lib/common/root-app.ts';
 import { registerOpenApi } from '../../lib/openapi/app.ts';
-import { policyForApp } from '../../lib/policy/policy-in-force.ts';
+import type { ModelChoice } from '../../lib/policy/model-catalogue.ts';
+import { modelAtBoot, policyForApp } from '../../lib/policy/policy-in-force.ts';
 import detectApp from '../detect/app.ts';
 import { intakeLimitsFrom } from '../detect/intake.ts';
 import type { ScorerSlot } from '../detect/scoring/scorer-slot.ts';
@@ -25,6 +26,8 @@ export interface EmbeddedDeps extends QuotaDeps {
 export interface EmbeddedApp {
   app: FastifyInstance;
   gate: WorkGate;
+  /** The model to load into `deps.model`: the mounted policy's spec.model, else MODEL (as detect). */
+  modelToLoad: ModelChoice;
 }
 
 export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp> {
@@ -48,5 +51,5 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     limits: config.limits,
   });
   await registerConsole(app, live);
-  return { app, gate };
+  return { app, gate, modelToLoad: modelAtBoot(policy, config) };
 }

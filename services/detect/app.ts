@@ -9,6 +9,7 @@ import type { Authorizer, Decision, EdgeIdentity, RequestFacts } from '../../lib
 import { ok } from '../../lib/common/envelope.ts';
 import { ApiError } from '../../lib/common/errors.ts';
 import { headerValue } from '../../lib/common/header-value.ts';
+import { registerProbes, unavailable } from '../../lib/common/probes.ts';
 import { DETECT_ROUTES } from '../../lib/common/routes.ts';
 import { inSpan, recordSpan } from '../../lib/common/telemetry.ts';
 import { decodeMemoryBytes } from './image/decode-memory.ts';
@@ -139,19 +140,17 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
 
   // Live unless the scorer has lost threads it cannot get back (then only a restart helps); ready only
   // while a scoring worker can take an image.
-  app.get('/internal/live', async (_request, reply) => {
-    if (opts.model.current?.state === 'wedged') {
-      return reply.code(503).send({ code: 5001, message: 'Scoring threads stuck; restart the process' });
-    }
-    return ok({ status: 'ok' });
-  });
-  app.get('/internal/ready', async (_request, reply) => {
-    const model = opts.model.current;
-    if (!model) return reply.code(503).send({ code: 5001, message: 'Model not loaded' });
-    if (model.state !== 'ready') {
-      return reply.code(503).send({ code: 5001, message: 'No scoring worker can take an image' });
-    }
-    return ok({ status: 'ready', model: model.model });
+  registerProbes(app, {
+    live: () => {
+      if (opts.model.current?.state === 'wedged')
+        throw unavailable('Scoring threads stuck; restart the process');
+    },
+    ready: () => {
+      const model = opts.model.current;
+      if (!model) throw unavailable('Model not loaded');
+      if (model.state !== 'ready') throw unavailable('No scoring worker can take an image');
+      return { model: model.model };
+    },
   });
 }
 

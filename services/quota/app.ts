@@ -4,9 +4,8 @@
 
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { CoreConfig } from '../../lib/common/config.ts';
-import { closeConnectionsWhenDraining } from '../../lib/common/drain.ts';
-import { ok, sendError } from '../../lib/common/envelope.ts';
 import { type HttpMetrics, instrumentHttp } from '../../lib/common/metrics.ts';
+import { registerProbes } from '../../lib/common/probes.ts';
 import { createRootApp } from '../../lib/common/root-app.ts';
 import type { PolicyConfig } from '../../lib/policy/policy-config.ts';
 import { configuredLimits, policyForApp, type QuotaLimits } from '../../lib/policy/policy-in-force.ts';
@@ -35,17 +34,17 @@ export interface QuotaAppOptions {
 
 export default async function quotaApp(app: FastifyInstance, opts: QuotaAppOptions): Promise<void> {
   await app.register(extAuthz, { authorizer: opts.authorizer, pathPrefix: opts.pathPrefix });
-  app.get('/internal/live', async () => ok({ status: 'ok' }));
   // Ready only while the stores answer (one bounded PING with Redis): a replica that cannot decide
   // leaves rotation, and Envoy's ext_authz answers 503/5001 for it meanwhile. Liveness stays up, so
   // a Redis outage never restarts the pod; it becomes ready again by itself when Redis is back.
-  app.get('/internal/ready', async (_request, reply) => {
-    try {
-      await opts.storesReady?.();
-    } catch (err) {
-      return sendError(reply, storeUnavailable(err));
-    }
-    return ok({ status: 'ready' });
+  registerProbes(app, {
+    ready: async () => {
+      try {
+        await opts.storesReady?.();
+      } catch (err) {
+        throw storeUnavailable(err);
+      }
+    },
   });
 }
 
@@ -105,7 +104,6 @@ export async function buildQuotaService(deps: QuotaServiceDeps): Promise<Fastify
   });
   const { metrics } = deps;
   if (metrics) instrumentHttp(app, metrics.http);
-  closeConnectionsWhenDraining(app);
   // POLICY_FILE (the operator's ConfigMap, mounted): its limits reach the next decision.
   deps = { ...deps, limits: deps.limits ?? policyForApp(app, deps.config).limits };
   const authorizer = createAuthorizer(deps, app.log);

@@ -1,0 +1,58 @@
+// The detect service's root instance as its server runs it (tests inject): identity only from the
+// edge, the work gate and the model slot metered, the policy file's thresholds and upload limit per
+// request. The model itself is loaded by the process (server.ts) into `model`, the slot given here.
+
+import type { FastifyInstance } from 'fastify';
+import { createHttpMetrics, instrumentHttp } from '../../lib/common/metrics.ts';
+import { createRootApp } from '../../lib/common/root-app.ts';
+import type { ModelChoice } from '../../lib/policy/model-catalogue.ts';
+import { modelAtBoot, policyForApp } from '../../lib/policy/policy-in-force.ts';
+import detectApp from './app.ts';
+import type { DetectConfig } from './config.ts';
+import { EdgeAuthorizer, requireEdgeIdentity } from './edge-identity.ts';
+import { intakeLimitsFrom } from './intake.ts';
+import { MeteredGate, MeteredScorer } from './metered.ts';
+import { createDetectMetrics } from './metrics.ts';
+import type { ImageScorer } from './scoring/image-scorer.ts';
+import type { ScorerSlot } from './scoring/scorer-slot.ts';
+
+export interface DetectService {
+  app: FastifyInstance;
+  gate: MeteredGate;
+  /** The model to load into the slot: the mounted policy's spec.model, else MODEL. */
+  modelToLoad: ModelChoice;
+  /** Wraps the loaded scorer so that its decode and inference times are measured. */
+  meter: (scorer: ImageScorer) => ImageScorer;
+}
+
+export async function buildDetectService(
+  config: DetectConfig,
+  slot: ScorerSlot,
+  opts: { logger?: boolean } = {},
+): Promise<DetectService> {
+  const app = createRootApp({ config, logger: opts.logger });
+  const http = createHttpMetrics('detect');
+  // The gauges read the gate when scraped, long after it exists.
+  const metrics = createDetectMetrics(http.registry, () => gate);
+  const gate = new MeteredGate(config.concurrency, metrics);
+  instrumentHttp(app, http);
+  requireEdgeIdentity(app, { secret: config.edgeSecret });
+  // POLICY_FILE (the operator's ConfigMap, mounted): its thresholds and upload limit win over the
+  // configuration's, from the next request on.
+  const policy = policyForApp(app, config);
+  await app.register(detectApp, {
+    model: slot,
+    authorizer: new EdgeAuthorizer(),
+    gate,
+    thresholds: policy.thresholds,
+    intake: intakeLimitsFrom(config),
+    maxFileBytes: policy.maxFileBytes,
+    limits: config.limits,
+  });
+  return {
+    app,
+    gate,
+    modelToLoad: modelAtBoot(policy, config),
+    meter: (scorer) => new MeteredScorer(scorer, metrics),
+  };
+}

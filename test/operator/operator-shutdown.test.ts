@@ -1,0 +1,119 @@
+// The operator's SIGTERM, as every process's (lib/common/boot.ts), against a real kube-apiserver +
+// etcd and a real redis-server: readiness answers 503 in the error table's envelope while the process
+// still serves its metrics, the Lease is released, and the process exits 0 — with its log lines those
+// of the shared logger. The grace timer bounds the whole shutdown: a drain longer than the grace ends
+// in exit 1 at the grace.
+
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { describeWithKube } from '../support/describe-kube.ts';
+import { eventually } from '../support/eventually.ts';
+import { type KubeApiServer, startKubeApiServer } from '../support/kube-apiserver.ts';
+import { RedisServer } from '../support/redis-server.ts';
+import { ROOT, type ServerProcess, spawnService } from '../support/server-process.ts';
+import { REDIS_SERVER } from '../support/tools.ts';
+
+describeWithKube(
+  'operator shutdown against a real API server and Redis',
+  ['kube-apiserver', 'etcd', 'kubectl'],
+  () => {
+    let kube: KubeApiServer;
+    let redis: RedisServer;
+    const operators: ServerProcess[] = [];
+
+    const startOperator = async (identity: string, env: Record<string, string>) => {
+      const operator = await spawnService({
+        entry: 'services/operator/main.ts',
+        portVar: 'OPERATOR_METRICS_PORT',
+        waitFor: 'ready',
+        startTimeoutMs: 60_000,
+        env: {
+          KUBECONFIG: kube.kubeconfig,
+          REDIS_URL: redis.url,
+          OPERATOR_NAMESPACE: 'default',
+          OPERATOR_IDENTITY: identity,
+          OPERATOR_LEASE_SECONDS: '4',
+          OPERATOR_RETRY_MS: '500',
+          ...env,
+        },
+      });
+      operators.push(operator);
+      return operator;
+    };
+    const leaseHolder = async () =>
+      (
+        JSON.parse((await kube.kubectl(['get', 'lease', 'nsfwdetector-operator', '-o', 'json'])).stdout) as {
+          spec: { holderIdentity?: string };
+        }
+      ).spec.holderIdentity;
+    const leads = (identity: string) =>
+      eventually(`${identity} to hold the Lease`, async () =>
+        (await leaseHolder().catch(() => undefined)) === identity ? true : undefined,
+      );
+
+    beforeAll(async () => {
+      kube = await startKubeApiServer();
+      redis = await RedisServer.start();
+      await kube.kubectl(['apply', '--server-side', '-f', join(ROOT, 'charts/nsfwdetector/crds')]);
+      await kube.kubectl(['wait', '--for=condition=Established', 'crd', '--all', '--timeout=60s']);
+    }, 300_000);
+
+    afterAll(async () => {
+      for (const p of operators) await p.stop();
+      await redis?.stop();
+      await kube?.stop();
+    }, 120_000);
+
+    it('on SIGTERM: not ready (503/5001) while still serving, the Lease released, exit 0', async () => {
+      const operator = await startOperator('operator-a', {
+        SHUTDOWN_DELAY_MS: '3000',
+        SHUTDOWN_GRACE_MS: '20000',
+      });
+      const ready = await fetch(`${operator.url}/internal/ready`);
+      expect(await ready.json()).toEqual({ code: 0, message: 'ok', data: { status: 'ready' } });
+      await leads('operator-a');
+
+      operator.proc.kill('SIGTERM');
+      let readiness: Response;
+      for (;;) {
+        readiness = await fetch(`${operator.url}/internal/ready`);
+        if (readiness.status !== 200) break;
+        await readiness.arrayBuffer();
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(readiness.status).toBe(503);
+      expect(await readiness.json()).toEqual({ code: 5001, message: 'Draining: shutting down' });
+      // Still serving while it drains: a scrape is answered, and closes its connection.
+      const metrics = await fetch(`${operator.url}/metrics`);
+      expect(metrics.status).toBe(200);
+      expect(metrics.headers.get('connection')).toBe('close');
+      expect(await metrics.text()).toMatch(/nsfwdetector_operator_leader\{[^}]*\} 1/);
+
+      expect(await operator.exited).toBe(0);
+      expect(await leaseHolder()).toBe('');
+      // The shared logger's lines (pino: a level on each), the shutdown's among them.
+      const lines = operator.logLines();
+      expect(lines.find((l) => l.msg === 'became leader')).toMatchObject({
+        level: 30,
+        identity: 'operator-a',
+      });
+      expect(lines.find((l) => l.msg === 'shutting down')).toMatchObject({ level: 30, reason: 'SIGTERM' });
+    }, 120_000);
+
+    it('ends at its grace period, exit 1, when the shutdown takes longer', async () => {
+      const operator = await startOperator('operator-b', {
+        // A drain longer than the grace: the timer must end the process while the drain still waits.
+        SHUTDOWN_DELAY_MS: '60000',
+        SHUTDOWN_GRACE_MS: '1000',
+      });
+      await leads('operator-b');
+      operator.proc.kill('SIGTERM');
+      expect(await operator.exited).toBe(1);
+      expect(operator.logLines().find((l) => l.msg === 'shutdown grace period exceeded')).toMatchObject({
+        level: 50,
+        graceMs: 1000,
+      });
+    }, 120_000);
+  },
+  [REDIS_SERVER],
+);
