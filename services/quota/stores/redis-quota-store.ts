@@ -138,6 +138,11 @@ for i = first, #KEYS do hks[#hks + 1] = KEYS[i] end
 return windows_consume(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1', ck, hks, at)
 `);
 
+/** The instant (ms) at which a `windows_consume` reply was computed. */
+export function replyNow(reply: unknown): number {
+  return Number((reply as unknown[])[3]);
+}
+
 /** A `windows_consume` reply as the QuotaStore contract's outcome. */
 export function outcomeFromReply(reply: unknown, limits: WindowLimits): QuotaOutcome {
   if (!Array.isArray(reply) || reply.length !== 4) {
