@@ -15,7 +15,7 @@ import {
   historyDays,
   type QuotaOutcome,
   type QuotaStore,
-  retryAfterSeconds,
+  refusal,
   type WindowState,
   windowsAt,
 } from '../quota-store.ts';
@@ -152,9 +152,7 @@ export function outcomeFromReply(reply: unknown, limits: WindowLimits): QuotaOut
   if (refused === 3) throw new Error('This request was already counted or refunded');
   const state = windows(m, d, now, limits);
   if (refused === 0) return { allowed: true, ...state };
-  const refusedBy = refused === 2 ? 'day' : 'minute';
-  const end = (refusedBy === 'day' ? state.day.resetAt : state.minute.resetAt) * 1000;
-  return { allowed: false, refusedBy, retryAfterSeconds: retryAfterSeconds(now, end), ...state };
+  return refusal(refused === 2 ? 'day' : 'minute', state, now);
 }
 
 // KEYS[1] device counter. ARGV[1] the clock in ms or '' for Redis TIME. Counts one request for the
