@@ -6,8 +6,7 @@
 // and the top-level files deploy the recommended model with its thresholds.
 
 import { execFile } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,7 +16,7 @@ import {
   recommend,
   type Targets,
 } from '../services/calibrate/compare.ts';
-import { fixture } from './fixtures/corpus.ts';
+import { labelledCorpus } from './fixtures/corpus.ts';
 import { childEnv } from './support/children.ts';
 import { ROOT } from './support/server-process.ts';
 
@@ -52,15 +51,8 @@ function scoresOf(model: string): Map<string, number | undefined> {
 }
 
 beforeAll(async () => {
-  work = mkdtempSync(join(tmpdir(), 'nsfwdetector-calibrate-compare-'));
+  work = labelledCorpus('nsfwdetector-calibrate-compare-', { nsfw: NSFW, sfw: SFW });
   out = join(work, 'report');
-  for (const [label, names] of [
-    ['nsfw', NSFW],
-    ['sfw', SFW],
-  ] as const) {
-    mkdirSync(join(work, label));
-    for (const name of names) copyFileSync(fixture(name), join(work, label, name));
-  }
   const result = await cli([
     '--nsfw',
     join(work, 'nsfw'),

@@ -8,15 +8,14 @@
 // Chromium (charts must load) and photographed into test-artifacts/.
 
 import { execFile } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { suggestThresholds, type ThresholdRow, thresholdTable } from '../services/calibrate/metrics.ts';
-import { CORPUS, fixture } from './fixtures/corpus.ts';
+import { CORPUS, labelledCorpus } from './fixtures/corpus.ts';
 import { childEnv } from './support/children.ts';
 import { ROOT, type ServerProcess, startServer } from './support/server-process.ts';
 import { CHROMIUM, describeWithTool, HELM, requireTool } from './support/tools.ts';
@@ -39,15 +38,8 @@ let stderr = '';
 const csv = new Map<string, { nsfw?: number; code?: number }>();
 
 beforeAll(async () => {
-  work = mkdtempSync(join(tmpdir(), 'nsfwdetector-calibrate-'));
+  work = labelledCorpus('nsfwdetector-calibrate-', { nsfw: NSFW, sfw: SFW });
   out = join(work, 'report');
-  for (const [label, names] of [
-    ['nsfw', NSFW],
-    ['sfw', SFW],
-  ] as const) {
-    mkdirSync(join(work, label));
-    for (const name of names) copyFileSync(fixture(name), join(work, label, name));
-  }
   const result = await run(
     process.execPath,
     [
