@@ -5,10 +5,8 @@
 // rules of services/calibrate/compare.ts (tested there on hand-made scores) applied to what was scored,
 // and the top-level files deploy the recommended model with its thresholds.
 
-import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   compareModel,
@@ -17,10 +15,8 @@ import {
   type Targets,
 } from '../services/calibrate/compare.ts';
 import { labelledCorpus } from './fixtures/corpus.ts';
-import { childEnv } from './support/children.ts';
-import { ROOT } from './support/server-process.ts';
+import { calibrateCli, calibrateCorpus } from './support/calibrate-cli.ts';
 
-const run = promisify(execFile);
 const NSFW = ['320x240.jpg', '4.webp', 'Crash_test.gif', 'corrupt-header.jpg'];
 const SFW = ['Flag_of_the_Netherlands.png', '2x2_fdcce6.png', '5_webp_a.webp'];
 const MODELS = ['mobilenet_v2', 'open_nsfw', 'mobilenet_v2+open_nsfw'];
@@ -30,12 +26,6 @@ let work: string;
 let out: string;
 let stdout = '';
 let stderr = '';
-
-const cli = (args: string[]) =>
-  run(process.execPath, ['--import', 'tsx', 'services/calibrate/main.ts', ...args], {
-    cwd: ROOT,
-    env: { ...childEnv(), TSX_DISABLE_CACHE: '1', LOG_LEVEL: 'warn' },
-  });
 
 /** A model's scores.csv: file → score (undefined when refused), by label. */
 function scoresOf(model: string): Map<string, number | undefined> {
@@ -52,14 +42,7 @@ function scoresOf(model: string): Map<string, number | undefined> {
 
 beforeAll(async () => {
   work = labelledCorpus('nsfwdetector-calibrate-compare-', { nsfw: NSFW, sfw: SFW });
-  out = join(work, 'report');
-  const result = await cli([
-    '--nsfw',
-    join(work, 'nsfw'),
-    '--sfw',
-    join(work, 'sfw'),
-    '--out',
-    out,
+  const result = await calibrateCorpus(work, [
     '--models',
     MODELS.join(','),
     '--target-false-block',
@@ -69,8 +52,7 @@ beforeAll(async () => {
     '--target-review',
     String(TARGETS.review),
   ]);
-  stdout = result.stdout;
-  stderr = result.stderr;
+  ({ stdout, stderr, out } = result);
 }, 300_000);
 
 afterAll(() => {
@@ -163,7 +145,7 @@ describe('npm run calibrate -- --models', () => {
   });
 
   it('refuses a model it does not offer, naming it', async () => {
-    const err = await cli([
+    const err = await calibrateCli([
       '--nsfw',
       work,
       '--sfw',

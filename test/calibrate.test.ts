@@ -16,6 +16,7 @@ import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { suggestThresholds, type ThresholdRow, thresholdTable } from '../services/calibrate/metrics.ts';
 import { CORPUS, labelledCorpus } from './fixtures/corpus.ts';
+import { calibrateCorpus } from './support/calibrate-cli.ts';
 import { childEnv } from './support/children.ts';
 import { ROOT, type ServerProcess, startServer } from './support/server-process.ts';
 import { CHROMIUM, describeWithTool, HELM, requireTool } from './support/tools.ts';
@@ -39,27 +40,13 @@ const csv = new Map<string, { nsfw?: number; code?: number }>();
 
 beforeAll(async () => {
   work = labelledCorpus('nsfwdetector-calibrate-', { nsfw: NSFW, sfw: SFW });
-  out = join(work, 'report');
-  const result = await run(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      'services/calibrate/main.ts',
-      '--nsfw',
-      join(work, 'nsfw'),
-      '--sfw',
-      join(work, 'sfw'),
-      '--out',
-      out,
-      '--target-false-block',
-      String(TARGET_FALSE_BLOCK),
-      '--target-miss',
-      String(TARGET_MISS),
-    ],
-    { cwd: ROOT, env: { ...childEnv(), TSX_DISABLE_CACHE: '1', LOG_LEVEL: 'warn' } },
-  );
-  stderr = result.stderr;
+  const result = await calibrateCorpus(work, [
+    '--target-false-block',
+    String(TARGET_FALSE_BLOCK),
+    '--target-miss',
+    String(TARGET_MISS),
+  ]);
+  ({ stderr, out } = result);
   for (const line of readFileSync(join(out, 'scores.csv'), 'utf8').trim().split('\n').slice(1)) {
     const [label, file, nsfw, code] = line.split(',');
     csv.set(`${label}/${JSON.parse(file as string)}`, {
