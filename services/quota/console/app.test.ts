@@ -823,6 +823,16 @@ describe('console sign-up without enumeration', () => {
 });
 
 describe('passwords', () => {
+  it('verifies a hash made elsewhere: scrypt of the NFKC form, parameters and salt in the record', async () => {
+    // python3: hashlib.scrypt(unicodedata.normalize('NFKC', 'pässwörd 123').encode(),
+    //   salt=bytes(range(16)), n=1024, r=8, p=1, dklen=32), salt and key in base64
+    const stored = 'scrypt$1024$8$1$AAECAwQFBgcICQoLDA0ODw==$kCyngQUMtlvhMBXiYA78A66wmaEgJ2c+zYRZ7Rw4gQ8=';
+    expect(await verifyPassword('pässwörd 123', stored)).toBe(true);
+    // Fullwidth ｐ and a decomposed ö (o + U+0308) have that NFKC form too.
+    expect(await verifyPassword('\uff50a\u0308sswo\u0308rd 123', stored)).toBe(true);
+    expect(await verifyPassword('passwörd 123', stored)).toBe(false);
+  });
+
   it('verifies only the right password and rejects malformed stored hashes', async () => {
     const stored = await hashPassword('pässwörd 123', FAST_SCRYPT);
     expect(await verifyPassword('pässwörd 123', stored)).toBe(true);
