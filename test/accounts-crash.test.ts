@@ -33,6 +33,15 @@ interface Writer {
   drained: Promise<void>;
 }
 
+/** The writer process (test/support/accounts-writer.ts) on the accounts file at `file`. */
+function spawnWriter(name: string, file: string, onOutput?: (chunk: string) => void): Child {
+  return spawnChild(name, process.execPath, ['--import', 'tsx', 'test/support/accounts-writer.ts'], {
+    cwd: ROOT,
+    env: { ...process.env, TSX_DISABLE_CACHE: '1', ACCOUNTS_FILE: file, LOG_LEVEL: 'warn' },
+    ...(onOutput ? { onOutput } : {}),
+  });
+}
+
 /** Starts the writer (its own process group) and waits until it has opened the store and is writing. */
 async function startWriter(): Promise<Writer> {
   let output = '';
@@ -42,25 +51,16 @@ async function startWriter(): Promise<Writer> {
     resolveReady = resolve;
   });
   let first: Writer['ready'] | undefined;
-  const child = spawnChild(
-    'accounts writer',
-    process.execPath,
-    ['--import', 'tsx', 'test/support/accounts-writer.ts'],
-    {
-      cwd: ROOT,
-      env: { ...process.env, TSX_DISABLE_CACHE: '1', ACCOUNTS_FILE: path, LOG_LEVEL: 'warn' },
-      onOutput: (chunk) => {
-        output += chunk;
-        const lines = output.split('\n');
-        output = lines.pop() ?? '';
-        for (const line of lines) {
-          if (line.startsWith('ack ')) acked.push(JSON.parse(line.slice(4)) as AckedWrite);
-          else if (line === 'writing' && first) resolveReady(first);
-          else if (line.startsWith('{"ready"')) first = JSON.parse(line);
-        }
-      },
-    },
-  );
+  const child = spawnWriter('accounts writer', path, (chunk) => {
+    output += chunk;
+    const lines = output.split('\n');
+    output = lines.pop() ?? '';
+    for (const line of lines) {
+      if (line.startsWith('ack ')) acked.push(JSON.parse(line.slice(4)) as AckedWrite);
+      else if (line === 'writing' && first) resolveReady(first);
+      else if (line.startsWith('{"ready"')) first = JSON.parse(line);
+    }
+  });
   const stdout = child.proc.stdout;
   const drained = new Promise<void>((resolve) => {
     if (!stdout || stdout.closed) resolve();
@@ -122,15 +122,7 @@ describe('importing the accounts JSON file under kill -9', () => {
     };
     /** An importer (the writer, which opens the store as the server does) once its import has begun. */
     const startImporter = async () => {
-      const child = spawnChild(
-        'importer',
-        process.execPath,
-        ['--import', 'tsx', 'test/support/accounts-writer.ts'],
-        {
-          cwd: ROOT,
-          env: { ...process.env, TSX_DISABLE_CACHE: '1', ACCOUNTS_FILE: jsonPath, LOG_LEVEL: 'warn' },
-        },
-      );
+      const child = spawnWriter('importer', jsonPath);
       const deadline = Date.now() + 60_000;
       while (!existsSync(lock) && child.running() && Date.now() < deadline)
         await new Promise((r) => setTimeout(r, 5));

@@ -5,18 +5,13 @@
 // rules of tools/calibrate/compare.ts (tested there on hand-made scores) applied to what was scored,
 // and the top-level files deploy the recommended model with its thresholds.
 
-import { execFile } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compareModel, type ModelComparison, recommend, type Targets } from '../tools/calibrate/compare.ts';
-import { fixture } from './fixtures/corpus.ts';
-import { childEnv } from './support/children.ts';
-import { ROOT } from './support/server-process.ts';
+import { labelledCorpus } from './fixtures/corpus.ts';
+import { calibrateCli, calibrateCorpus } from './support/calibrate-cli.ts';
 
-const run = promisify(execFile);
 const NSFW = ['320x240.jpg', '4.webp', 'Crash_test.gif', 'corrupt-header.jpg'];
 const SFW = ['Flag_of_the_Netherlands.png', '2x2_fdcce6.png', '5_webp_a.webp'];
 const MODELS = ['mobilenet_v2', 'open_nsfw', 'mobilenet_v2+open_nsfw'];
@@ -26,12 +21,6 @@ let work: string;
 let out: string;
 let stdout = '';
 let stderr = '';
-
-const cli = (args: string[]) =>
-  run(process.execPath, ['--import', 'tsx', 'tools/calibrate/main.ts', ...args], {
-    cwd: ROOT,
-    env: { ...childEnv(), TSX_DISABLE_CACHE: '1', LOG_LEVEL: 'warn' },
-  });
 
 /** A model's scores.csv: file → score (undefined when refused), by label. */
 function scoresOf(model: string): Map<string, number | undefined> {
@@ -47,22 +36,8 @@ function scoresOf(model: string): Map<string, number | undefined> {
 }
 
 beforeAll(async () => {
-  work = mkdtempSync(join(tmpdir(), 'nsfwdetector-calibrate-compare-'));
-  out = join(work, 'report');
-  for (const [label, names] of [
-    ['nsfw', NSFW],
-    ['sfw', SFW],
-  ] as const) {
-    mkdirSync(join(work, label));
-    for (const name of names) copyFileSync(fixture(name), join(work, label, name));
-  }
-  const result = await cli([
-    '--nsfw',
-    join(work, 'nsfw'),
-    '--sfw',
-    join(work, 'sfw'),
-    '--out',
-    out,
+  work = labelledCorpus('nsfwdetector-calibrate-compare-', { nsfw: NSFW, sfw: SFW });
+  const result = await calibrateCorpus(work, [
     '--models',
     MODELS.join(','),
     '--target-false-block',
@@ -72,8 +47,7 @@ beforeAll(async () => {
     '--target-review',
     String(TARGETS.review),
   ]);
-  stdout = result.stdout;
-  stderr = result.stderr;
+  ({ stdout, stderr, out } = result);
 }, 300_000);
 
 afterAll(() => {
@@ -166,7 +140,7 @@ describe('npm run calibrate -- --models', () => {
   });
 
   it('refuses a model it does not offer, naming it', async () => {
-    const err = await cli([
+    const err = await calibrateCli([
       '--nsfw',
       work,
       '--sfw',

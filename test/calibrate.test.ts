@@ -8,15 +8,15 @@
 // Chromium (charts must load) and photographed into test-artifacts/.
 
 import { execFile } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { suggestThresholds, type ThresholdRow, thresholdTable } from '../tools/calibrate/metrics.ts';
-import { CORPUS, fixture } from './fixtures/corpus.ts';
+import { CORPUS, labelledCorpus } from './fixtures/corpus.ts';
+import { calibrateCorpus } from './support/calibrate-cli.ts';
 import { childEnv } from './support/children.ts';
 import { ROOT, type ServerProcess, startServer } from './support/server-process.ts';
 import { CHROMIUM, describeWithTool, HELM, requireTool } from './support/tools.ts';
@@ -39,35 +39,14 @@ let stderr = '';
 const csv = new Map<string, { nsfw?: number; code?: number }>();
 
 beforeAll(async () => {
-  work = mkdtempSync(join(tmpdir(), 'nsfwdetector-calibrate-'));
-  out = join(work, 'report');
-  for (const [label, names] of [
-    ['nsfw', NSFW],
-    ['sfw', SFW],
-  ] as const) {
-    mkdirSync(join(work, label));
-    for (const name of names) copyFileSync(fixture(name), join(work, label, name));
-  }
-  const result = await run(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      'tools/calibrate/main.ts',
-      '--nsfw',
-      join(work, 'nsfw'),
-      '--sfw',
-      join(work, 'sfw'),
-      '--out',
-      out,
-      '--target-false-block',
-      String(TARGET_FALSE_BLOCK),
-      '--target-miss',
-      String(TARGET_MISS),
-    ],
-    { cwd: ROOT, env: { ...childEnv(), TSX_DISABLE_CACHE: '1', LOG_LEVEL: 'warn' } },
-  );
-  stderr = result.stderr;
+  work = labelledCorpus('nsfwdetector-calibrate-', { nsfw: NSFW, sfw: SFW });
+  const result = await calibrateCorpus(work, [
+    '--target-false-block',
+    String(TARGET_FALSE_BLOCK),
+    '--target-miss',
+    String(TARGET_MISS),
+  ]);
+  ({ stderr, out } = result);
   for (const line of readFileSync(join(out, 'scores.csv'), 'utf8').trim().split('\n').slice(1)) {
     const [label, file, nsfw, code] = line.split(',');
     csv.set(`${label}/${JSON.parse(file as string)}`, {

@@ -1,14 +1,14 @@
 // The quota server applies the policy file's limits live: a real redis-server and the quota service's
 // thin server as a process with POLICY_FILE, the file swapped as the kubelet swaps a ConfigMap volume.
 // Each phase asks Envoy's ext_authz question as a fresh client (X-Forwarded-For, one trusted hop), so
-// that phases do not share a window; a phase that fills a per-minute window starts away from the
-// minute's edge. The server's "policy applied" log line says when a swap was read: waiting on it
-// costs no quota.
+// that phases do not share a window; every answer is held to the fixed minute window of the limit in
+// force, in whichever minute it was counted (support/minute-window.ts), so no phase waits for the
+// clock. The server's "policy applied" log line says when a swap was read: waiting on it costs no quota.
 
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { RedisAccountStore } from '../services/quota/stores/redis-account-store.ts';
 import { connectRedis, redisReady } from '../services/quota/stores/redis-connection.ts';
-import { awayFromMinuteEdge } from './support/minute-edge.ts';
+import { MinuteWindowLog } from './support/minute-window.ts';
 import { applied, type PolicyMount, policyMount, policyText } from './support/policy-mount.ts';
 import { RedisServer } from './support/redis-server.ts';
 import { type ServerProcess, startClusterService, waitForStatus } from './support/server-process.ts';
@@ -75,20 +75,31 @@ describeWithTool(REDIS_SERVER, 'the quota server applies the policy file live (R
     const body = res.status === 200 ? undefined : ((await res.json()) as { code: number });
     return { status: res.status, code: body?.code, limit: res.headers.get('x-ratelimit-limit') };
   };
-  /** `allowed` checks answered 200, then the next one 429/4290; X-RateLimit-Limit on every answer. */
-  const expectMinuteLimit = async (client: string, allowed: number, dayLimit: number, auth?: string) => {
-    for (let i = 1; i <= allowed; i++) {
-      expect(await check(client, auth), `check ${i} of ${allowed} allowed`).toEqual({
-        status: 200,
-        code: undefined,
-        limit: String(dayLimit),
-      });
-    }
-    expect(await check(client, auth), `check ${allowed + 1}`).toEqual({
-      status: 429,
-      code: 4290,
-      limit: String(dayLimit),
-    });
+  /** Each subject's calls: a client's address, or the account behind a key. */
+  const logs = new Map<string, MinuteWindowLog>();
+  /** One check, held to the fixed minute window of `perMinute`; X-RateLimit-Limit on every answer. */
+  const checkHeld = async (client: string, perMinute: number, dayLimit: number, auth?: string) => {
+    const subject = auth ?? client;
+    const log = logs.get(subject) ?? new MinuteWindowLog();
+    logs.set(subject, log);
+    const answer = await log.call(
+      () => check(client, auth),
+      (a) => (a.status === 200 ? 'served' : 'refused'),
+    );
+    expect(log.allowed(perMinute), `check ${log.count('served') + log.count('refused')}`).toContain(
+      log.last(),
+    );
+    const limit = String(dayLimit);
+    expect(answer).toEqual(
+      log.last() === 'served' ? { status: 200, code: undefined, limit } : { status: 429, code: 4290, limit },
+    );
+    return log.last();
+  };
+  /** Checks until one is refused (429/4290): within a minute, the first `perMinute` are served. */
+  const expectMinuteLimit = async (client: string, perMinute: number, dayLimit: number, auth?: string) => {
+    for (let i = 0; i <= 2 * perMinute + 1; i++)
+      if ((await checkHeld(client, perMinute, dayLimit, auth)) === 'refused') return;
+    throw new Error(`never refused under a limit of ${perMinute} a minute`);
   };
   const swap = async (generation: number, text: string) => {
     mount.write(text);
@@ -99,23 +110,21 @@ describeWithTool(REDIS_SERVER, 'the quota server applies the policy file live (R
 
   it("applies the policy's anonymous limits from the start, not the configuration's", async () => {
     expect(applied(quota.logLines, 1)).toBe(true);
-    await awayFromMinuteEdge(15_000);
     await expectMinuteLimit(freshClient(), 2, 100);
   });
 
   it('follows a swap of the file on the next decision: N → M → lower, X-RateLimit-Limit with it', async () => {
-    await awayFromMinuteEdge(20_000);
     const client = freshClient();
     await expectMinuteLimit(client, 2, 100);
     await swap(2, policyText({ generation: 2, anonymous: { perMinute: 4, perDay: 200 } }));
-    // The same client in the same minute: two more under the new limit, then refused.
-    await expectMinuteLimit(client, 2, 200);
+    // The same client: in the same minute, two more under the new limit, then refused.
+    await expectMinuteLimit(client, 4, 200);
     // A new client gets exactly the new limit.
     const other = freshClient();
     await expectMinuteLimit(other, 4, 200);
-    // Lowered below what this client used: refused at once.
+    // Lowered below what this client used: in the same minute, refused at once.
     await swap(3, policyText({ generation: 3, anonymous: { perMinute: 1, perDay: 150 } }));
-    expect(await check(other)).toEqual({ status: 429, code: 4290, limit: '150' });
+    await checkHeld(other, 1, 150);
     await expectMinuteLimit(freshClient(), 1, 150);
   });
 
@@ -124,7 +133,6 @@ describeWithTool(REDIS_SERVER, 'the quota server applies the policy file live (R
     const key = await accounts.createKey(account.id);
     if (!key) throw new Error('key not created');
     const bearer = `Bearer ${key.secret}`;
-    await awayFromMinuteEdge(20_000);
     await swap(
       4,
       policyText({
@@ -133,6 +141,7 @@ describeWithTool(REDIS_SERVER, 'the quota server applies the policy file live (R
       }),
     );
     await expectMinuteLimit(freshClient(), 1, 40, bearer);
+    // Quota is per account: another client with the same key continues the account's minute.
     await swap(
       5,
       policyText({
@@ -140,10 +149,10 @@ describeWithTool(REDIS_SERVER, 'the quota server applies the policy file live (R
         tiers: { free: { perMinute: 2, perDay: 45 }, pro: { perMinute: 3, perDay: 70 } },
       }),
     );
-    await expectMinuteLimit(freshClient(), 1, 45, bearer);
-    // The pro tier's limits of the same policy, once the account is pro (2 used this minute).
+    await expectMinuteLimit(freshClient(), 2, 45, bearer);
+    // The pro tier's limits of the same policy, once the account is pro.
     await accounts.setTier(account.id, 'pro');
-    await expectMinuteLimit(freshClient(), 1, 70, bearer);
+    await expectMinuteLimit(freshClient(), 3, 70, bearer);
   });
 
   it('keeps the last good policy when the file turns invalid', async () => {
@@ -157,7 +166,6 @@ describeWithTool(REDIS_SERVER, 'the quota server applies the policy file live (R
     await expect.poll(invalid, { timeout: 30_000, interval: 50 }).toBe(before + 1);
     mount.write('{not json');
     await expect.poll(invalid, { timeout: 30_000, interval: 50 }).toBe(before + 2);
-    await awayFromMinuteEdge(15_000);
     await expectMinuteLimit(freshClient(), 3, 300);
     expect(applied(quota.logLines, 7)).toBe(false);
     // And the next valid file applies again.

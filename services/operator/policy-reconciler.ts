@@ -71,6 +71,28 @@ export interface DetectTarget {
   deployment: V1Deployment | undefined;
 }
 
+/** The status of a policy that is not applied, for `reason`: not ready, not progressing, degraded. */
+async function markNotApplied(
+  kube: Kube,
+  cr: CustomResource,
+  reason: string,
+  message: string,
+): Promise<void> {
+  const generation = cr.metadata.generation ?? 0;
+  await applyStatus(kube, POLICY_PLURAL, cr, POLICY_KIND, {
+    observedGeneration: generation,
+    conditions: conditions(
+      cr.status?.conditions,
+      [
+        { type: 'Ready', status: 'False', reason, message },
+        { type: 'Progressing', status: 'False', reason, message },
+        { type: 'Degraded', status: 'True', reason, message },
+      ],
+      generation,
+    ),
+  });
+}
+
 export async function reconcilePolicy(
   kube: Kube,
   cr: CustomResource,
@@ -89,18 +111,7 @@ export async function reconcilePolicy(
     if (previous?.find((c) => c.type === 'Degraded')?.reason !== 'Superseded') {
       await event(kube, cr, POLICY_KIND, 'Warning', 'Superseded', message);
     }
-    await applyStatus(kube, POLICY_PLURAL, cr, POLICY_KIND, {
-      observedGeneration: generation,
-      conditions: conditions(
-        previous,
-        [
-          { type: 'Ready', status: 'False', reason: 'Superseded', message },
-          { type: 'Progressing', status: 'False', reason: 'Superseded', message },
-          { type: 'Degraded', status: 'True', reason: 'Superseded', message },
-        ],
-        generation,
-      ),
-    });
+    await markNotApplied(kube, cr, 'Superseded', message);
     return 'superseded';
   }
   let doc: PolicyDocument;
@@ -109,18 +120,7 @@ export async function reconcilePolicy(
   } catch (err) {
     const message = `The policy cannot be rendered: ${(err as Error).message}`;
     await event(kube, cr, POLICY_KIND, 'Warning', 'InvalidPolicy', message);
-    await applyStatus(kube, POLICY_PLURAL, cr, POLICY_KIND, {
-      observedGeneration: generation,
-      conditions: conditions(
-        previous,
-        [
-          { type: 'Ready', status: 'False', reason: 'InvalidPolicy', message },
-          { type: 'Progressing', status: 'False', reason: 'InvalidPolicy', message },
-          { type: 'Degraded', status: 'True', reason: 'InvalidPolicy', message },
-        ],
-        generation,
-      ),
-    });
+    await markNotApplied(kube, cr, 'InvalidPolicy', message);
     return 'invalid';
   }
   const name = policyConfigMapName(cr.metadata.name);

@@ -89,10 +89,13 @@ export interface KeyQuota {
 export class ComposedKeyQuota implements KeyQuota {
   readonly #accounts: AccountStore;
   readonly #quota: QuotaStore;
+  /** The quota store's clock: a look's Retry-After is counted from it. */
+  readonly #now: () => number;
 
-  constructor(accounts: AccountStore, quota: QuotaStore) {
+  constructor(accounts: AccountStore, quota: QuotaStore, now: () => number = Date.now) {
     this.#accounts = accounts;
     this.#quota = quota;
+    this.#now = now;
   }
 
   async consumeForKey(secret: string, tiers: Record<AccountTier, WindowLimits>, requestId?: string) {
@@ -110,7 +113,7 @@ export class ComposedKeyQuota implements KeyQuota {
     const resolved = await this.#accounts.resolveKey(secret);
     if (!resolved) return undefined;
     const state = await this.#quota.peek(accountSubject(resolved.account.id), tiers[resolved.account.tier]);
-    return { resolved, outcome: outcomeOf(state, Date.now()) };
+    return { resolved, outcome: outcomeOf(state, this.#now()) };
   }
 }
 
@@ -148,7 +151,7 @@ export class QuotaAuthorizer implements Authorizer {
   constructor(opts: QuotaAuthorizerOptions) {
     this.#opts = opts;
     this.#now = opts.now ?? Date.now;
-    this.#keyQuota = opts.keyQuota ?? new ComposedKeyQuota(opts.accountStore, opts.quotaStore);
+    this.#keyQuota = opts.keyQuota ?? new ComposedKeyQuota(opts.accountStore, opts.quotaStore, this.#now);
   }
 
   authorize(facts: RequestFacts): Promise<Decision> {

@@ -87,26 +87,25 @@ export function historyDays(nowMs: number, days: number): { day: string; dayStar
  */
 export const CHARGE_TTL_MS = 150_000;
 
+type Windows = { minute: WindowState; day: WindowState };
+
+/** The window that refuses one more request, if any: the day when both are full. */
+export function fullWindow({ minute, day }: Windows): 'minute' | 'day' | undefined {
+  if (day.used >= day.limit) return 'day';
+  if (minute.used >= minute.limit) return 'minute';
+  return undefined;
+}
+
+/** A refusal by window `by`: Retry-After is the seconds left until that window's end. */
+export function refusal(by: 'minute' | 'day', { minute, day }: Windows, nowMs: number): QuotaOutcome {
+  const end = (by === 'day' ? day : minute).resetAt * 1000;
+  return { allowed: false, refusedBy: by, retryAfterSeconds: retryAfterSeconds(nowMs, end), minute, day };
+}
+
 /** The outcome `consume` would have, from current counts (a check that counts nothing). */
-export function outcomeOf(state: { minute: WindowState; day: WindowState }, nowMs: number): QuotaOutcome {
-  const { minute, day } = state;
-  if (day.used >= day.limit)
-    return {
-      allowed: false,
-      refusedBy: 'day',
-      retryAfterSeconds: retryAfterSeconds(nowMs, day.resetAt * 1000),
-      minute,
-      day,
-    };
-  if (minute.used >= minute.limit)
-    return {
-      allowed: false,
-      refusedBy: 'minute',
-      retryAfterSeconds: retryAfterSeconds(nowMs, minute.resetAt * 1000),
-      minute,
-      day,
-    };
-  return { allowed: true, minute, day };
+export function outcomeOf({ minute, day }: Windows, nowMs: number): QuotaOutcome {
+  const full = fullWindow({ minute, day });
+  return full === undefined ? { allowed: true, minute, day } : refusal(full, { minute, day }, nowMs);
 }
 
 export const MINUTE_MS = 60_000;

@@ -10,11 +10,11 @@
 // it is skipped, and the run's summary (skip-reporter.ts) prints one line per skipped suite with the
 // install command, and their count, just before vitest's own summary.
 
-import { accessSync, constants, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { libjpegUnavailable } from '../../services/detect/image/libjpeg/jpeg-tensor.ts';
-import { INSTALL_HINT as STACK_INSTALL, toolPath } from '../../tools/stack/tools.ts';
+import { executable, INSTALL_HINT as STACK_INSTALL, toolPath } from '../../tools/stack/tools.ts';
 
 export interface Tool {
   /** The command, as the skip line names it. */
@@ -43,15 +43,6 @@ export function requireTool(t: Tool): string {
   const path = t.find();
   if (path === undefined) throw new Error(`${t.name} is not installed: ${t.install}`);
   return path;
-}
-
-function executable(path: string): boolean {
-  try {
-    accessSync(path, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 const VIA_SCRIPT = '(or: bash .ci/install-tools.sh)';

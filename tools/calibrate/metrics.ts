@@ -65,18 +65,7 @@ export function rocAuc(nsfw: readonly number[], sfw: readonly number[]): number 
   if (!nsfw.length || !sfw.length) return Number.NaN;
   const sorted = [...sfw].sort((a, b) => a - b);
   let sum = 0;
-  for (const s of nsfw) {
-    let lo = 0;
-    let hi = sorted.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if ((sorted[mid] as number) < s) lo = mid + 1;
-      else hi = mid;
-    }
-    let eq = lo;
-    while (eq < sorted.length && sorted[eq] === s) eq++;
-    sum += lo + (eq - lo) / 2;
-  }
+  for (const s of nsfw) sum += countBelow(sorted, s);
   return sum / (nsfw.length * sfw.length);
 }
 
@@ -101,6 +90,11 @@ export interface AucInterval {
 
 /** Share of `sorted` below `x`, ties counted as halves. */
 function shareBelow(sorted: readonly number[], x: number): number {
+  return countBelow(sorted, x) / sorted.length;
+}
+
+/** How many of `sorted` are below `x`, ties counted as halves (binary search). */
+function countBelow(sorted: readonly number[], x: number): number {
   let lo = 0;
   let hi = sorted.length;
   while (lo < hi) {
@@ -110,7 +104,7 @@ function shareBelow(sorted: readonly number[], x: number): number {
   }
   let eq = lo;
   while (eq < sorted.length && sorted[eq] === x) eq++;
-  return (lo + (eq - lo) / 2) / sorted.length;
+  return lo + (eq - lo) / 2;
 }
 
 function sampleVariance(xs: readonly number[]): number {

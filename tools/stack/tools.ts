@@ -17,7 +17,8 @@ export type Tool = 'envoy' | 'helm' | 'jaeger' | 'promtool' | 'k6';
 /** The variable that names a tool's binary instead of the lookup: `redis-server` → REDIS_SERVER_BIN. */
 const overrideVariable = (tool: string): string => `${tool.toUpperCase().replaceAll('-', '_')}_BIN`;
 
-function executable(path: string): boolean {
+/** Whether `path` is a file this process may execute. */
+export function executable(path: string): boolean {
   try {
     accessSync(path, constants.X_OK);
     return true;

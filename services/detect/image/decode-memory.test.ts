@@ -2,9 +2,7 @@
 
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
-import { FULL_DECODE_MAX_PIXELS } from '../scoring/image-scorer.ts';
 import { decodeMemoryBytes } from './decode-memory.ts';
-import { SHRINK_ON_LOAD_ABOVE_PIXELS } from './image-cost.ts';
 import { probeHeader } from './probe.ts';
 import { sniffFormat } from './sniff.ts';
 
@@ -23,10 +21,6 @@ const grey = (width: number, height: number, channels: 3 | 4 = 3) =>
   sharp({ create: { width, height, channels, background: { r: 90, g: 90, b: 90, alpha: 1 } } });
 
 describe('decodeMemoryBytes', () => {
-  it("shrinks on load above the scorer's full-decode size (image-cost.ts mirrors it)", () => {
-    expect(SHRINK_ON_LOAD_ABOVE_PIXELS).toBe(FULL_DECODE_MAX_PIXELS);
-  });
-
   it('JPEG, one scan: the decoded pixels only (3 bytes each)', async () => {
     const bytes = await grey(800, 600).jpeg().toBuffer();
     expect(await estimate(bytes)).toBe(800 * 600 * 3 + PER_IMAGE);

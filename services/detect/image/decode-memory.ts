@@ -4,7 +4,7 @@
 //
 // - JPEG: libjpeg keeps the whole image's DCT coefficients (2 bytes a sample, per component at its
 //   own sampling) whenever the file has more than one scan — every progressive JPEG, and baseline
-//   ones with separate scans — whatever the output size. Pixels: a JPEG up to FULL_DECODE_MAX_PIXELS
+//   ones with separate scans — whatever the output size. Pixels: a JPEG up to SHRINK_ON_LOAD_ABOVE_PIXELS
 //   the fast path declines is decoded whole by sharp (3 bytes a pixel, 4 for CMYK); a larger one is
 //   shrunk on load to 1/8 of each edge (that image twice: libjpeg's and libvips's). APPn and COM
 //   segments: JPEG_METADATA_FACTOR bytes per byte (libjpeg's saved markers, libvips's blobs).

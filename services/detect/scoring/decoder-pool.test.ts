@@ -160,43 +160,39 @@ describe('DecoderPool', () => {
       }
     });
 
-    it('keeps one decoder free of images allowed over 1 s of CPU (not large) for the others', async () => {
+    /**
+     * Two decoders: `first` never finishes and holds one; `second`, of the same kind, waits although the
+     * other decoder is free (it is still waiting when the pool closes), and a small image gets that one.
+     */
+    async function expectOneKeptFree(
+      first: [ProbedImage, boolean],
+      second: [ProbedImage, boolean],
+    ): Promise<void> {
       const pool = await DecoderPool.create({ ...options, processes: 2, entry, deadlineMs: 60_000 });
       try {
-        // 22 × 400,000: 8.8 MP, 26 MB with its RGB (not large), allowed 1.13 s of CPU: heavy.
-        const heavy = { format: 'png' as const, width: 22, height: 400_000, frames: 1 };
-        void pool.decode(new Uint8Array(4), heavy, false).catch(() => {});
-        // 10 × 1,000,000: 10 MP, 30 MB (not large), allowed 1.25 s: heavy too (the stand-in would answer it).
-        const second = pool.decode(new Uint8Array(4), { ...heavy, width: 10, height: 1_000_000 }, false).then(
-          () => 'decoded',
-          (err: unknown) => err,
-        );
-        const light = await pool.decode(new Uint8Array(4), image(10), false);
-        expect(light.tensor).toHaveLength(4);
-        await pool.close();
-        expect(await second).toMatchObject({ code: 5001, message: 'Scorer is shut down' });
-      } finally {
-        await pool.close();
-      }
-    });
-
-    it('keeps one decoder free of large images for the others', async () => {
-      const pool = await DecoderPool.create({ ...options, processes: 2, entry, deadlineMs: 60_000 });
-      try {
-        // A large image that never finishes holds one decoder; a second large one waits although the
-        // other decoder is free, and a small one gets that decoder.
-        void pool.decode(new Uint8Array(4), image(22), true).catch(() => {});
-        const second = pool.decode(new Uint8Array(4), image(10), true).then(
+        void pool.decode(new Uint8Array(4), ...first).catch(() => {});
+        const waiting = pool.decode(new Uint8Array(4), ...second).then(
           () => 'decoded',
           (err: unknown) => err,
         );
         const small = await pool.decode(new Uint8Array(4), image(10), false);
         expect(small.tensor).toHaveLength(4);
         await pool.close();
-        expect(await second).toMatchObject({ code: 5001, message: 'Scorer is shut down' });
+        expect(await waiting).toMatchObject({ code: 5001, message: 'Scorer is shut down' });
       } finally {
         await pool.close();
       }
+    }
+
+    it('keeps one decoder free of images allowed over 1 s of CPU (not large) for the others', async () => {
+      // 22 × 400,000: 8.8 MP, 26 MB with its RGB (not large), allowed 1.13 s of CPU: heavy.
+      const heavy = { format: 'png' as const, width: 22, height: 400_000, frames: 1 };
+      // 10 × 1,000,000: 10 MP, 30 MB (not large), allowed 1.25 s: heavy too (the stand-in would answer it).
+      await expectOneKeptFree([heavy, false], [{ ...heavy, width: 10, height: 1_000_000 }, false]);
+    });
+
+    it('keeps one decoder free of large images for the others', async () => {
+      await expectOneKeptFree([image(22), true], [image(10), true]);
     });
   });
 });

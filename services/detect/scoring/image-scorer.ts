@@ -4,6 +4,7 @@
 
 import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
 import { type DecodeOptions, toModelInput } from '../image/decode.ts';
+import { SHRINK_ON_LOAD_ABOVE_PIXELS } from '../image/image-cost.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import type { Classifier, ModelScores } from '../model/classifier.ts';
@@ -45,14 +46,6 @@ export type StillHeld = (released: Promise<void>) => void;
 export const epochNow = (): number => performance.timeOrigin + performance.now();
 
 /**
- * Full-resolution decoding reproduces nsfwjs (max |Δ nsfw| 2.5e-6 over the corpus); libjpeg's DCT
- * shrink-on-load drifts up to 0.017, over the 0.01 parity bound, so it is not used for speed. It is
- * used where a full decode by sharp would cost too much memory (a 200 MP JPEG decodes to ~600 MB of
- * RGB): for JPEGs over this size that the libjpeg fast path declines (it holds only two rows).
- */
-export const FULL_DECODE_MAX_PIXELS = 16_000_000;
-
-/**
  * Upload plus decoded RGB above this is a large image (~10 MP and up): all decoder processes but one
  * may hold one (decoder-pool.ts), so a small image always finds a decoder; a scoring worker that
  * decodes holds at most one at a time (and collects garbage right after it).
@@ -64,7 +57,7 @@ export function isLargeImage(bytes: Uint8Array, probed: ProbedImage): boolean {
 }
 
 export function needsShrinkOnLoad(probed: ProbedImage): boolean {
-  return probed.format === 'jpeg' && probed.width * probed.height > FULL_DECODE_MAX_PIXELS;
+  return probed.format === 'jpeg' && probed.width * probed.height > SHRINK_ON_LOAD_ABOVE_PIXELS;
 }
 
 /**

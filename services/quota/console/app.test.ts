@@ -93,10 +93,13 @@ async function createOwner(ctx: Ctx, email = 'ada@example.com') {
   });
 }
 
+// The console's quota store runs on a set clock: 2031-03-14T10:00:30Z.
+const T0 = Date.UTC(2031, 2, 14, 10, 0, 30);
+
 describe('console', () => {
   let ctx: Ctx;
   beforeEach(async () => {
-    ctx = await build();
+    ctx = await build(undefined, () => T0);
   });
   afterEach(async () => {
     await ctx.app.close();
@@ -377,9 +380,9 @@ describe('console', () => {
     const res = await ctx.app.inject({ url: '/console/api/usage', headers: { cookie } });
     const { data } = res.json();
     expect(data.tier).toBe('free');
-    expect(data.day).toMatchObject({ used: 3, limit: 100, remaining: 97 });
-    expect(data.minute).toMatchObject({ used: 3, limit: 10, remaining: 7 });
-    expect(data.day.resetAt % 86_400).toBe(0);
+    // 2031-03-15T00:00:00Z and 2031-03-14T10:01:00Z
+    expect(data.day).toEqual({ used: 3, limit: 100, remaining: 97, resetAt: 1_931_299_200 });
+    expect(data.minute).toEqual({ used: 3, limit: 10, remaining: 7, resetAt: 1_931_248_860 });
     await ctx.accounts.setTier(id, 'pro');
     const pro = (await ctx.app.inject({ url: '/console/api/usage', headers: { cookie } })).json().data;
     expect(pro).toMatchObject({ tier: 'pro', day: { used: 3, limit: 10_000, remaining: 9_997 } });
@@ -398,8 +401,9 @@ describe('console', () => {
     const account = await history();
     expect(account.data.dailyLimit).toBe(100);
     expect(account.data.days).toHaveLength(30);
+    expect(account.data.days[0]).toEqual({ day: '2031-02-13', served: 0, refused: 0 });
     expect(account.data.days.at(-1)).toEqual({
-      day: new Date().toISOString().slice(0, 10),
+      day: '2031-03-14',
       served: 1,
       refused: 1,
     });
@@ -819,6 +823,16 @@ describe('console sign-up without enumeration', () => {
 });
 
 describe('passwords', () => {
+  it('verifies a hash made elsewhere: scrypt of the NFKC form, parameters and salt in the record', async () => {
+    // python3: hashlib.scrypt(unicodedata.normalize('NFKC', 'pässwörd 123').encode(),
+    //   salt=bytes(range(16)), n=1024, r=8, p=1, dklen=32), salt and key in base64
+    const stored = 'scrypt$1024$8$1$AAECAwQFBgcICQoLDA0ODw==$kCyngQUMtlvhMBXiYA78A66wmaEgJ2c+zYRZ7Rw4gQ8=';
+    expect(await verifyPassword('pässwörd 123', stored)).toBe(true);
+    // Fullwidth ｐ and a decomposed ö (o + U+0308) have that NFKC form too.
+    expect(await verifyPassword('\uff50a\u0308sswo\u0308rd 123', stored)).toBe(true);
+    expect(await verifyPassword('passwörd 123', stored)).toBe(false);
+  });
+
   it('verifies only the right password and rejects malformed stored hashes', async () => {
     const stored = await hashPassword('pässwörd 123', FAST_SCRYPT);
     expect(await verifyPassword('pässwörd 123', stored)).toBe(true);

@@ -380,14 +380,7 @@ function knownDevice(request: FastifyRequest, account: Account): string | undefi
 
 /** Sent only to the login endpoint (the only place it is read). */
 function deviceCookie(value: string, maxAgeSeconds: number, secure: boolean): string {
-  return [
-    `${DEVICE_COOKIE}=${value}`,
-    'Path=/console/api/login',
-    'HttpOnly',
-    'SameSite=Strict',
-    `Max-Age=${maxAgeSeconds}`,
-    ...(secure ? ['Secure'] : []),
-  ].join('; ');
+  return strictCookie(DEVICE_COOKIE, value, '/console/api/login', maxAgeSeconds, secure);
 }
 
 async function burn(password: string): Promise<false> {
@@ -428,9 +421,20 @@ export function readCookie(header: string | undefined, name: string): string | u
 }
 
 function sessionCookie(token: string, maxAgeSeconds: number, secure: boolean): string {
+  return strictCookie(SESSION_COOKIE, token, '/console', maxAgeSeconds, secure);
+}
+
+/** A Set-Cookie value no script reads and no other site sends, under `path`. */
+function strictCookie(
+  name: string,
+  value: string,
+  path: string,
+  maxAgeSeconds: number,
+  secure: boolean,
+): string {
   return [
-    `${SESSION_COOKIE}=${token}`,
-    'Path=/console',
+    `${name}=${value}`,
+    `Path=${path}`,
     'HttpOnly',
     'SameSite=Strict',
     `Max-Age=${maxAgeSeconds}`,

@@ -7,11 +7,12 @@ import {
   CHARGE_TTL_MS,
   DAY_MS,
   type DayUsage,
+  fullWindow,
   HISTORY_DAYS,
   historyDays,
   type QuotaOutcome,
   type QuotaStore,
-  retryAfterSeconds,
+  refusal,
   type WindowState,
   windowsAt,
 } from '../quota-store.ts';
@@ -64,23 +65,10 @@ export class MemoryQuotaStore implements QuotaStore {
       minute: { used: c.minuteCount, limit: limits.perMinute, resetAt: w.minuteEnd / 1000 },
       day: { used: c.dayCount, limit: limits.perDay, resetAt: w.dayEnd / 1000 },
     });
-    if (c.dayCount >= limits.perDay) {
+    const full = fullWindow(state());
+    if (full !== undefined) {
       this.#record(history, w.dayStart, 'refused', 1);
-      return {
-        allowed: false,
-        refusedBy: 'day',
-        retryAfterSeconds: retryAfterSeconds(nowMs, w.dayEnd),
-        ...state(),
-      };
-    }
-    if (c.minuteCount >= limits.perMinute) {
-      this.#record(history, w.dayStart, 'refused', 1);
-      return {
-        allowed: false,
-        refusedBy: 'minute',
-        retryAfterSeconds: retryAfterSeconds(nowMs, w.minuteEnd),
-        ...state(),
-      };
+      return refusal(full, state(), nowMs);
     }
     c.minuteCount += 1;
     c.dayCount += 1;

@@ -16,19 +16,20 @@ import { outcomeOf, type QuotaOutcome } from '../quota-store.ts';
 import { pairs, parseKeyHashEntry, toAccount, toKey } from './redis-account-store.ts';
 import { isCluster, LuaScript, type RedisClient } from './redis-connection.ts';
 import { chargeIdFor, chargeKeyOf, RedisLayout } from './redis-layout.ts';
-import { outcomeFromReply, PendingCharges, WINDOWS_LUA } from './redis-quota-store.ts';
+import { outcomeFromReply, PendingCharges, replyNow, WINDOWS_LUA } from './redis-quota-store.ts';
 
-// key_consume(key, acct, minute, day, account history, key history, charge key or '', consume, first
-// tier argument): {} for a revoked/orphaned key, else {key HGETALL, account HGETALL, windows_consume reply}.
+// key_consume(key, acct, minute, day, account history, key history, charge key or '', consume, clock
+// (ms, or nil for Redis TIME), first tier argument): {} for a revoked/orphaned key, else {key HGETALL,
+// account HGETALL, windows_consume reply}.
 const KEY_CONSUME_LUA = `${WINDOWS_LUA}
-local function key_consume(kk, ak, mk, dk, hka, hkk, ck, consume, tiers)
+local function key_consume(kk, ak, mk, dk, hka, hkk, ck, consume, at, tiers)
   local f = redis.call('HMGET', kk, 'accountId', 'revokedAt')
   if not f[1] or (f[2] and f[2] ~= '') then return {} end
   local tier = redis.call('HGET', ak, 'tier')
   if not tier then return {} end
   for i = tiers, #ARGV, 3 do
     if ARGV[i] == tier then
-      local r = windows_consume(mk, dk, tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), consume, ck, {hka, hkk})
+      local r = windows_consume(mk, dk, tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), consume, ck, {hka, hkk}, at)
       return {redis.call('HGETALL', kk), redis.call('HGETALL', ak), r}
     end
   end
@@ -37,33 +38,38 @@ end
 `;
 
 // Cluster, second step. KEYS: key, acct, minute, day, account history, key history[, charge].
-// ARGV[1] '1' to count, '0' to look; then (tier, per-minute, per-day) triples.
+// ARGV[1] '1' to count, '0' to look; ARGV[2] the clock in ms or '' for Redis TIME; then (tier,
+// per-minute, per-day) triples.
 const CONSUME_IN_ACCOUNT = new LuaScript(`${KEY_CONSUME_LUA}
-return key_consume(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7] or '', ARGV[1] == '1', 2)
+return key_consume(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7] or '', ARGV[1] == '1', tonumber(ARGV[2]), 3)
 `);
 
 // One keyspace, one step. KEYS[1] the key-hash entry. ARGV[1] the key prefix, ARGV[2] '1' to count,
-// ARGV[3] the charge key or '', then the tier triples. Names as RedisLayout makes them.
+// ARGV[3] the charge key or '', ARGV[4] the clock in ms or '' for Redis TIME, then the tier triples.
+// Names as RedisLayout makes them.
 const CONSUME_FOR_KEY = new LuaScript(`${KEY_CONSUME_LUA}
 local entry = redis.call('GET', KEYS[1])
 if not entry then return {} end
 local acc, kid = string.match(entry, '^(%S+) (%S+)$')
 if not acc then return {} end
 local s = ARGV[1] .. '{acct:' .. acc .. '}'
-return key_consume(s .. 'key:' .. kid, s .. 'acct', s .. 'm', s .. 'd', s .. 'h', s .. 'h:key:' .. kid, ARGV[3], ARGV[2] == '1', 4)
+return key_consume(s .. 'key:' .. kid, s .. 'acct', s .. 'm', s .. 'd', s .. 'h', s .. 'h:key:' .. kid, ARGV[3], ARGV[2] == '1', tonumber(ARGV[4]), 5)
 `);
 
 export class RedisKeyQuota implements KeyQuota {
   readonly #redis: RedisClient;
   readonly #l: RedisLayout;
   readonly #pending: PendingCharges;
+  /** A test's clock; without one the windows follow Redis TIME. */
+  readonly #now: (() => number) | undefined;
 
   /** Uses, but does not own, a connection (the quota store's; closed with it), and the quota store's
    * pending charges (a failed count is refunded there). */
-  constructor(redis: RedisClient, keyPrefix: string, pending = new PendingCharges()) {
+  constructor(redis: RedisClient, keyPrefix: string, pending = new PendingCharges(), now?: () => number) {
     this.#redis = redis;
     this.#l = new RedisLayout(keyPrefix);
     this.#pending = pending;
+    this.#now = now;
   }
 
   consumeForKey(
@@ -92,6 +98,7 @@ export class RedisKeyQuota implements KeyQuota {
     for (const tier of ACCOUNT_TIERS) tierArgs.push(tier, tiers[tier].perMinute, tiers[tier].perDay);
     const hashKey = this.#l.keyHash(sha256Hex(secret));
     const counting = consume && requestId !== undefined;
+    const clock = this.#now === undefined ? '' : String(this.#now());
     let chargeId: string | undefined;
     let reply: unknown;
     if (isCluster(this.#redis)) {
@@ -112,7 +119,7 @@ export class RedisKeyQuota implements KeyQuota {
       reply = await this.#pending.track(
         requestId,
         () => ({ chargeId: chargeId as string, counted: keys.slice(2, 6) }),
-        () => CONSUME_IN_ACCOUNT.run(this.#redis, keys, [consume ? '1' : '0', ...tierArgs]),
+        () => CONSUME_IN_ACCOUNT.run(this.#redis, keys, [consume ? '1' : '0', clock, ...tierArgs]),
       );
     } else {
       // The account is not known before the script runs: the charge takes the bare request id.
@@ -124,6 +131,7 @@ export class RedisKeyQuota implements KeyQuota {
           this.#l.prefix,
           consume ? '1' : '0',
           chargeId === undefined ? '' : chargeKeyOf(this.#l, chargeId),
+          clock,
           ...tierArgs,
         ],
       );
@@ -133,8 +141,9 @@ export class RedisKeyQuota implements KeyQuota {
     const account = toAccount(pairs(reply[1]));
     if (!key || !account) throw new Error(`Malformed key or account record for key ${key?.id ?? '?'}`);
     const outcome = outcomeFromReply(reply[2], tiers[account.tier]);
-    // A look only reads the counts: turn them into the outcome counting would have had.
-    if (!consume) return { resolved: { key, account }, outcome: outcomeOf(outcome, Date.now()) };
+    // A look only reads the counts: turn them into the outcome counting would have had, at the
+    // script's instant.
+    if (!consume) return { resolved: { key, account }, outcome: outcomeOf(outcome, replyNow(reply[2])) };
     return {
       resolved: { key, account },
       outcome: chargeId === undefined ? outcome : { ...outcome, chargeId },

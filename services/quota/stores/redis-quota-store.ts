@@ -15,7 +15,7 @@ import {
   historyDays,
   type QuotaOutcome,
   type QuotaStore,
-  retryAfterSeconds,
+  refusal,
   type WindowState,
   windowsAt,
 } from '../quota-store.ts';
@@ -138,6 +138,11 @@ for i = first, #KEYS do hks[#hks + 1] = KEYS[i] end
 return windows_consume(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1', ck, hks, at)
 `);
 
+/** The instant (ms) at which a `windows_consume` reply was computed. */
+export function replyNow(reply: unknown): number {
+  return Number((reply as unknown[])[3]);
+}
+
 /** A `windows_consume` reply as the QuotaStore contract's outcome. */
 export function outcomeFromReply(reply: unknown, limits: WindowLimits): QuotaOutcome {
   if (!Array.isArray(reply) || reply.length !== 4) {
@@ -147,9 +152,7 @@ export function outcomeFromReply(reply: unknown, limits: WindowLimits): QuotaOut
   if (refused === 3) throw new Error('This request was already counted or refunded');
   const state = windows(m, d, now, limits);
   if (refused === 0) return { allowed: true, ...state };
-  const refusedBy = refused === 2 ? 'day' : 'minute';
-  const end = (refusedBy === 'day' ? state.day.resetAt : state.minute.resetAt) * 1000;
-  return { allowed: false, refusedBy, retryAfterSeconds: retryAfterSeconds(now, end), ...state };
+  return refusal(refused === 2 ? 'day' : 'minute', state, now);
 }
 
 // KEYS[1] device counter. ARGV[1] the clock in ms or '' for Redis TIME. Counts one request for the

@@ -10,6 +10,7 @@ import type { RedisServer } from '../../../test/support/redis-server.ts';
 import { type RedisTopology, startTopology, TOPOLOGY_KINDS } from '../../../test/support/redis-topology.ts';
 import { describeWithTool, REDIS_CLI, REDIS_SERVER } from '../../../test/support/tools.ts';
 import { accountStoreContract } from './account-store.contract.ts';
+import { keyQuotaContract } from './key-quota.contract.ts';
 import { quotaStoreContract } from './quota-store.contract.ts';
 import { RedisAccountStore } from './redis-account-store.ts';
 import { connectRedis, NO_REPLICATION, type RedisClient, redisReady } from './redis-connection.ts';
@@ -140,17 +141,26 @@ for (const kind of TOPOLOGY_KINDS) {
     });
 
     describe('RedisKeyQuota', () => {
-      // The free tier fills by the day: the key path reads Redis TIME, and a day window cannot roll over
-      // in the middle of the test as a minute could.
+      keyQuotaContract({
+        open: async (now) => {
+          const pending = new PendingCharges();
+          const { redis, prefix } = await quotaStore(2000, pending, now);
+          const { store: accounts } = await accountStore(prefix);
+          return { keys: new RedisKeyQuota(redis, prefix, pending, now), accounts };
+        },
+      });
+
       const tiers = { free: { perMinute: 100, perDay: 2 }, pro: { perMinute: 100, perDay: 1000 } };
+      // 2031-03-14T10:00:30Z, on the stores' clock.
+      const now = () => Date.UTC(2031, 2, 14, 10, 0, 30);
 
       it('looks without counting, counts with a charge id, and the quota store refunds that charge', async () => {
         const pending = new PendingCharges();
-        const { store, redis, prefix } = await quotaStore(2000, pending);
+        const { store, redis, prefix } = await quotaStore(2000, pending, now);
         const { store: accounts } = await accountStore(prefix);
         const account = await accounts.createAccount({ email: 'kq@example.com', tier: 'free' });
         const secret = (await accounts.createKey(account.id))?.secret as string;
-        const keys = new RedisKeyQuota(redis, prefix, pending);
+        const keys = new RedisKeyQuota(redis, prefix, pending, now);
         const subject = `acct:${account.id}`;
 
         expect((await keys.peekForKey(secret, tiers))?.outcome.allowed).toBe(true);

@@ -206,7 +206,7 @@ describe('SQLite account store: importing the JSON file of the earlier store', (
         createdAt: '2026-01-01T01:00:00.000Z',
         lastUsedAt: '2026-01-03T00:00:00.000Z',
         revokedAt: null,
-        hash: sha256Hex(`nsk_live_${'1'.repeat(32)}`),
+        hash: '35dd7ea349fe2a7d2f75f373060c211c93886809f1a892d68dd85beb39db6e92', // nsk_live_1…1
       },
       key_00000000000000k2: {
         id: 'key_00000000000000k2',
@@ -217,15 +217,17 @@ describe('SQLite account store: importing the JSON file of the earlier store', (
         createdAt: '2026-01-02T01:00:00.000Z',
         lastUsedAt: null,
         revokedAt: '2026-01-02T02:00:00.000Z',
-        hash: sha256Hex(`nsk_live_${'2'.repeat(32)}`),
+        hash: '4fe7d1830f461d0a5d610a731d910693c4be93a6e409d7de19ca8cbabab939d9', // nsk_live_2…2
       },
     },
     sessions: {
-      [sha256Hex('a'.repeat(64))]: {
+      // printf %s aaaa…a (64) | sha256sum
+      ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb: {
         accountId: 'acc_00000000000000aa',
         expiresAt: '2099-01-01T00:00:00.000Z',
       },
-      [sha256Hex('b'.repeat(64))]: {
+      // printf %s bbbb…b (64) | sha256sum
+      a0fab1377f49a759b57f63318262ebe89fabfc990e8e93ceac2984561482b9d4: {
         accountId: 'acc_00000000000000aa',
         expiresAt: '2000-01-01T00:00:00.000Z',
       },

@@ -1,0 +1,102 @@
+// The fixed-window oracle of the process-level quota tests, on a set clock: exact inside a minute,
+// both outcomes allowed only for a call near an edge, and a run across an edge repeated once.
+
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { inOneMinute, MinuteWindowLog, minuteOf } from './minute-window.ts';
+
+// 2031-03-14T10:00:00Z
+const T0 = 1_931_248_800_000;
+
+describe('MinuteWindowLog', () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(T0 + 10_000);
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /** A call that takes `ms` on the clock and is answered `outcome`. */
+  const call = (log: MinuteWindowLog, outcome: 'served' | 'refused', ms = 10) =>
+    log.call(
+      async () => {
+        vi.setSystemTime(Date.now() + ms);
+        return outcome;
+      },
+      (o) => o,
+    );
+
+  it('names the UTC minute of an instant', () => {
+    expect(minuteOf(T0)).toBe(32_187_480);
+    expect(minuteOf(T0 + 59_999)).toBe(32_187_480);
+    expect(minuteOf(T0 + 60_000)).toBe(32_187_481);
+  });
+
+  it('inside one minute, allows exactly the first `limit` calls', async () => {
+    const log = new MinuteWindowLog();
+    await call(log, 'served');
+    expect(log.allowed(2)).toEqual(['served']);
+    await call(log, 'served');
+    expect(log.allowed(2)).toEqual(['served']);
+    await call(log, 'served');
+    expect(log.allowed(2)).toEqual(['refused']);
+    expect(log.servedIn(minuteOf(T0))).toEqual([3, 3]);
+  });
+
+  it('starts a new count in the next minute', async () => {
+    const log = new MinuteWindowLog();
+    await call(log, 'served');
+    await call(log, 'served');
+    vi.setSystemTime(T0 + 60_000);
+    await call(log, 'served');
+    expect(log.allowed(2)).toEqual(['served']);
+    expect(log.servedIn(minuteOf(T0))).toEqual([2, 2]);
+    expect(log.servedIn(minuteOf(T0) + 1)).toEqual([1, 1]);
+  });
+
+  it('allows either outcome only for what straddled an edge', async () => {
+    const log = new MinuteWindowLog();
+    await call(log, 'served');
+    vi.setSystemTime(T0 + 59_995);
+    await call(log, 'served'); // 59 995 → 60 005: in either minute
+    expect(log.allowed(2)).toEqual(['served']);
+    await call(log, 'refused');
+    // Under a limit of 1 it depends on the minute the straddling call was counted in: either answer.
+    expect(log.allowed(1).sort()).toEqual(['refused', 'served']);
+    // With a limit of 2 nothing in the new minute can have reached it.
+    expect(log.allowed(2)).toEqual(['served']);
+    expect(log.servedIn(minuteOf(T0))).toEqual([1, 2]);
+    expect(log.servedIn(minuteOf(T0) + 1)).toEqual([0, 1]);
+  });
+});
+
+describe('inOneMinute', () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('runs a burst once when it stays in one minute', async () => {
+    vi.setSystemTime(T0 + 10_000);
+    let runs = 0;
+    expect(await inOneMinute(async () => ++runs)).toBe(1);
+  });
+
+  it('runs a burst again when it crossed an edge, and fails when the second one does too', async () => {
+    vi.setSystemTime(T0 + 59_000);
+    let runs = 0;
+    const crossing = async () => {
+      vi.setSystemTime(Date.now() + 2_000);
+      return ++runs;
+    };
+    expect(await inOneMinute(crossing)).toBe(2);
+    vi.setSystemTime(T0 + 119_000);
+    await expect(
+      inOneMinute(async () => {
+        vi.setSystemTime(Date.now() + 60_000);
+      }),
+    ).rejects.toThrow(/two runs in a row crossed a minute edge/);
+  });
+});
