@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Authorizer, Decision, EdgeIdentity, RequestFacts } from '../../lib/common/authorizer.ts';
+import { describeOnly } from '../../lib/common/describe-only.ts';
 import { ok } from '../../lib/common/envelope.ts';
 import { ApiError } from '../../lib/common/errors.ts';
 import { headerValue } from '../../lib/common/header-value.ts';
@@ -18,7 +19,7 @@ import { sniffFormat } from './image/sniff.ts';
 import type { DimensionLimits } from './image/types.ts';
 import { type IntakeLimits, readImage } from './intake.ts';
 import { buildResult, type Thresholds } from './result.ts';
-import { describeOnly, openDetectSchema, publicDetectSchema } from './schemas.ts';
+import { openDetectSchema, publicDetectSchema } from './schemas.ts';
 import type { ScorerSlot } from './scoring/scorer-slot.ts';
 import type { Admission, WorkGate } from './work-gate.ts';
 

@@ -1,10 +1,9 @@
 // The detect endpoints' route schemas (spec 4.1, 4.2, part 7): what the OpenAPI document publishes
 // and what Fastify serializes responses with. The body is a stream read by intake, which checks it as
 // it arrives (4001 framing, 4002 format, 4003 size, 4005 content); a JSON schema cannot validate a
-// stream, so these body and header schemas describe and the route's `validatorCompiler` (below)
-// accepts — every rule they state is enforced by intake and authorize, in the error envelope.
+// stream, so these body and header schemas describe and the route's `validatorCompiler`
+// (lib/common/describe-only.ts) accepts — every rule they state is enforced by intake and authorize, in the error envelope.
 
-import type { FastifySchemaCompiler } from 'fastify';
 import { errorResponse } from '../../lib/common/error-schemas.ts';
 import { detectionResponseSchema } from './result.ts';
 
@@ -122,6 +121,3 @@ curl -H 'Authorization: Bearer nsk_live_0123456789abcdef0123456789abcdef' -F fil
     503: errorResponse(503),
   },
 } as const;
-
-/** The detect routes' validator: the body is a stream and the headers are checked where they are used. */
-export const describeOnly: FastifySchemaCompiler<unknown> = () => () => true;

@@ -17,6 +17,15 @@
 // the output size or advances through the input. Nothing but ApiError is thrown.
 
 import { ApiError } from '../../../lib/common/errors.ts';
+import {
+  bmpSize,
+  CORE_HEADER_SIZE,
+  DIB_HEADER_OFFSET,
+  HEIGHT_OUT_OF_RANGE,
+  INFO_HEADER_SIZES,
+  isBmpSignature,
+  OS2_HEADER_SIZES,
+} from './bmp-header.ts';
 import { DEFAULT_DIMENSION_LIMITS } from './types.ts';
 
 export interface DecodedBitmap {
@@ -97,32 +106,26 @@ function decode(b: Uint8Array, maxPixels: number): DecodedBitmap {
   const u32 = (o: number): number => (u8(o) | (u8(o + 1) << 8) | (u8(o + 2) << 16) | (u8(o + 3) << 24)) >>> 0;
   const i32 = (o: number): number => u32(o) | 0;
 
-  if (u8(0) !== 0x42 || u8(1) !== 0x4d) fail('missing BM signature');
+  if (!isBmpSignature(u8(0), u8(1))) fail('missing BM signature');
   const dataOffset = u32(10);
-  const dibSize = u32(14);
-  const isCore = dibSize === 12;
-  const isOs2 = dibSize === 16 || dibSize === 64;
-  if (!isCore && !isOs2 && ![40, 52, 56, 108, 124].includes(dibSize))
-    fail(`unknown DIB header size ${dibSize}`);
-  if (len < 14 + dibSize) fail('truncated DIB header');
+  const dibSize = u32(DIB_HEADER_OFFSET);
+  const isCore = dibSize === CORE_HEADER_SIZE;
+  const isOs2 = OS2_HEADER_SIZES.includes(dibSize);
+  if (!isCore && !isOs2 && !INFO_HEADER_SIZES.includes(dibSize)) fail(`unknown DIB header size ${dibSize}`);
+  if (len < DIB_HEADER_OFFSET + dibSize) fail('truncated DIB header');
 
-  let width: number;
-  let rawHeight: number;
+  const { width, rawHeight } = bmpSize({ u16le: u16, i32le: i32 }, dibSize);
   let bpp: number;
   let compression = BI_RGB;
   let colorsUsed = 0;
   if (isCore) {
-    width = u16(18);
-    rawHeight = u16(20);
     bpp = u16(24);
   } else {
-    width = i32(18);
-    rawHeight = i32(22);
     bpp = u16(28);
     if (dibSize >= 20) compression = u32(30);
     if (dibSize >= 36) colorsUsed = u32(46);
   }
-  if (rawHeight === -0x80000000) fail('height out of range');
+  if (rawHeight === HEIGHT_OUT_OF_RANGE) fail('height out of range');
   const topDown = rawHeight < 0;
   const height = Math.abs(rawHeight);
   if (width <= 0 || height === 0) fail(`invalid dimensions (${width}x${rawHeight})`);

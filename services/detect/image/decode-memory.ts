@@ -29,7 +29,9 @@ import {
   SHRINK_ON_LOAD_ABOVE_PIXELS,
   TIFF_PAGE_BYTES,
 } from './image-cost.ts';
-import { jpegStructure, PROGRESSIVE_SOF, pngAncillaryBytes, tiffPixelBytes } from './probe.ts';
+import { jpegStructure, PROGRESSIVE_SOF } from './probe-jpeg.ts';
+import { pngAncillaryBytes } from './probe-png.ts';
+import { tiffPixelBytes } from './probe-tiff.ts';
 import type { ProbedImage } from './types.ts';
 
 function jpegBytes(bytes: Uint8Array, { width, height }: ProbedImage): number {

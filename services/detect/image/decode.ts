@@ -59,7 +59,8 @@ import {
 } from './frame-layout.ts';
 import { type JpegDecoder, jpegToTensor, resolveJpegDecoder } from './libjpeg/jpeg-tensor.ts';
 import { OPEN_NSFW_RESIZE, openNsfwInput } from './open-nsfw-input.ts';
-import { checkImageData, jpegStructure } from './probe.ts';
+import { checkImageData } from './probe.ts';
+import { jpegStructure } from './probe-jpeg.ts';
 import { signatureFormat } from './sniff.ts';
 import {
   DEFAULT_DIMENSION_LIMITS,

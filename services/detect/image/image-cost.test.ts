@@ -15,7 +15,8 @@ import {
 } from '../../../test/support/hostile-images.ts';
 import { toModelInput } from './decode.ts';
 import { MAX_JPEG_SCAN_BLOCKS, MAX_JPEG_SCANS, MAX_WEBP_FRAMES } from './image-cost.ts';
-import { jpegStructure, probeHeader } from './probe.ts';
+import { probeHeader } from './probe.ts';
+import { jpegStructure } from './probe-jpeg.ts';
 
 function refusal(bytes: Buffer): ApiError {
   try {

@@ -28,6 +28,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { describeOnly } from '../../../lib/common/describe-only.ts';
 import { ok } from '../../../lib/common/envelope.ts';
 import { ApiError } from '../../../lib/common/errors.ts';
 import { headerValue } from '../../../lib/common/header-value.ts';
@@ -53,6 +54,17 @@ import {
   type ScryptParams,
   verifyPassword,
 } from './passwords.ts';
+import {
+  createKeySchema,
+  listKeysSchema,
+  loginSchema,
+  logoutSchema,
+  revokeKeySchema,
+  sessionSchema,
+  signupSchema,
+  usageHistorySchema,
+  usageSchema,
+} from './schemas.ts';
 
 export interface ConsoleAttemptLimits {
   /** Login attempts per client IP. */
@@ -230,12 +242,13 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
     return sessionView(account, token);
   }
 
-  // ---- JSON API --------------------------------------------------------------------------------
-  const small = { bodyLimit: 16 * 1024 };
+  // ---- JSON API (schemas.ts) ----------------------------------------------------------------------
+  const read = <S extends object>(schema: S) => ({ schema, validatorCompiler: describeOnly });
+  const write = <S extends object>(schema: S) => ({ ...read(schema), bodyLimit: 16 * 1024 });
 
   // The same answer, after the same work, whether the email was free or not: 202 and no session. The
   // console logs in next (see the file's header); an existing account is left as it was.
-  app.post('/console/api/signup', small, async (request, reply) => {
+  app.post('/console/api/signup', write(signupSchema), async (request, reply) => {
     assertSameOrigin(request);
     const { email, password } = credentials(request.body);
     if (password.length < PASSWORD_MIN)
@@ -253,7 +266,7 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
     return ok({ email, next: 'login' });
   });
 
-  app.post('/console/api/login', small, async (request, reply) => {
+  app.post('/console/api/login', write(loginSchema), async (request, reply) => {
     assertSameOrigin(request);
     const { email, password } = credentials(request.body);
     await limit(
@@ -283,19 +296,19 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
     return ok(await startSession(reply, request, account));
   });
 
-  app.post('/console/api/logout', small, async (request, reply) => {
+  app.post('/console/api/logout', write(logoutSchema), async (request, reply) => {
     const { token } = await requireWrite(request);
     await opts.sessions.deleteSession(token);
     reply.header('set-cookie', sessionCookie('', 0, request.protocol === 'https'));
     return ok({ loggedOut: true });
   });
 
-  app.get('/console/api/session', async (request) => {
+  app.get('/console/api/session', read(sessionSchema), async (request) => {
     const { account, token } = await requireSession(request);
     return ok(sessionView(account, token));
   });
 
-  app.get('/console/api/usage', async (request) => {
+  app.get('/console/api/usage', read(usageSchema), async (request) => {
     const { account } = await requireSession(request);
     const tierLimits = limitsOf(opts)[account.tier];
     const { minute, day } = await opts.quotaStore.peek(opts.accountSubject(account.id), tierLimits);
@@ -309,27 +322,31 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
   });
 
   // Served and refused requests per UTC day, of the account or (?key=<id>) of one of its keys.
-  app.get<{ Querystring: { key?: string } }>('/console/api/usage/history', async (request) => {
-    const { account } = await requireSession(request);
-    const keyId = request.query.key;
-    let subject = opts.accountSubject(account.id);
-    if (keyId !== undefined && keyId !== '') {
-      const keys = await opts.accounts.listKeys(account.id);
-      if (!KEY_ID_FORMAT.test(keyId) || !keys.some((k) => k.id === keyId))
-        throw new ApiError('NOT_FOUND', `No key ${keyId} in this account`);
-      subject = keySubject(account.id, keyId);
-    }
-    const days = await opts.quotaStore.history(subject, USAGE_HISTORY_DAYS);
-    return ok({ key: keyId || null, dailyLimit: limitsOf(opts)[account.tier].perDay, days });
-  });
+  app.get<{ Querystring: { key?: string } }>(
+    '/console/api/usage/history',
+    read(usageHistorySchema),
+    async (request) => {
+      const { account } = await requireSession(request);
+      const keyId = request.query.key;
+      let subject = opts.accountSubject(account.id);
+      if (keyId !== undefined && keyId !== '') {
+        const keys = await opts.accounts.listKeys(account.id);
+        if (!KEY_ID_FORMAT.test(keyId) || !keys.some((k) => k.id === keyId))
+          throw new ApiError('NOT_FOUND', `No key ${keyId} in this account`);
+        subject = keySubject(account.id, keyId);
+      }
+      const days = await opts.quotaStore.history(subject, USAGE_HISTORY_DAYS);
+      return ok({ key: keyId || null, dailyLimit: limitsOf(opts)[account.tier].perDay, days });
+    },
+  );
 
-  app.get('/console/api/keys', async (request) => {
+  app.get('/console/api/keys', read(listKeysSchema), async (request) => {
     const { account } = await requireSession(request);
     const keys = await opts.accounts.listKeys(account.id);
     return ok({ keys: keys.map(keyView) });
   });
 
-  app.post('/console/api/keys', small, async (request, reply) => {
+  app.post('/console/api/keys', write(createKeySchema), async (request, reply) => {
     const { account } = await requireWrite(request);
     const name = keyName(request.body);
     const active = (await opts.accounts.listKeys(account.id)).filter((k) => k.revokedAt === null);
@@ -341,13 +358,17 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
     return ok({ key: keyView(created.record), secret: created.secret });
   });
 
-  app.post<{ Params: { id: string } }>('/console/api/keys/:id/revoke', small, async (request) => {
-    const { account } = await requireWrite(request);
-    const { id } = request.params;
-    const revoked = KEY_ID_FORMAT.test(id) ? await opts.accounts.revokeKey(id, account.id) : undefined;
-    if (!revoked) throw new ApiError('BAD_REQUEST', 'No such key in this account');
-    return ok({ key: keyView(revoked) });
-  });
+  app.post<{ Params: { id: string } }>(
+    '/console/api/keys/:id/revoke',
+    write(revokeKeySchema),
+    async (request) => {
+      const { account } = await requireWrite(request);
+      const { id } = request.params;
+      const revoked = KEY_ID_FORMAT.test(id) ? await opts.accounts.revokeKey(id, account.id) : undefined;
+      if (!revoked) throw new ApiError('BAD_REQUEST', 'No such key in this account');
+      return ok({ key: keyView(revoked) });
+    },
+  );
 }
 
 // ---- pure helpers ----------------------------------------------------------------------------------

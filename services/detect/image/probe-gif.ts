@@ -1,0 +1,68 @@
+// The GIF header: the logical screen extended by every frame rectangle, and the frames, walking the
+// blocks without decompressing them.
+
+import { type Bytes, type Dims, HeaderError } from './probe-bytes.ts';
+
+/** Skips a chain of GIF data sub-blocks; returns the offset after the terminator, or -1 if truncated. */
+function skipSubBlocks(r: Bytes, start: number): number {
+  let p = start;
+  while (p < r.length) {
+    const size = r.b[p] ?? 0;
+    p += 1 + size;
+    if (size === 0) return p;
+  }
+  return -1;
+}
+
+export function probeGif(r: Bytes): Dims {
+  r.need(0, 13, 'logical screen descriptor');
+  const screenWidth = r.u16le(6);
+  const screenHeight = r.u16le(8);
+  const packed = r.u8(10);
+  let p = 13 + (packed & 0x80 ? 3 * (2 << (packed & 7)) : 0);
+  // The decoder (libnsgif) grows its canvas to hold every frame, so the size we check and report
+  // is the logical screen extended by every frame rectangle.
+  let width = screenWidth;
+  let height = screenHeight;
+  let frames = 0;
+  while (p < r.length) {
+    const introducer = r.u8(p);
+    p += 1;
+    if (introducer === 0x3b) break; // trailer
+    if (introducer === 0x21) {
+      // Extension: label byte, then sub-blocks.
+      const end = skipSubBlocks(r, p + 1);
+      if (end < 0) break;
+      p = end;
+      continue;
+    }
+    if (introducer !== 0x2c) break; // unknown block: the decoder stops here as well
+    if (!r.has(p, 9)) {
+      if (frames === 0) throw new HeaderError('truncated before the first image descriptor');
+      break;
+    }
+    const left = r.u16le(p);
+    const top = r.u16le(p + 2);
+    const frameWidth = r.u16le(p + 4);
+    const frameHeight = r.u16le(p + 6);
+    const framePacked = r.u8(p + 8);
+    p += 9;
+    if (framePacked & 0x80) p += 3 * (2 << (framePacked & 7));
+    p += 1; // LZW minimum code size
+    const end = skipSubBlocks(r, p);
+    if (end < 0) {
+      // A cut-off later frame is tolerated (the frames before it are intact); a cut-off first frame is not.
+      if (frames === 0) throw new HeaderError('truncated inside the first frame');
+      break;
+    }
+    p = end;
+    frames += 1;
+    if (frameWidth > 0 && frameHeight > 0) {
+      width = Math.max(width, left + frameWidth);
+      height = Math.max(height, top + frameHeight);
+    }
+  }
+  if (frames === 0) throw new HeaderError('no image data');
+  if (width === 0 || height === 0) throw new HeaderError(`zero dimension (${width}x${height})`);
+  return { width, height, frames };
+}
