@@ -169,25 +169,32 @@ export function ensureModel(name: FloatModelName, opts: { dir?: string } = {}): 
   return p;
 }
 
-function parseArgs(argv: string[]): ConvertOptions & { models: FloatModelName[] } {
-  const { values } = parseArgv({
-    args: argv,
-    options: {
-      'if-missing': { type: 'boolean' },
-      'update-checksums': { type: 'boolean' },
-      'out-dir': { type: 'string' },
-      model: { type: 'string' },
-    },
-  });
-  const m = values.model ?? 'all';
-  if (m !== 'all' && !(FLOAT_MODEL_NAMES as readonly string[]).includes(m))
-    throw new Error(`--model must be one of ${FLOAT_MODEL_NAMES.join(', ')}, all (got ${m})`);
+/** The flags every model-building command takes (convert, quantise), for node:util parseArgs. */
+export const BUILD_FLAGS = {
+  'if-missing': { type: 'boolean' },
+  'update-checksums': { type: 'boolean' },
+  'out-dir': { type: 'string' },
+} as const;
+
+/** The options those flags set. */
+export function buildOptions(values: {
+  'if-missing'?: boolean;
+  'update-checksums'?: boolean;
+  'out-dir'?: string;
+}): Pick<ConvertOptions, 'ifMissing' | 'updateChecksums' | 'outDir'> {
   return {
-    models: m === 'all' ? [...FLOAT_MODEL_NAMES] : [m as FloatModelName],
     ...(values['if-missing'] ? { ifMissing: true } : {}),
     ...(values['update-checksums'] ? { updateChecksums: true } : {}),
     ...(values['out-dir'] === undefined ? {} : { outDir: path.resolve(values['out-dir']) }),
   };
+}
+
+function parseArgs(argv: string[]): ConvertOptions & { models: FloatModelName[] } {
+  const { values } = parseArgv({ args: argv, options: { ...BUILD_FLAGS, model: { type: 'string' } } });
+  const m = values.model ?? 'all';
+  if (m !== 'all' && !(FLOAT_MODEL_NAMES as readonly string[]).includes(m))
+    throw new Error(`--model must be one of ${FLOAT_MODEL_NAMES.join(', ')}, all (got ${m})`);
+  return { models: m === 'all' ? [...FLOAT_MODEL_NAMES] : [m as FloatModelName], ...buildOptions(values) };
 }
 
 async function main(): Promise<void> {

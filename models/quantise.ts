@@ -22,7 +22,15 @@ import { probeHeader } from '../services/detect/image/probe.ts';
 import { sniffFormat } from '../services/detect/image/sniff.ts';
 import { TOOLS_DIR } from '../services/stack/tools.ts';
 import { CORPUS, fixture } from '../test/fixtures/corpus.ts';
-import { CHECKSUMS_FILE, convertToBytes, MODELS_DIR, readChecksums, writeChecksums } from './convert.ts';
+import {
+  BUILD_FLAGS,
+  buildOptions,
+  CHECKSUMS_FILE,
+  convertToBytes,
+  MODELS_DIR,
+  readChecksums,
+  writeChecksums,
+} from './convert.ts';
 
 /** Keep in step with .ci/install-tools.sh (the venv's name carries the version). */
 export const ORT_QUANTISATION_VERSION = '1.30.0';
@@ -242,22 +250,12 @@ export function ensureInt8Model(): Promise<string> {
 }
 
 function parseArgs(argv: string[]): QuantiseOptions {
-  const { values } = parseArgv({
-    args: argv,
-    options: {
-      'if-missing': { type: 'boolean' },
-      'update-checksums': { type: 'boolean' },
-      'out-dir': { type: 'string' },
-      variant: { type: 'string' },
-    },
-  });
+  const { values } = parseArgv({ args: argv, options: { ...BUILD_FLAGS, variant: { type: 'string' } } });
   const v = values.variant;
   if (v !== undefined && !Object.hasOwn(VARIANTS, v))
     throw new Error(`--variant must be one of ${Object.keys(VARIANTS).join(', ')}`);
   const opts: QuantiseOptions = {
-    ...(values['if-missing'] ? { ifMissing: true } : {}),
-    ...(values['update-checksums'] ? { updateChecksums: true } : {}),
-    ...(values['out-dir'] === undefined ? {} : { outDir: path.resolve(values['out-dir']) }),
+    ...buildOptions(values),
     ...(v === undefined ? {} : { variant: v as Variant }),
   };
   if (opts.variant && opts.variant !== INT8_RECIPE && !opts.outDir) {
