@@ -128,7 +128,7 @@ function runK6(script: string, env: Record<string, string>, onOutput?: (chunk: s
   });
 }
 
-/** The quota scenario (loadtests/quota.js): about 1–2 minutes, mostly waiting for minute boundaries. */
+/** The quota scenario (loadtests/quota.js): up to about 75 s, most of it waiting for the next minute. */
 export async function runQuota(onOutput?: (chunk: string) => void): Promise<RunResult> {
   const stack = await startStack({ ...QUOTA_LIMITS });
   try {

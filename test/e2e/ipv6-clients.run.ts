@@ -15,6 +15,8 @@ const limits = { perMinute: ANON_PER_MINUTE, perDay: 1000 };
 const built = await embeddedApp({
   env: { ANON_PER_MINUTE: String(ANON_PER_MINUTE), ANON_PER_DAY: '1000' },
   classifier: new FakeClassifier(),
+  // The quota store's clock, set (2031-03-14T10:00:30Z): every request of the run in one minute window.
+  now: () => Date.UTC(2031, 2, 14, 10, 0, 30),
 });
 const { app, quotaStore } = built;
 const seen = new Set<string>();

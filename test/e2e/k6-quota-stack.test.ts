@@ -1,6 +1,6 @@
 // The k6 quota scenario (loadtests/quota.js) against the cluster stack's edge: the limits are exact
 // through Envoy and ext_authz, not only in process (test/k6/quota.test.ts runs it on the embedded
-// server). Takes 1–2 minutes, mostly waiting for UTC minute boundaries.
+// server). Takes up to about 75 s, most of it waiting for the next UTC minute.
 
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';

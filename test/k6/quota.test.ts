@@ -1,7 +1,7 @@
 // CI gate for loadtests/quota.js: k6 against the embedded server on a real redis-server, with
 // test-sized limits. k6 exits non-zero on any wrong count, code or header (its checks and thresholds);
-// this test asserts the exit code and shows k6's output when it fails. Takes 1–2 minutes, mostly
-// waiting for UTC minute boundaries. k6 or redis-server missing: fails under CI=true, else skipped.
+// this test asserts the exit code and shows k6's output when it fails. Takes up to about 75 s, most
+// of it waiting for the next UTC minute. k6 or redis-server missing: fails under CI=true, else skipped.
 
 import { expect, it } from 'vitest';
 import { runQuota } from '../../loadtests/run.ts';
