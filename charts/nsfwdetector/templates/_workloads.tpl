@@ -248,12 +248,22 @@ strategy:
   rollingUpdate: { maxSurge: 1, maxUnavailable: 0 }
 {{- end -}}
 
-{{/* The Service address of an upstream for Envoy's clusters: an IP address as given, else its Service. */}}
+{{/*
+The address of an upstream for Envoy's clusters: an IP address as given, else its Service; for detect
+that Service's headless twin (a host per ready pod: docs/kubernetes-ha.md).
+*/}}
 {{- define "nsfwdetector.upstreamAddress" -}}
 {{- $address := toString (index .root.Values.envoy.upstreams .name).address -}}
 {{- if regexMatch "^[0-9.]+$" $address -}}
 {{- $address -}}
+{{- else if eq .name "detect" -}}
+{{- include "nsfwdetector.detectPodsService" .root -}}
 {{- else -}}
 {{- include "nsfwdetector.upstreamService" . -}}
 {{- end -}}
+{{- end -}}
+
+{{/* detect's headless Service (<detect Service>-pods): its name resolves to every ready detect pod. */}}
+{{- define "nsfwdetector.detectPodsService" -}}
+{{- printf "%s-pods" (include "nsfwdetector.upstreamService" (dict "root" . "name" "detect")) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
