@@ -190,6 +190,76 @@ describeWithKube('Helm chart against a real kube-apiserver', ['kube-apiserver', 
           expect(exprs).toContain(metric);
         }
       }
+      if (name === 'defaults') {
+        // High availability (docs/kubernetes-ha.md): every stateless pod spread over nodes, moved within
+        // seconds off a lost node, and kept through a drain by a budget.
+        for (const component of ['detect', 'gateway', 'health']) {
+          const pod = find(items, 'Deployment', `nsfwdetector-${component}`).spec.template.spec;
+          const spread = pod.topologySpreadConstraints[0];
+          expect(spread).toMatchObject({
+            maxSkew: 1,
+            topologyKey: 'kubernetes.io/hostname',
+            nodeTaintsPolicy: 'Honor',
+          });
+          expect(spread.labelSelector.matchLabels['app.kubernetes.io/component']).toBe(component);
+          const anti = pod.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0];
+          expect(anti.podAffinityTerm.topologyKey).toBe('kubernetes.io/hostname');
+          expect(anti.podAffinityTerm.labelSelector.matchLabels['app.kubernetes.io/component']).toBe(
+            component,
+          );
+          const tolerations = Object.fromEntries(
+            pod.tolerations.map((t: { key: string; tolerationSeconds: number; effect: string }) => [
+              t.key,
+              [t.effect, t.tolerationSeconds],
+            ]),
+          );
+          expect(tolerations).toEqual({
+            'node.kubernetes.io/not-ready': ['NoExecute', 10],
+            'node.kubernetes.io/unreachable': ['NoExecute', 10],
+          });
+        }
+        for (const component of ['detect', 'gateway']) {
+          const pdb = find(items, 'PodDisruptionBudget', `nsfwdetector-${component}`);
+          expect(pdb.spec.minAvailable).toBe(1);
+          expect(pdb.spec.selector.matchLabels['app.kubernetes.io/component']).toBe(component);
+        }
+        // Envoy dials detect's headless twin: one address per ready pod.
+        const pods = find(items, 'Service', 'nsfwdetector-detect-pods');
+        expect(pods.spec.clusterIP).toBe('None');
+        expect(pods.spec.publishNotReadyAddresses ?? false).toBe(false);
+        expect(pods.spec.selector['app.kubernetes.io/component']).toBe('detect');
+        expect(find(items, 'ConfigMap', 'nsfwdetector-envoy').data?.['envoy.yaml']).toContain(
+          '"address": "nsfwdetector-detect-pods"',
+        );
+        // A leaving detect pod keeps serving (SHUTDOWN_DELAY_MS, not ready) longer than the edge takes
+        // to stop sending it requests (its health checks fail, or it leaves the Service's addresses),
+        // and the grace period covers its whole drain.
+        const detect = find(items, 'Deployment', 'nsfwdetector-detect').spec.template.spec;
+        const delayMs = Number(
+          env(container(find(items, 'Deployment', 'nsfwdetector-detect'), 'detect'), 'SHUTDOWN_DELAY_MS'),
+        );
+        const graceMs = Number(
+          env(container(find(items, 'Deployment', 'nsfwdetector-detect'), 'detect'), 'SHUTDOWN_GRACE_MS'),
+        );
+        const envoy = JSON.parse(find(items, 'ConfigMap', 'nsfwdetector-envoy').data?.['envoy.yaml'] ?? '');
+        const cluster = envoy.static_resources.clusters.find((c: { name: string }) => c.name === 'detect');
+        const seconds = (d: string) => Number.parseFloat(d);
+        const check = cluster.health_checks[0];
+        // Its health checks see /internal/ready answer 503 (the earlier way out; the DNS answer without
+        // it comes later, after CoreDNS's 5 s cache and Envoy's next lookup).
+        const edgeStopsSendingMs =
+          1000 * (seconds(check.interval) * check.unhealthy_threshold + seconds(check.timeout));
+        expect(delayMs).toBeGreaterThan(edgeStopsSendingMs);
+        expect(detect.terminationGracePeriodSeconds * 1000).toBeGreaterThan(graceMs);
+        // The gateway's Envoy stays up (preStop) past its drain, within the grace period.
+        const gateway = find(items, 'Deployment', 'nsfwdetector-gateway').spec.template.spec;
+        const envoyContainer = gateway.containers.find((c: { name: string }) => c.name === 'envoy');
+        const drainSeconds = Number(envoyContainer.args[envoyContainer.args.indexOf('--drain-time-s') + 1]);
+        expect(envoyContainer.lifecycle.preStop.sleep.seconds).toBeGreaterThan(drainSeconds);
+        expect(envoyContainer.lifecycle.preStop.sleep.seconds).toBeLessThan(
+          gateway.terminationGracePeriodSeconds,
+        );
+      }
       if (name === 'operator off' || name === 'defaults') {
         expect(items.some((o) => o.metadata.name.endsWith('-operator'))).toBe(false);
         expect(kinds).not.toContain('CustomResourceDefinition');

@@ -163,7 +163,7 @@ describeWithStackTools(
     }, 60_000);
 
     it('a body above the retry buffer is not retried: 503/5001, and not charged', async () => {
-      const large = 12 * 1024 * 1024; // above the chart's 8 MiB retry buffer
+      const large = 12 * 1024 * 1024; // above the chart's 4 MiB retry buffer
       const doomed = await startUpstream('doomed', { FAKE_DETECT_HANG_FROM_BYTES: String(large) });
       const survivor = await startUpstream('survivor');
       const edge = await edgeOver([doomed, survivor]);

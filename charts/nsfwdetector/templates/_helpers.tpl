@@ -57,6 +57,11 @@ Service, nsfwdetector.upstreamAddress). An upstream's `dnsRefreshRate`, `retry`,
   {{- if $u.healthCheck }}
   # A pod gone from the Service leaves the balancing at once, whatever its last health check said.
   ignore_health_on_host_removal: true
+  # A request sent to a pod whose node vanished waits on a connection nobody will close: TCP keepalive
+  # finds it dead ~6 s after its last byte (3 s idle, then 3 probes 1 s apart), and the request, reset
+  # before any answer, is retried on another pod.
+  upstream_connection_options:
+    tcp_keepalive: { keepalive_time: 3, keepalive_interval: 1, keepalive_probes: 3 }
   {{- end }}
   circuit_breakers:
     thresholds:
