@@ -46,6 +46,7 @@ const VALUE_SETS: Record<string, Record<string, string | number | boolean>> = {
     'redis.existingSecret': 'shared-redis',
     'operator.enabled': true,
   },
+  'in-chart Sentinel': { 'redis.architecture': 'sentinel', 'operator.enabled': true },
   'operator off': { 'operator.enabled': false },
   'operator on': { 'operator.enabled': true },
   'ingress on': {
@@ -171,6 +172,54 @@ describeWithKube('Helm chart against a real kube-apiserver', ['kube-apiserver', 
             expect(env(c, 'REDIS_WAIT_REPLICAS')).toBe('0');
           }
         }
+      }
+      if (name === 'in-chart Sentinel') {
+        // 3 pods, each a data node and a sentinel, spread over nodes, a volume each; the services reach
+        // them through the sentinels by the pods' DNS names (test/chart/redis-sentinel.test.ts runs the
+        // same script on real redis-server processes).
+        const redis = find(items, 'StatefulSet', 'nsfwdetector-redis');
+        expect(redis.spec.replicas).toBe(3);
+        expect(redis.spec.serviceName).toBe('nsfwdetector-redis-nodes');
+        expect(redis.spec.volumeClaimTemplates[0].metadata.name).toBe('data');
+        const pod = redis.spec.template.spec;
+        expect(pod.topologySpreadConstraints[0].topologyKey).toBe('kubernetes.io/hostname');
+        expect(pod.containers.map((c: { name: string }) => c.name)).toEqual(['redis', 'sentinel']);
+        const script = find(items, 'ConfigMap', 'nsfwdetector-redis-node').data?.['redis-node.sh'];
+        expect(script).toBe(readFileSync(join(CHART_DIR, 'files', 'redis-node.sh'), 'utf8'));
+        const nodes = (env(container(redis, 'sentinel'), 'NODES') ?? '').split(' ');
+        expect(nodes).toEqual(
+          // The release's namespace (`helm template` without --namespace: default).
+          [0, 1, 2].map((i) => `nsfwdetector-redis-${i}.nsfwdetector-redis-nodes.default.svc:6379:26379`),
+        );
+        const headless = find(items, 'Service', 'nsfwdetector-redis-nodes');
+        expect(headless.spec.clusterIP).toBe('None');
+        expect(headless.spec.publishNotReadyAddresses).toBe(true);
+        expect(items.some((o) => o.kind === 'Service' && o.metadata.name === 'nsfwdetector-redis')).toBe(
+          false,
+        );
+        for (const c of [
+          container(find(items, 'Deployment', 'nsfwdetector-gateway'), 'quota'),
+          container(find(items, 'Deployment', 'nsfwdetector-operator'), 'operator'),
+        ]) {
+          expect(env(c, 'REDIS_URL')).toBeUndefined();
+          expect(env(c, 'REDIS_SENTINELS')).toBe(
+            nodes.map((n) => n.replace(/:6379:26379$/, ':26379')).join(','),
+          );
+          expect(env(c, 'REDIS_SENTINEL_MASTER')).toBe('nsfwdetector');
+          for (const v of ['REDIS_PASSWORD', 'REDIS_SENTINEL_PASSWORD'])
+            expect(c.env.find((e: { name: string }) => e.name === v).valueFrom.secretKeyRef).toEqual({
+              name: 'nsfwdetector-redis',
+              key: 'redis-password',
+            });
+        }
+        const policy = find(items, 'NetworkPolicy', 'nsfwdetector-redis-from-quota');
+        const ports = policy.spec.ingress.map((r: { ports: { port: number }[] }) =>
+          r.ports.map((p) => p.port),
+        );
+        expect(ports).toEqual([
+          [6379, 26379],
+          [6379, 26379],
+        ]);
       }
       if (name === 'operator on') {
         expect(kinds).toEqual(expect.arrayContaining(['Role', 'RoleBinding']));

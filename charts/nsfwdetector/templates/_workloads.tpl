@@ -123,7 +123,9 @@ REDIS_CLUSTER_NODES, with REDIS_PASSWORD read by the service itself.
 {{- $secret := include "nsfwdetector.redisSecretName" . -}}
 {{- $ext := .Values.redis.external -}}
 {{- $url := "" -}}
-{{- if .Values.redis.enabled -}}
+{{- if and .Values.redis.enabled (eq .Values.redis.architecture "sentinel") -}}
+{{- $ext = dict "url" "" "sentinel" (dict "addresses" (splitList "," (include "nsfwdetector.redisSentinelNodes" (dict "root" . "format" "%s:26379"))) "masterName" .Values.redis.sentinel.masterName "existingSecret" $secret "existingSecretKey" (include "nsfwdetector.redisSecretKey" .)) "cluster" (dict "nodes" list) "waitReplicas" nil -}}
+{{- else if .Values.redis.enabled -}}
 {{- $url = printf "redis://%s-redis:6379/0" (include "nsfwdetector.prefix" .) -}}
 {{- else if and (not $ext.url) (or $ext.sentinel.addresses $ext.cluster.nodes) -}}
 {{- else -}}
@@ -291,4 +293,17 @@ that Service's headless twin (a host per ready pod: docs/kubernetes-ha.md).
 {{/* detect's headless Service (<detect Service>-pods): its name resolves to every ready detect pod. */}}
 {{- define "nsfwdetector.detectPodsService" -}}
 {{- printf "%s-pods" (include "nsfwdetector.upstreamService" (dict "root" . "name" "detect")) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The in-chart Sentinel pods' DNS names (<prefix>-redis-<i>.<prefix>-redis-nodes.<namespace>.svc), each
+formatted with (dict "root" $ "format" "%s:26379"), joined by commas.
+*/}}
+{{- define "nsfwdetector.redisSentinelNodes" -}}
+{{- $name := printf "%s-redis" (include "nsfwdetector.prefix" .root) -}}
+{{- $nodes := list -}}
+{{- range $i := until (int .root.Values.redis.sentinel.nodes) -}}
+{{- $nodes = append $nodes (printf $.format (printf "%s-%d.%s-nodes.%s.svc" $name $i $name $.root.Release.Namespace)) -}}
+{{- end -}}
+{{- join "," $nodes -}}
 {{- end -}}
