@@ -191,6 +191,7 @@ describeWithKube('Helm chart against a real kube-apiserver', ['kube-apiserver', 
           // The release's namespace (`helm template` without --namespace: default).
           [0, 1, 2].map((i) => `nsfwdetector-redis-${i}.nsfwdetector-redis-nodes.default.svc:6379:26379`),
         );
+        expect(find(items, 'PodDisruptionBudget', 'nsfwdetector-redis').spec.maxUnavailable).toBe(1);
         const headless = find(items, 'Service', 'nsfwdetector-redis-nodes');
         expect(headless.spec.clusterIP).toBe('None');
         expect(headless.spec.publishNotReadyAddresses).toBe(true);
