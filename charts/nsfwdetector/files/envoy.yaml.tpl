@@ -6,8 +6,8 @@
 #   detect only as the quota service set them;
 # - every answer Envoy makes itself is the spec's envelope {code, message} (local_reply_config);
 # - bodies stream (no buffering filter: the 50 MiB rule is detect's, 400/4003);
-# - only detect requests are retried, on another pod, when the first never got an answer or a 503
-#   (charged once: ext_authz runs before the router); every cluster has circuit breakers and timeouts;
+# - only detect requests are retried, on another pod, when the first never got an answer (charged once:
+#   ext_authz runs before the router); every cluster has circuit breakers and timeouts;
 # - slow and idle clients are cut (request headers, idle and stream-idle timeouts, shorter as the edge
 #   fills), and load is shed before connections or memory run out (overload_manager; docs/edge.md).
 {{- $e := .Values.envoy }}
@@ -20,16 +20,15 @@
 {{- $edgeSecretHeader := list (dict "header" (dict "key" "x-edge-secret" "value" "%ENVIRONMENT(EDGE_SECRET)%") "append_action" "OVERWRITE_IF_EXISTS_OR_ADD") }}
 {{- /*
 detect's routes: a request whose connection to a detect pod failed, was refused or reset before any
-answer, or that detect answered 503 (busy or draining: never charged, the Lua filter refunds a 503 that
-reaches the client), is sent again to another pod. The router runs after ext_authz, so the retry is not
-charged again; the intermediate 503 never reaches the Lua filter, so nothing is refunded twice.
+answer is sent again to another pod. The router runs after ext_authz, so the retry is not charged again.
+detect's own 503 (busy: uncharged, refunded by the Lua filter) is not retried: it goes back to the
+client with Retry-After, rather than a second wave of load on a busy tier (docs/kubernetes-ha.md).
 */}}
 {{- $retry := $up.detect.retry }}
 {{- $detectRoute := dict "cluster" "detect" "timeout" $up.detect.routeTimeout }}
 {{- if $retry.attempts }}
 {{- $_ := set $detectRoute "retry_policy" (dict
-      "retry_on" "connect-failure,refused-stream,reset,retriable-status-codes"
-      "retriable_status_codes" (list 503)
+      "retry_on" "connect-failure,refused-stream,reset"
       "num_retries" (int $retry.attempts)
       "retry_host_predicate" (list (dict "name" "envoy.retry_host_predicates.previous_hosts" "typed_config" (dict "@type" "type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate")))
       "host_selection_retry_max_attempts" 5
