@@ -104,7 +104,8 @@ describeWithKube(
       const answer = await scrape.finish();
       expect(answer.status, answer.body).toBe(200);
       expect(answer.connection).toBe('close');
-      expect(answer.body).toMatch(/^nsfwdetector_operator_leader\{/m);
+      // Answered after the Lease was released: no longer the leader.
+      expect(answer.body).toMatch(/^nsfwdetector_operator_leader\{[^}]*\} 0$/m);
 
       expect(await operator.exited).toBe(0);
       // The shared logger's lines (pino: a level on each), the shutdown's among them.
