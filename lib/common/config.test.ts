@@ -74,6 +74,9 @@ describe('the settings table', () => {
     expect(() => intSetting({ SHUTDOWN_DELAY_MS: '90000' }, 'SHUTDOWN_DELAY_MS')).toThrow(
       'SHUTDOWN_DELAY_MS must be between 0 and 60000, got 90000',
     );
+    expect(() => intSetting({ SHUTDOWN_GRACE_MS: '2147483648' }, 'SHUTDOWN_GRACE_MS')).toThrow(
+      'SHUTDOWN_GRACE_MS must be between 0 and 2147483647, got 2147483648',
+    );
   });
 
   it("holds the spec's numbers (part 8) as the defaults", () => {

@@ -474,6 +474,8 @@ export const SETTINGS = {
     type: 'integer',
     default: 25_000,
     min: 0,
+    // The longest timer Node keeps: a longer one fires at once, which would end every shutdown in exit 1.
+    max: 2_147_483_647,
     unit: 'ms',
     readBy: EVERY,
     chart: { key: 'shutdownGraceMs' },
