@@ -4,16 +4,18 @@
 // then answers 503 in the error table's envelope while the server still serves; the request in flight
 // is answered, closing its connection; the process exits 0 (past its grace it would exit 1).
 // The embedded server also loads the model a mounted policy file names, as the detect service does.
+// A drain no shorter than the grace (it would end every shutdown in exit 1) stops each process at boot.
 // The operator's SIGTERM is tested against a real API server: test/operator/operator-shutdown.test.ts.
 
 import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { connect } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { fixture } from './fixtures/corpus.ts';
+import { headInFlight } from './support/held-request.ts';
 import { policyMount, policyText } from './support/policy-mount.ts';
 import {
   type ServerProcess,
+  spawnService,
   startClusterService,
   startServer,
   waitForStatus,
@@ -64,35 +66,6 @@ function inFlight(url: string, headers: Record<string, string>, body: Buffer) {
   return {
     finish: () => {
       req.end(body.subarray(half));
-      return answered;
-    },
-  };
-}
-
-/** A GET whose head is half sent (its last line still to come): in flight until `finish`. */
-function headInFlight(url: string, path: string) {
-  const { hostname, port } = new URL(url);
-  const socket = connect(Number(port), hostname);
-  let raw = '';
-  socket.setEncoding('latin1');
-  socket.on('data', (chunk) => (raw += chunk));
-  const answered = new Promise<Answer>((resolve, reject) => {
-    socket.on('error', reject);
-    // The server closes the connection after its answer (draining): the answer is whole.
-    socket.on('close', () => {
-      const [head = '', body = ''] = raw.split('\r\n\r\n');
-      resolve({
-        status: Number(/^HTTP\/1\.1 (\d+)/.exec(head)?.[1] ?? 0),
-        connection: /^connection: *(.*)$/im.exec(head)?.[1]?.trim() ?? '',
-        body,
-      });
-    });
-  });
-  answered.catch(() => undefined);
-  socket.write(`GET ${path} HTTP/1.1\r\nHost: ${hostname}\r\n`);
-  return {
-    finish: () => {
-      socket.write('\r\n');
       return answered;
     },
   };
@@ -180,4 +153,32 @@ describe('SIGTERM: readiness off, the request in flight answered, exit 0', () =>
     const answer = await drainsOnSigterm(server, { path: '/api/public/health' }, 200);
     expect(JSON.parse(answer.body)).toMatchObject({ code: 0, data: { status: 'ok' } });
   }, 60_000);
+});
+
+describe('a drain not shorter than the grace: refused at boot, one line naming both, exit 2', () => {
+  const entries: Array<[string, string, string]> = [
+    ['nsfwdetector', 'services/all-in-one/server.ts', 'PORT'],
+    ['nsfwdetector detect', 'services/detect/server.ts', 'DETECT_PORT'],
+    ['nsfwdetector quota', 'services/quota/server.ts', 'QUOTA_PORT'],
+    ['nsfwdetector health', 'services/health/server.ts', 'HEALTH_PORT'],
+    ['nsfwdetector operator', 'services/operator/main.ts', 'OPERATOR_METRICS_PORT'],
+  ];
+  it.each(entries)(
+    '%s',
+    async (who, entry, portVar) => {
+      const server = keep(
+        await spawnService({
+          entry,
+          portVar,
+          waitFor: 'nothing',
+          env: { SHUTDOWN_DELAY_MS: '3000', SHUTDOWN_GRACE_MS: '3000' },
+        }),
+      );
+      expect(await server.exited).toBe(2);
+      expect(server.output().trim()).toBe(
+        `${who}: invalid configuration: SHUTDOWN_DELAY_MS must be less than SHUTDOWN_GRACE_MS (the drain is part of the grace period), got 3000 and 3000`,
+      );
+    },
+    60_000,
+  );
 });

@@ -15,6 +15,21 @@ describe('loadCoreConfig', () => {
     expect(() => loadCoreConfig({ TRACE_SAMPLE_RATIO: 'all' })).toThrow(ConfigError);
   });
 
+  it('refuses a drain (SHUTDOWN_DELAY_MS) not shorter than the grace (SHUTDOWN_GRACE_MS), naming both', () => {
+    const message =
+      'SHUTDOWN_DELAY_MS must be less than SHUTDOWN_GRACE_MS (the drain is part of the grace period), got 5000 and 5000';
+    expect(() => loadCoreConfig({ SHUTDOWN_DELAY_MS: '5000', SHUTDOWN_GRACE_MS: '5000' })).toThrow(message);
+    expect(() => loadCoreConfig({ SHUTDOWN_DELAY_MS: '60000', SHUTDOWN_GRACE_MS: '1000' })).toThrow(
+      ConfigError,
+    );
+    expect(loadCoreConfig({ SHUTDOWN_DELAY_MS: '4999', SHUTDOWN_GRACE_MS: '5000' })).toMatchObject({
+      shutdownDelayMs: 4999,
+      shutdownGraceMs: 5000,
+    });
+    // The defaults agree with each other.
+    expect(() => loadCoreConfig({})).not.toThrow();
+  });
+
   it('reads no service variable: a bad MODEL or JPEG_DECODER is not its concern', () => {
     expect(() =>
       loadCoreConfig({ MODEL: 'resnet', JPEG_DECODER: 'gif', SCORING_WORKERS: '0' }),
@@ -58,6 +73,9 @@ describe('the settings table', () => {
     expect(intSetting({ SHUTDOWN_DELAY_MS: '60000' }, 'SHUTDOWN_DELAY_MS')).toBe(60_000);
     expect(() => intSetting({ SHUTDOWN_DELAY_MS: '90000' }, 'SHUTDOWN_DELAY_MS')).toThrow(
       'SHUTDOWN_DELAY_MS must be between 0 and 60000, got 90000',
+    );
+    expect(() => intSetting({ SHUTDOWN_GRACE_MS: '2147483648' }, 'SHUTDOWN_GRACE_MS')).toThrow(
+      'SHUTDOWN_GRACE_MS must be between 0 and 2147483647, got 2147483648',
     );
   });
 

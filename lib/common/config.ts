@@ -7,6 +7,7 @@
 import { isAbsolute, resolve } from 'node:path';
 import { type RedisTarget, redisTargetVar } from './redis-target.ts';
 import {
+  type BelowName,
   type EnumName,
   type EnumValue,
   type IntegerName,
@@ -115,6 +116,16 @@ export function enumSetting<N extends EnumName>(env: Env, name: N): EnumValue<N>
   return enumVar<EnumValue<N>>(env, name, s.values, s.default);
 }
 
+/**
+ * A setting the table declares `below` another (settings.ts): refused unless `value` is less than
+ * `limit`, the other setting's value, with one message naming both.
+ */
+export function requireBelow(name: BelowName, value: number, limit: number): void {
+  const { setting, why } = SETTINGS[name].below;
+  if (value >= limit)
+    throw new ConfigError(`${name} must be less than ${setting} (${why}), got ${value} and ${limit}`);
+}
+
 export type LogLevel = EnumValue<'LOG_LEVEL'>;
 
 export interface CoreConfig {
@@ -127,7 +138,8 @@ export interface CoreConfig {
   shutdownGraceMs: number;
   /**
    * On SIGTERM, how long a service first keeps serving, not ready and closing each connection after its
-   * answer (lib/common/drain.ts), so that load balancers let go of it; part of the grace period.
+   * answer (lib/common/drain.ts), so that load balancers let go of it; part of the grace period, so less
+   * than it (a drain that outlasts the grace would end every shutdown in exit 1).
    */
   shutdownDelayMs: number;
   /**
@@ -149,13 +161,16 @@ export interface CoreConfig {
 }
 
 export function loadCoreConfig(env: Env): CoreConfig {
+  const shutdownGraceMs = intSetting(env, 'SHUTDOWN_GRACE_MS');
+  const shutdownDelayMs = intSetting(env, 'SHUTDOWN_DELAY_MS');
+  requireBelow('SHUTDOWN_DELAY_MS', shutdownDelayMs, shutdownGraceMs);
   return {
     host: stringSetting(env, 'HOST'),
     logLevel: enumSetting(env, 'LOG_LEVEL'),
     trustedProxyHops: intSetting(env, 'TRUSTED_PROXY_HOPS'),
     clientIpv6PrefixLength: intSetting(env, 'CLIENT_IPV6_PREFIX_LENGTH'),
-    shutdownGraceMs: intSetting(env, 'SHUTDOWN_GRACE_MS'),
-    shutdownDelayMs: intSetting(env, 'SHUTDOWN_DELAY_MS'),
+    shutdownGraceMs,
+    shutdownDelayMs,
     traceSampleRatio: numberSetting(env, 'TRACE_SAMPLE_RATIO'),
     redisTarget: redisTargetVar(env),
     redis: {

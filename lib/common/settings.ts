@@ -42,6 +42,11 @@ export interface IntegerSetting extends Common {
   default: number | undefined;
   min: number;
   max?: number;
+  /**
+   * Must be less than this other integer setting, for the reason given: a range cannot say it, so its
+   * reader refuses it at boot (lib/common/config.ts, requireBelow) and the chart at render (a `fail`).
+   */
+  below?: { setting: string; why: string };
 }
 
 export interface NumberSetting extends Common {
@@ -469,6 +474,8 @@ export const SETTINGS = {
     type: 'integer',
     default: 25_000,
     min: 0,
+    // The longest timer Node keeps: a longer one fires at once, which would end every shutdown in exit 1.
+    max: 2_147_483_647,
     unit: 'ms',
     readBy: EVERY,
     chart: { key: 'shutdownGraceMs' },
@@ -484,7 +491,8 @@ export const SETTINGS = {
     readBy: EVERY,
     // In a cluster the endpoints, kube-proxy and Envoy need a few seconds to let go of a pod.
     chart: { key: 'shutdownDelayMs', default: 5000 },
-    doc: 'On SIGTERM, first keep serving this long, not ready and closing each connection after its answer (part of the grace period).',
+    below: { setting: 'SHUTDOWN_GRACE_MS', why: 'the drain is part of the grace period' },
+    doc: 'On SIGTERM, first keep serving this long, not ready and closing each connection after its answer (part of the grace period: less than SHUTDOWN_GRACE_MS).',
   },
   OTEL_EXPORTER_OTLP_ENDPOINT: {
     section: 'core',
@@ -752,6 +760,8 @@ export type StringName = NamesWhere<{ type: 'string'; default: string }>;
 export type OptionalStringName = NamesWhere<{ type: 'string'; default: undefined }>;
 export type EnumName = NamesWhere<{ type: 'enum' }>;
 export type EnumValue<N extends EnumName> = Table[N]['values'][number];
+/** The integer settings that must be less than another (`below`). */
+export type BelowName = NamesWhere<{ type: 'integer'; default: number; below: { setting: IntegerName } }>;
 
 export function setting(name: SettingName): Setting {
   return SETTINGS[name];

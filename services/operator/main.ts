@@ -95,6 +95,8 @@ await runProcess({
       refuseNewWork: async () => {
         stopping = true;
         await election.stop();
+        // Released: a scrape until the process exits must not count this replica as the leader.
+        metrics.leader.set(0);
         terms = terms.then(stopTerm);
         await terms;
       },

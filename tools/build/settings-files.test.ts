@@ -104,7 +104,13 @@ describeWithTool([HELM], 'the chart schema from the table', () => {
       const over = await helm(['template', 'x', chart, ...sets({ 'config.shutdownDelayMs': 90_000 })]);
       expect(over.code).not.toBe(0);
       expect(over.stderr).toContain('/config/shutdownDelayMs');
-      const at = await helm(['template', 'x', chart, ...sets({ 'config.shutdownDelayMs': 60_000 })]);
+      const at = await helm([
+        'template',
+        'x',
+        chart,
+        // The grace above it: a drain must end within the grace (test/chart/boot-values.test.ts).
+        ...sets({ 'config.shutdownDelayMs': 60_000, 'config.shutdownGraceMs': 90_000 }),
+      ]);
       expect(at.code, at.stderr).toBe(0);
       expect(at.stdout).toContain('{ name: SHUTDOWN_DELAY_MS, value: "60000" }');
     } finally {

@@ -44,8 +44,29 @@ function chartDefault(s: Setting & { chart: NonNullable<Setting['chart']> }): st
 const allowed = (s: Setting): readonly string[] | undefined =>
   s.type === 'model' ? OFFERED_MODEL_NAMES : s.type === 'enum' ? s.values : undefined;
 
-/** Refuses a table whose chart default is outside its own range (the schema would refuse the chart). */
+/** The integer settings that must be less than another, with the other's chart value when both have one. */
+const belowRows = () =>
+  rows().flatMap(([name, s]) => {
+    if (s.type !== 'integer' || !s.below) return [];
+    const other = (SETTINGS as Record<string, Setting>)[s.below.setting];
+    if (other?.type !== 'integer')
+      throw new Error(`settings: ${name} is below ${s.below.setting}, which is no integer setting`);
+    return [{ name, s, below: s.below, other }];
+  });
+
+/**
+ * Refuses a table whose chart default is outside its own range (the schema would refuse the chart), or
+ * breaks a `below` rule (every pod would refuse it at boot).
+ */
 function checkTable(): void {
+  for (const { name, s, below, other } of belowRows()) {
+    if (!s.chart !== !other.chart)
+      throw new Error(`settings: ${name} and ${below.setting} must both be chart values, or neither`);
+    const value = s.chart?.default ?? s.default;
+    const limit = other.chart?.default ?? other.default;
+    if (value !== undefined && limit !== undefined && value >= limit)
+      throw new Error(`settings: ${name}'s default ${value} is not below ${below.setting}'s ${limit}`);
+  }
   for (const [name, s] of chartRows()) {
     const v = chartDefault(s);
     const values = allowed(s);
@@ -152,15 +173,33 @@ const ENV_BEGIN =
   '{{- /* Generated from lib/common/settings.ts by `npm run settings`: one per `config` value. */}}';
 const ENV_END = '{{- /* End of the generated lines. */}}';
 
+/** A `fail` for each `below` rule between chart values, worded as the services word it at boot. */
+function belowChecks(): string[] {
+  return belowRows().flatMap(({ s, below, other }) => {
+    if (!s.chart || !other.chart) return [];
+    const value = `(int64 $c.${s.chart.key})`;
+    const limit = `(int64 $c.${other.chart.key})`;
+    const message = `config.${s.chart.key} must be less than config.${other.chart.key} (${below.why}), got %d and %d`;
+    return [
+      `{{- if ge ${value} ${limit} }}`,
+      `{{- fail (printf ${JSON.stringify(message)} ${value} ${limit}) }}`,
+      '{{- end }}',
+    ];
+  });
+}
+
 function envLines(): string {
+  return [...belowChecks(), ...envEntries()].join('\n');
+}
+
+function envEntries(): string[] {
   return chartRows()
     .filter(([, s]) => s.chart.env !== false)
     .map(([name, s]) =>
       s.type === 'integer'
         ? `- { name: ${name}, value: {{ $c.${s.chart.key} | int64 | quote }} }`
         : `- { name: ${name}, value: {{ $c.${s.chart.key} | quote }} }`,
-    )
-    .join('\n');
+    );
 }
 
 export function renderWorkloads(current: string): string {
@@ -252,7 +291,8 @@ function rangeCell(s: Setting): string {
   if (values) return values.map((v) => `\`${v}\``).join(', ');
   if (s.type === 'integer' || s.type === 'number') {
     const max = s.max !== undefined ? String(s.max) : '';
-    return `${s.min} – ${max || '…'}`;
+    const below = s.type === 'integer' && s.below ? `, < \`${s.below.setting}\`` : '';
+    return `${s.min} – ${max || '…'}${below}`;
   }
   if (s.type === 'string' && s.minLength !== undefined) return `at least ${s.minLength} characters`;
   return s.type === 'string' && s.pattern ? `\`${s.pattern.replaceAll('|', '\\|')}\`` : '';
