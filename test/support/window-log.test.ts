@@ -70,6 +70,40 @@ describe('WindowLog', () => {
   });
 });
 
+describe('WindowLog.untilRefused', () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(T0 + 10_000);
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /** A server answering `answers` in turn, each taking 10 ms. */
+  const server = (answers: number[]) => {
+    let i = 0;
+    return async () => {
+      vi.setSystemTime(Date.now() + 10);
+      return answers[i++] ?? 200;
+    };
+  };
+
+  it('returns the refusal that follows the limit', async () => {
+    const log = new WindowLog();
+    expect(await log.untilRefused(server([200, 200, 429]), (s) => s === 200, 2, 5)).toBe(429);
+    expect(log.count('served')).toBe(2);
+  });
+
+  it('fails on a server that serves past the limit, or never refuses', async () => {
+    await expect(
+      new WindowLog().untilRefused(server([200, 200, 200, 429]), (s) => s === 200, 2, 5),
+    ).rejects.toThrow(/call 3/);
+    await expect(new WindowLog().untilRefused(server([200]), (s) => s === 200, 9, 3)).rejects.toThrow(
+      /no refusal in 3 calls/,
+    );
+  });
+});
+
 describe('WindowLog over UTC days', () => {
   afterEach(() => {
     vi.useRealTimers();

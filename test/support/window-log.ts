@@ -4,6 +4,8 @@
 // (exactly, unless the call straddled the window's edge), and its assertions hold whichever window a
 // call falls in.
 
+import { expect } from 'vitest';
+
 export const MINUTE_MS = 60_000;
 export const DAY_MS = 86_400_000;
 
@@ -56,6 +58,24 @@ export class WindowLog {
       if (most >= limit) allowed.add('refused');
     }
     return [...allowed];
+  }
+
+  /**
+   * Calls `send` one at a time until an answer is refused, each held to the rule under `limit`
+   * (asserted); returns that refusal. Fails after `cap` calls without one.
+   */
+  async untilRefused<T>(
+    send: () => Promise<T>,
+    isServed: (answer: T) => boolean,
+    limit: number,
+    cap: number,
+  ): Promise<T> {
+    for (let i = 1; i <= cap; i++) {
+      const answer = await this.call(send, (a) => (isServed(a) ? 'served' : 'refused'));
+      expect(this.allowed(limit), `call ${i}`).toContain(this.last());
+      if (!isServed(answer)) return answer;
+    }
+    throw new Error(`no refusal in ${cap} calls under a limit of ${limit}`);
   }
 
   /** The last call's outcome. */
