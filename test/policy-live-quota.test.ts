@@ -2,17 +2,17 @@
 // thin server as a process with POLICY_FILE, the file swapped as the kubelet swaps a ConfigMap volume.
 // Each phase asks Envoy's ext_authz question as a fresh client (X-Forwarded-For, one trusted hop), so
 // that phases do not share a window; every answer is held to the fixed minute window of the limit in
-// force, in whichever minute it was counted (support/minute-window.ts), so no phase waits for the
+// force, in whichever minute it was counted (support/window-log.ts), so no phase waits for the
 // clock. The server's "policy applied" log line says when a swap was read: waiting on it costs no quota.
 
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { RedisAccountStore } from '../services/quota/stores/redis-account-store.ts';
 import { connectRedis, redisReady } from '../services/quota/stores/redis-connection.ts';
-import { MinuteWindowLog } from './support/minute-window.ts';
 import { applied, type PolicyMount, policyMount, policyText } from './support/policy-mount.ts';
 import { RedisServer } from './support/redis-server.ts';
 import { type ServerProcess, startClusterService, waitForStatus } from './support/server-process.ts';
 import { describeWithTool, REDIS_SERVER } from './support/tools.ts';
+import { WindowLog } from './support/window-log.ts';
 
 const PREFIX = 'pl:';
 
@@ -76,11 +76,11 @@ describeWithTool(REDIS_SERVER, 'the quota server applies the policy file live (R
     return { status: res.status, code: body?.code, limit: res.headers.get('x-ratelimit-limit') };
   };
   /** Each subject's calls: a client's address, or the account behind a key. */
-  const logs = new Map<string, MinuteWindowLog>();
+  const logs = new Map<string, WindowLog>();
   /** One check, held to the fixed minute window of `perMinute`; X-RateLimit-Limit on every answer. */
   const checkHeld = async (client: string, perMinute: number, dayLimit: number, auth?: string) => {
     const subject = auth ?? client;
-    const log = logs.get(subject) ?? new MinuteWindowLog();
+    const log = logs.get(subject) ?? new WindowLog();
     logs.set(subject, log);
     const answer = await log.call(
       () => check(client, auth),

@@ -7,11 +7,11 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { AccountTier } from '../services/quota/accounts/account-store.ts';
 import { RedisAccountStore } from '../services/quota/stores/redis-account-store.ts';
 import { connectRedis, type RedisClient, redisReady } from '../services/quota/stores/redis-connection.ts';
-import { inOneMinute } from './support/minute-window.ts';
 import { startQuotaServer } from './support/quota-process.ts';
 import { RedisServer } from './support/redis-server.ts';
 import type { ServerProcess } from './support/server-process.ts';
 import { describeWithTool, REDIS_SERVER } from './support/tools.ts';
+import { inOneMinute } from './support/window-log.ts';
 
 const PREFIX = 'mp:';
 const FREE_PER_DAY = 137;

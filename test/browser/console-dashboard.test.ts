@@ -20,9 +20,9 @@ import {
   signUp,
   startConsoleBrowser,
 } from '../support/console-browser.ts';
-import { MinuteWindowLog, minuteOf } from '../support/minute-window.ts';
 import { ROOT, type ServerProcess } from '../support/server-process.ts';
 import { describeWithTool } from '../support/tools.ts';
+import { minuteOf, WindowLog } from '../support/window-log.ts';
 
 const run = promisify(execFile);
 const ARTIFACTS = join(ROOT, 'test-artifacts');
@@ -77,7 +77,7 @@ function dashboardFlow(kind: StoreKind): void {
     expect(await page.evaluate(() => typeof (globalThis as { uPlot?: unknown }).uPlot)).toBe('function');
 
     // Every call with the key from here on, whichever minute it falls in (the limit is PER_MINUTE).
-    const log = new MinuteWindowLog();
+    const log = new WindowLog();
     const byStatus = (status: number) => (status === 200 ? 'served' : 'refused');
 
     // Try it: pick the image; the page shows the API's JSON and the equivalent commands.

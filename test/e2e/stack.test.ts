@@ -17,7 +17,6 @@ import { type Stack, startStack } from '../../tools/stack/stack.ts';
 import { requireTool } from '../../tools/stack/tools.ts';
 import { childEnv } from '../support/children.ts';
 import { hostileImage } from '../support/hostile-images.ts';
-import { MinuteWindowLog } from '../support/minute-window.ts';
 import {
   type EdgeAnswer,
   expectAnonymousJpegScored,
@@ -31,6 +30,7 @@ import {
   rawUpload,
 } from '../support/stack-client.ts';
 import { describeWithStackTools } from '../support/stack-tools.ts';
+import { DAY_MS, WindowLog } from '../support/window-log.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -114,17 +114,14 @@ describeWithStackTools(
       const secret = await newKey('free');
       const headers = { authorization: `Bearer ${secret}` };
       // Calls until one is refused; each held to the window of the minute it was counted in.
-      const log = new MinuteWindowLog();
-      let refused: EdgeAnswer | undefined;
-      for (let i = 0; i < 8 && !refused; i++) {
-        const answer = await log.call(
-          () => post(edge, '/api/open/detect', { headers }),
-          (a) => (a.status === 200 ? 'served' : 'refused'),
-        );
-        expect(log.allowed(Number(LIMITS.FREE_PER_MINUTE)), `call ${i + 1}`).toContain(log.last());
-        if (answer.status !== 200) refused = answer;
-      }
-      if (!refused) throw new Error('never refused');
+      const log = new WindowLog();
+      const send = () => post(edge, '/api/open/detect', { headers });
+      const refused = await log.untilRefused(
+        send,
+        (a) => a.status === 200,
+        Number(LIMITS.FREE_PER_MINUTE),
+        8,
+      );
       expect({ status: refused.status, code: refused.code }).toEqual({ status: 429, code: 4290 });
       const retryAfter = Number(refused.headers.get('retry-after'));
       expect(retryAfter).toBeGreaterThanOrEqual(1);
@@ -139,9 +136,14 @@ describeWithStackTools(
     it('refuses past the daily quota with 429/4291 and Retry-After', async () => {
       const secret = await newKey('pro');
       const headers = { authorization: `Bearer ${secret}` };
-      for (let i = 0; i < 3; i++)
-        expect((await post(edge, '/api/open/detect', { headers })).status).toBe(200);
-      const refused = await post(edge, '/api/open/detect', { headers });
+      // Calls until one is refused; each held to the window of the UTC day it was counted in.
+      const send = () => post(edge, '/api/open/detect', { headers });
+      const refused = await new WindowLog(DAY_MS).untilRefused(
+        send,
+        (a) => a.status === 200,
+        Number(LIMITS.PRO_PER_DAY),
+        8,
+      );
       expect({ status: refused.status, code: refused.code }).toEqual({ status: 429, code: 4291 });
       expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
       expect(refused.headers.get('x-ratelimit-limit')).toBe('3');

@@ -2,12 +2,12 @@
 // both outcomes allowed only for a call near an edge, and a run across an edge repeated once.
 
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { inOneMinute, MinuteWindowLog, minuteOf } from './minute-window.ts';
+import { DAY_MS, inOneMinute, minuteOf, WindowLog } from './window-log.ts';
 
 // 2031-03-14T10:00:00Z
 const T0 = 1_931_248_800_000;
 
-describe('MinuteWindowLog', () => {
+describe('WindowLog', () => {
   beforeEach(() => {
     vi.useFakeTimers({ toFake: ['Date'] });
     vi.setSystemTime(T0 + 10_000);
@@ -17,7 +17,7 @@ describe('MinuteWindowLog', () => {
   });
 
   /** A call that takes `ms` on the clock and is answered `outcome`. */
-  const call = (log: MinuteWindowLog, outcome: 'served' | 'refused', ms = 10) =>
+  const call = (log: WindowLog, outcome: 'served' | 'refused', ms = 10) =>
     log.call(
       async () => {
         vi.setSystemTime(Date.now() + ms);
@@ -33,7 +33,7 @@ describe('MinuteWindowLog', () => {
   });
 
   it('inside one minute, allows exactly the first `limit` calls', async () => {
-    const log = new MinuteWindowLog();
+    const log = new WindowLog();
     await call(log, 'served');
     expect(log.allowed(2)).toEqual(['served']);
     await call(log, 'served');
@@ -44,7 +44,7 @@ describe('MinuteWindowLog', () => {
   });
 
   it('starts a new count in the next minute', async () => {
-    const log = new MinuteWindowLog();
+    const log = new WindowLog();
     await call(log, 'served');
     await call(log, 'served');
     vi.setSystemTime(T0 + 60_000);
@@ -55,7 +55,7 @@ describe('MinuteWindowLog', () => {
   });
 
   it('allows either outcome only for what straddled an edge', async () => {
-    const log = new MinuteWindowLog();
+    const log = new WindowLog();
     await call(log, 'served');
     vi.setSystemTime(T0 + 59_995);
     await call(log, 'served'); // 59 995 → 60 005: in either minute
@@ -67,6 +67,70 @@ describe('MinuteWindowLog', () => {
     expect(log.allowed(2)).toEqual(['served']);
     expect(log.servedIn(minuteOf(T0))).toEqual([1, 2]);
     expect(log.servedIn(minuteOf(T0) + 1)).toEqual([0, 1]);
+  });
+});
+
+describe('WindowLog.untilRefused', () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(T0 + 10_000);
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /** A server answering `answers` in turn, each taking 10 ms. */
+  const server = (answers: number[]) => {
+    let i = 0;
+    return async () => {
+      vi.setSystemTime(Date.now() + 10);
+      return answers[i++] ?? 200;
+    };
+  };
+
+  it('returns the refusal that follows the limit', async () => {
+    const log = new WindowLog();
+    expect(await log.untilRefused(server([200, 200, 429]), (s) => s === 200, 2, 5)).toBe(429);
+    expect(log.count('served')).toBe(2);
+  });
+
+  it('fails on a server that serves past the limit, or never refuses', async () => {
+    await expect(
+      new WindowLog().untilRefused(server([200, 200, 200, 429]), (s) => s === 200, 2, 5),
+    ).rejects.toThrow(/call 3/);
+    await expect(new WindowLog().untilRefused(server([200]), (s) => s === 200, 9, 3)).rejects.toThrow(
+      /no refusal in 3 calls/,
+    );
+  });
+});
+
+describe('WindowLog over UTC days', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('starts a new count at midnight, and allows either answer across it', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.UTC(2031, 2, 14, 23, 59, 59, 900));
+    const log = new WindowLog(DAY_MS);
+    const call = (outcome: 'served' | 'refused', ms: number) =>
+      log.call(
+        async () => {
+          vi.setSystemTime(Date.now() + ms);
+          return outcome;
+        },
+        (o) => o,
+      );
+    await call('served', 10);
+    expect(log.allowed(1)).toEqual(['served']);
+    await call('refused', 10);
+    expect(log.allowed(1)).toEqual(['refused']);
+    await call('served', 200); // 23:59:59.920 → 00:00:00.120
+    expect(log.allowed(1).sort()).toEqual(['refused', 'served']);
+    // Refused just after midnight: right if the straddling call was counted today, else not.
+    await call('refused', 10);
+    expect(log.allowed(1).sort()).toEqual(['refused', 'served']);
+    expect(log.servedIn(log.windowOf(Date.UTC(2031, 2, 15)))).toEqual([0, 1]);
   });
 });
 
