@@ -540,7 +540,14 @@ describeWithKube(
       const nobody = await startOperator(nobodyConfig, 'nobody-operator');
       await eventually(
         'the Lease to be refused',
-        async () => (/lease error.*forbidden/i.test(nobody.output()) ? true : undefined),
+        // A log line is JSON with `msg` last: the reason comes before the message.
+        async () =>
+          nobody
+            .output()
+            .split('\n')
+            .some((line) => line.includes('lease error') && /forbidden/i.test(line))
+            ? true
+            : undefined,
         60_000,
       );
       expect(nobody.output()).not.toContain('became leader');
