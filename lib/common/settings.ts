@@ -36,20 +36,24 @@ interface Common {
   crd?: string;
 }
 
-export interface IntegerSetting extends Common {
+/**
+ * A numeric setting that must be less than another of its kind, for the reason given: a range cannot say
+ * it, so its reader refuses it at boot (lib/common/config.ts, belowProblem) and the chart at render (a
+ * `fail` generated from this).
+ */
+interface Below {
+  below?: { setting: string; why: string };
+}
+
+export interface IntegerSetting extends Common, Below {
   type: 'integer';
   /** undefined: unset by default (the documentation says what applies then). */
   default: number | undefined;
   min: number;
   max?: number;
-  /**
-   * Must be less than this other integer setting, for the reason given: a range cannot say it, so its
-   * reader refuses it at boot (lib/common/config.ts, requireBelow) and the chart at render (a `fail`).
-   */
-  below?: { setting: string; why: string };
 }
 
-export interface NumberSetting extends Common {
+export interface NumberSetting extends Common, Below {
   type: 'number';
   default: number;
   min: number;
@@ -95,6 +99,7 @@ export const SETTINGS = {
     readBy: POLICY,
     chart: { key: 'thresholdAllow' },
     crd: 'thresholds.allow',
+    below: { setting: 'THRESHOLD_BLOCK', why: 'the review band lies between them' },
     doc: 'Below this NSFW probability (nsfw < allow) the decision is allow; must be below THRESHOLD_BLOCK.',
   },
   THRESHOLD_BLOCK: {
@@ -760,8 +765,10 @@ export type StringName = NamesWhere<{ type: 'string'; default: string }>;
 export type OptionalStringName = NamesWhere<{ type: 'string'; default: undefined }>;
 export type EnumName = NamesWhere<{ type: 'enum' }>;
 export type EnumValue<N extends EnumName> = Table[N]['values'][number];
-/** The integer settings that must be less than another (`below`). */
-export type BelowName = NamesWhere<{ type: 'integer'; default: number; below: { setting: IntegerName } }>;
+/** The settings that must be less than another of their kind (`below`). */
+export type BelowName =
+  | NamesWhere<{ type: 'integer'; default: number; below: { setting: IntegerName } }>
+  | NamesWhere<{ type: 'number'; below: { setting: NumberName } }>;
 
 export function setting(name: SettingName): Setting {
   return SETTINGS[name];

@@ -44,13 +44,13 @@ function chartDefault(s: Setting & { chart: NonNullable<Setting['chart']> }): st
 const allowed = (s: Setting): readonly string[] | undefined =>
   s.type === 'model' ? OFFERED_MODEL_NAMES : s.type === 'enum' ? s.values : undefined;
 
-/** The integer settings that must be less than another, with the other's chart value when both have one. */
+/** The numeric settings that must be less than another of their kind (`below`), with that other one. */
 const belowRows = () =>
   rows().flatMap(([name, s]) => {
-    if (s.type !== 'integer' || !s.below) return [];
+    if ((s.type !== 'integer' && s.type !== 'number') || !s.below) return [];
     const other = (SETTINGS as Record<string, Setting>)[s.below.setting];
-    if (other?.type !== 'integer')
-      throw new Error(`settings: ${name} is below ${s.below.setting}, which is no integer setting`);
+    if (other?.type !== s.type)
+      throw new Error(`settings: ${name} is below ${s.below.setting}, which is no ${s.type} setting`);
     return [{ name, s, below: s.below, other }];
   });
 
@@ -196,9 +196,11 @@ const readBy = (s: Setting, process: Process | undefined) => !process || s.readB
 function belowChecks(process: Process | undefined): string[] {
   return belowRows().flatMap(({ s, below, other }) => {
     if (!s.chart || !other.chart || !readBy(s, process) || !readBy(other, process)) return [];
-    const value = `(int64 $c.${s.chart.key})`;
-    const limit = `(int64 $c.${other.chart.key})`;
-    const message = `config.${s.chart.key} must be less than config.${other.chart.key} (${below.why}), got %d and %d`;
+    // Helm's numbers are float64: an integer compared and printed as one, a probability as it is.
+    const [cast, verb] = s.type === 'integer' ? ['int64', '%d'] : ['float64', '%v'];
+    const value = `(${cast} $c.${s.chart.key})`;
+    const limit = `(${cast} $c.${other.chart.key})`;
+    const message = `config.${s.chart.key} must be less than config.${other.chart.key} (${below.why}), got ${verb} and ${verb}`;
     return [
       `{{- if ge ${value} ${limit} }}`,
       `{{- fail (printf ${JSON.stringify(message)} ${value} ${limit}) }}`,
@@ -314,7 +316,7 @@ function rangeCell(s: Setting): string {
   if (values) return values.map((v) => `\`${v}\``).join(', ');
   if (s.type === 'integer' || s.type === 'number') {
     const max = s.max !== undefined ? String(s.max) : '';
-    const below = s.type === 'integer' && s.below ? `, < \`${s.below.setting}\`` : '';
+    const below = s.below ? `, < \`${s.below.setting}\`` : '';
     return `${s.min} – ${max || '…'}${below}`;
   }
   if (s.type === 'string' && s.minLength !== undefined) return `at least ${s.minLength} characters`;

@@ -169,6 +169,9 @@ REDIS_CLUSTER_NODES, with REDIS_PASSWORD read by the service itself.
 - { name: NODE_ENV, value: production }
 - { name: HOST, value: "0.0.0.0" }
 {{- /* Generated from lib/common/settings.ts by `npm run settings`: one per `config` value. */}}
+{{- if ge (float64 $c.thresholdAllow) (float64 $c.thresholdBlock) }}
+{{- fail (printf "config.thresholdAllow must be less than config.thresholdBlock (the review band lies between them), got %v and %v" (float64 $c.thresholdAllow) (float64 $c.thresholdBlock)) }}
+{{- end }}
 {{- if ge (int64 $c.shutdownDelayMs) (int64 $c.shutdownGraceMs) }}
 {{- fail (printf "config.shutdownDelayMs must be less than config.shutdownGraceMs (the drain is part of the grace period), got %d and %d" (int64 $c.shutdownDelayMs) (int64 $c.shutdownGraceMs)) }}
 {{- end }}
