@@ -13,7 +13,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { fixture } from './fixtures/corpus.ts';
 import {
   type ServerProcess,
-  spawnService,
+  spawnOperator,
   startClusterService,
   startServer,
 } from './support/server-process.ts';
@@ -69,12 +69,7 @@ describe('Redis unreachable at boot', () => {
       ].join('\n'),
     );
     const operator = keep(
-      await spawnService({
-        entry: 'services/operator/main.ts',
-        portVar: 'OPERATOR_METRICS_PORT',
-        waitFor: 'nothing',
-        env: { ...env, KUBECONFIG: kubeconfig, OPERATOR_NAMESPACE: 'default' },
-      }),
+      await spawnOperator({ kubeconfig, redisUrl: env.REDIS_URL, waitFor: 'nothing', env }),
     );
     expect(await operator.exited).toBe(2);
     expect(operator.output().trim()).toBe(
@@ -86,12 +81,7 @@ describe('Redis unreachable at boot', () => {
     const { env } = await noRedis();
     const missing = join(dir, 'missing-kubeconfig');
     const operator = keep(
-      await spawnService({
-        entry: 'services/operator/main.ts',
-        portVar: 'OPERATOR_METRICS_PORT',
-        waitFor: 'nothing',
-        env: { ...env, KUBECONFIG: missing, OPERATOR_NAMESPACE: 'default' },
-      }),
+      await spawnOperator({ kubeconfig: missing, redisUrl: env.REDIS_URL, waitFor: 'nothing', env }),
     );
     expect(await operator.exited).toBe(2);
     expect(operator.output().trim()).toBe(

@@ -5,7 +5,7 @@
 // (test/e2e) both start it through `startStack`.
 
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { numberSetting } from '../../lib/common/config.ts';
 import { Child, listeningPorts, waitFor } from './child.ts';
+import { envoyAdminUrl, envoyListenerPort } from './envoy-admin.ts';
 import { LOCAL_VALUES, renderEnvoyConfigText } from './render-envoy.ts';
 import { requireTool } from './tools.ts';
 
@@ -272,37 +273,11 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       echo,
     });
     children.set('envoy', envoy);
-    const adminUrl = await waitFor(
-      envoy,
-      'Envoy admin address',
-      () => {
-        try {
-          const address = readFileSync(adminPath, 'utf8').trim();
-          return address ? `http://${address}` : undefined;
-        } catch {
-          return undefined;
-        }
-      },
-      30_000,
-    );
+    const adminUrl = await waitFor(envoy, 'Envoy admin address', () => envoyAdminUrl(adminPath), 30_000);
     const edgePort = await waitFor(
       envoy,
       'Envoy listener',
-      async () => {
-        try {
-          const res = await fetch(`${adminUrl}/listeners?format=json`);
-          const body = (await res.json()) as {
-            listener_statuses?: Array<{
-              name: string;
-              local_address?: { socket_address?: { port_value?: number } };
-            }>;
-          };
-          return body.listener_statuses?.find((l) => l.name === 'edge')?.local_address?.socket_address
-            ?.port_value;
-        } catch {
-          return undefined;
-        }
-      },
+      () => envoyListenerPort(adminUrl, 'edge'),
       30_000,
     );
     ports.set('envoy', edgePort);

@@ -1,0 +1,31 @@
+// What a local Envoy tells through its admin interface while it starts: where the admin listens (the
+// file `--admin-address-path` names) and which port a listener got (a listener on port 0). Each
+// answers undefined until Envoy has got that far, for the caller's wait loop.
+
+import { readFileSync } from 'node:fs';
+
+/** The admin's URL from the file Envoy writes at start, or undefined before it has. */
+export function envoyAdminUrl(addressPath: string): string | undefined {
+  try {
+    const address = readFileSync(addressPath, 'utf8').trim();
+    return address ? `http://${address}` : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The port the listener `name` is bound to, or undefined before it is (or while the admin does not answer). */
+export async function envoyListenerPort(adminUrl: string, name: string): Promise<number | undefined> {
+  try {
+    const res = await fetch(`${adminUrl}/listeners?format=json`);
+    const body = (await res.json()) as {
+      listener_statuses?: Array<{
+        name: string;
+        local_address?: { socket_address?: { port_value?: number } };
+      }>;
+    };
+    return body.listener_statuses?.find((l) => l.name === name)?.local_address?.socket_address?.port_value;
+  } catch {
+    return undefined;
+  }
+}
