@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { envoyAdminUrl, envoyListenerPort } from '../../tools/stack/envoy-admin.ts';
+import { envoyAdminUrl, envoyListenerPort, localEnvoyArgs } from '../../tools/stack/local-envoy.ts';
 import { LOCAL_VALUES, renderEnvoyConfig } from '../../tools/stack/render-envoy.ts';
 import { type Child, spawnChild } from './children.ts';
 import { ENVOY, requireTool } from './tools.ts';
@@ -63,17 +63,7 @@ export async function startEdgeEnvoy(opts: EdgeEnvoyOptions): Promise<EdgeEnvoy>
   const child = spawnChild(
     'envoy',
     requireTool(ENVOY),
-    [
-      '-c',
-      configPath,
-      '--admin-address-path',
-      adminPath,
-      '--disable-hot-restart',
-      '--concurrency',
-      '1',
-      '--log-level',
-      'warn',
-    ],
+    localEnvoyArgs(configPath, adminPath, { concurrency: 1, logLevel: 'warn' }),
     { env: { ...process.env, EDGE_SECRET: opts.edgeSecret } },
   );
   const stop = async () => {

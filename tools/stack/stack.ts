@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { numberSetting } from '../../lib/common/config.ts';
 import { Child, listeningPorts, waitFor } from './child.ts';
-import { envoyAdminUrl, envoyListenerPort } from './envoy-admin.ts';
+import { envoyAdminUrl, envoyListenerPort, localEnvoyArgs } from './local-envoy.ts';
 import { LOCAL_VALUES, renderEnvoyConfigText } from './render-envoy.ts';
 import { requireTool } from './tools.ts';
 
@@ -254,21 +254,12 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     const envoy = new Child({
       name: 'envoy',
       command: requireTool('envoy'),
-      args: [
-        '-c',
-        configPath,
-        '--admin-address-path',
-        adminPath,
-        // Several Envoys may run on one machine (tests): no shared hot-restart memory.
-        '--disable-hot-restart',
-        '--concurrency',
-        String(opts.envoyWorkers ?? ENVOY_WORKERS),
+      args: localEnvoyArgs(configPath, adminPath, {
+        concurrency: opts.envoyWorkers ?? ENVOY_WORKERS,
         // Access log lines appear within a second (default: every 10 s).
-        '--file-flush-interval-msec',
-        '1000',
-        '--log-level',
-        productEnv.ENVOY_LOG_LEVEL ?? 'warn',
-      ],
+        flushIntervalMs: 1000,
+        logLevel: productEnv.ENVOY_LOG_LEVEL ?? 'warn',
+      }),
       env: { ...process.env, EDGE_SECRET: edgeSecret },
       echo,
     });

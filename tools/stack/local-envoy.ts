@@ -1,8 +1,32 @@
-// What a local Envoy tells through its admin interface while it starts: where the admin listens (the
-// file `--admin-address-path` names) and which port a listener got (a listener on port 0). Each
+// An Envoy run on this machine (the stack, the tests' edge): its command line, and what it tells
+// through its admin interface while it starts — where the admin listens (the file
+// `--admin-address-path` names) and which port a listener got (a listener on port 0). Each of those
 // answers undefined until Envoy has got that far, for the caller's wait loop.
 
 import { readFileSync } from 'node:fs';
+
+/** Envoy's arguments for `configPath`, the admin's address written to `adminPath`. */
+export function localEnvoyArgs(
+  configPath: string,
+  adminPath: string,
+  opts: { concurrency: number; logLevel: string; flushIntervalMs?: number },
+): string[] {
+  return [
+    '-c',
+    configPath,
+    '--admin-address-path',
+    adminPath,
+    // Several Envoys may run on one machine (tests): no shared hot-restart memory.
+    '--disable-hot-restart',
+    '--concurrency',
+    String(opts.concurrency),
+    ...(opts.flushIntervalMs !== undefined
+      ? ['--file-flush-interval-msec', String(opts.flushIntervalMs)]
+      : []),
+    '--log-level',
+    opts.logLevel,
+  ];
+}
 
 /** The admin's URL from the file Envoy writes at start, or undefined before it has. */
 export function envoyAdminUrl(addressPath: string): string | undefined {
