@@ -540,7 +540,11 @@ describeWithKube(
       const nobody = await startOperator(nobodyConfig, 'nobody-operator');
       await eventually(
         'the Lease to be refused',
-        async () => (/lease error.*forbidden/i.test(nobody.output()) ? true : undefined),
+        // The operator's JSON log: a "lease error" line whose err is the API server's 403.
+        async () =>
+          nobody.logLines().some((l) => l.msg === 'lease error' && /forbidden/i.test(String(l.err)))
+            ? true
+            : undefined,
         60_000,
       );
       expect(nobody.output()).not.toContain('became leader');
