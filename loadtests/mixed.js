@@ -10,7 +10,7 @@
 
 import exec from 'k6/execution';
 import http from 'k6/http';
-import { Counter } from 'k6/metrics';
+import { countAnswer, countSent, summaryJson, unexpected } from './answers.js';
 
 const BASE_URL = __ENV.BASE_URL;
 const IMAGES = __ENV.IMAGES.split(',').map((entry) => {
@@ -19,12 +19,6 @@ const IMAGES = __ENV.IMAGES.split(',').map((entry) => {
 });
 const KEYS = (__ENV.KEYS ?? '').split(',').filter((k) => k !== '');
 const KEY_SHARE = KEYS.length ? Number(__ENV.KEY_SHARE ?? 0.5) : 0;
-
-const OUTCOMES = ['200', '429', '503/5001', '503/other', '502', '504', 'connection error', 'other'];
-const counters = Object.fromEntries(
-  OUTCOMES.map((o) => [o, new Counter(`answers_${o.replace(/\W/g, '_')}`)]),
-);
-const started = new Counter('requests_started');
 
 export const options = {
   scenarios: {
@@ -40,22 +34,8 @@ export const options = {
   },
 };
 
-function outcome(res) {
-  if (res.status === 0) return 'connection error';
-  if (res.status === 503) {
-    let code;
-    try {
-      code = res.json('code');
-    } catch {
-      code = undefined;
-    }
-    return code === 5001 ? '503/5001' : '503/other';
-  }
-  return OUTCOMES.includes(String(res.status)) ? String(res.status) : 'other';
-}
-
 export default function () {
-  started.add(1);
+  countSent();
   // Iterations are numbered across VUs: the formats and the key share spread evenly.
   const n = Number(exec.scenario.iterationInTest);
   const image = IMAGES[n % IMAGES.length];
@@ -64,17 +44,12 @@ export default function () {
   if (withKey) headers.authorization = `Bearer ${KEYS[n % KEYS.length]}`;
   const path = withKey ? '/api/open/detect' : '/api/public/detect';
   const res = http.post(`${BASE_URL}${path}`, image.body, { headers, timeout: '60s' });
-  const o = outcome(res);
-  counters[o].add(1);
+  const o = countAnswer(res);
   const line = { t: Date.now(), outcome: o, format: image.format, auth: withKey ? 'key' : 'anonymous' };
-  if (o === 'other' || o === '503/other') line.body = `${res.status} ${String(res.body).slice(0, 200)}`;
+  if (unexpected(o)) line.body = `${res.status} ${String(res.body).slice(0, 200)}`;
   console.log(JSON.stringify(line));
 }
 
 export function handleSummary(data) {
-  const counts = Object.fromEntries(
-    OUTCOMES.map((o) => [o, data.metrics[`answers_${o.replace(/\W/g, '_')}`]?.values.count ?? 0]),
-  );
-  const sent = data.metrics.requests_started?.values.count ?? 0;
-  return __ENV.SUMMARY_JSON ? { [__ENV.SUMMARY_JSON]: JSON.stringify({ counts, sent }) } : {};
+  return __ENV.SUMMARY_JSON ? { [__ENV.SUMMARY_JSON]: summaryJson(data) } : {};
 }

@@ -45,14 +45,16 @@ export interface RunResult {
   output: string;
 }
 
-interface Stack {
+/** The embedded server on a real redis-server, with its accounts file in a temp directory. */
+export interface Stack {
   redis: RedisServer;
   server: ServerProcess;
   env: Record<string, string>;
   close(): Promise<void>;
 }
 
-async function startStack(limits: Record<string, string>): Promise<Stack> {
+/** The stack the scenarios run against: `limits` are the server's quota variables. */
+export async function startStack(limits: Record<string, string>): Promise<Stack> {
   const dataDir = mkdtempSync(join(tmpdir(), 'nsfwdetector-k6-'));
   const redis = await RedisServer.start();
   const env = {
@@ -98,16 +100,16 @@ export async function admin(env: Record<string, string>, args: string[]): Promis
   }
 }
 
-interface AdminKey {
+export interface AdminKey {
   secret: string;
   key: { id: string };
 }
 
-async function createAccount(env: Record<string, string>, email: string, tier: 'free' | 'pro') {
+export async function createAccount(env: Record<string, string>, email: string, tier: 'free' | 'pro') {
   await admin(env, ['create-account', '--email', email, '--tier', tier]);
 }
 
-async function createKey(env: Record<string, string>, email: string, name: string): Promise<AdminKey> {
+export async function createKey(env: Record<string, string>, email: string, name: string): Promise<AdminKey> {
   const created = (await admin(env, ['issue-key', email, '--name', name])) as AdminKey;
   if (!/^nsk_live_[0-9a-f]{32}$/.test(created.secret ?? '')) throw new Error('admin issue-key: no secret');
   return created;

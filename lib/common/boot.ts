@@ -1,7 +1,8 @@
 // The one way every process boots (detect, quota, health, the embedded server, the operator):
 //   1. its configuration, validated once (a bad value: one line naming the variable, exit 2);
 //   2. telemetry, started before anything loads the HTTP stack (`compose` imports it dynamically);
-//   3. its parts (`compose`: stores, the app, what runs beside it);
+//   3. its parts (`compose`: stores, the app, what runs beside it); a part that cannot start throws a
+//      BootFailure (a required Redis unreachable, an unusable file): one line, exit 2;
 //   4. SIGTERM / SIGINT → readiness off and every answer closing its connection for SHUTDOWN_DELAY_MS
 //      (drain.ts, probes.ts) → new work refused → the server closed once in-flight requests finish →
 //      the parts released in order → exit 0, all under the SHUTDOWN_GRACE_MS timer (shutdown.ts);
@@ -57,7 +58,12 @@ export async function runProcess<C extends CoreConfig>(declared: ProcessDeclarat
     import('./telemetry.ts'),
   ]);
   let stop: ProcessControl['stop'] = async () => {};
-  const parts = await declared.compose(config, { stop: (reason, code) => stop(reason, code) });
+  const parts = await declared
+    .compose(config, { stop: (reason, code) => stop(reason, code) })
+    .catch((err: unknown) => {
+      if (err instanceof BootFailure) exitAtBoot(declared.who, err.message, err.exitCode);
+      throw err;
+    });
   const { app } = parts;
   stop = installShutdown({
     log: app.log,
@@ -105,6 +111,29 @@ export function publicUrl(address: AddressInfo): string {
   const wildcard = address.address === '0.0.0.0' || address.address === '::';
   const host = wildcard ? 'localhost' : address.family === 'IPv6' ? `[${address.address}]` : address.address;
   return `http://${host}:${address.port}`;
+}
+
+/**
+ * What a `compose` step throws when the process cannot start for a reason outside the code (an
+ * unreachable Redis it requires, an unusable accounts file or kubeconfig): runProcess prints the
+ * message as one line and exits with `exitCode`, without a stack trace.
+ */
+export class BootFailure extends Error {
+  override name = 'BootFailure';
+  constructor(
+    message: string,
+    readonly exitCode = 2,
+  ) {
+    super(message);
+  }
+}
+
+/** An error's message and, when it has one, its cause's: "Redis not ready after 500 ms (connect ECONNREFUSED …)". */
+export function withCause(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  const cause = err instanceof Error ? err.cause : undefined;
+  if (cause === undefined) return message;
+  return `${message} (${cause instanceof Error ? cause.message : String(cause)})`;
 }
 
 /** A boot step that cannot succeed: one line on stderr, then the exit code (2: configuration, data). */

@@ -117,13 +117,24 @@ export function enumSetting<N extends EnumName>(env: Env, name: N): EnumValue<N>
 }
 
 /**
- * A setting the table declares `below` another (settings.ts): refused unless `value` is less than
- * `limit`, the other setting's value, with one message naming both.
+ * The table's `below` rule for `name` (settings.ts): undefined while `value` is less than `limit`, the
+ * other setting's value, else one message naming both, as `names` calls them (the variables by
+ * default; a policy file's fields, the chart's values).
  */
+export function belowProblem(
+  name: BelowName,
+  value: number,
+  limit: number,
+  names: { value: string; limit: string } = { value: name, limit: SETTINGS[name].below.setting },
+): string | undefined {
+  if (value < limit) return undefined;
+  return `${names.value} must be less than ${names.limit} (${SETTINGS[name].below.why}), got ${value} and ${limit}`;
+}
+
+/** The table's `below` rule for a variable read at boot: a ConfigError naming both when it fails. */
 export function requireBelow(name: BelowName, value: number, limit: number): void {
-  const { setting, why } = SETTINGS[name].below;
-  if (value >= limit)
-    throw new ConfigError(`${name} must be less than ${setting} (${why}), got ${value} and ${limit}`);
+  const problem = belowProblem(name, value, limit);
+  if (problem) throw new ConfigError(problem);
 }
 
 export type LogLevel = EnumValue<'LOG_LEVEL'>;

@@ -36,20 +36,24 @@ interface Common {
   crd?: string;
 }
 
-export interface IntegerSetting extends Common {
+/**
+ * A numeric setting that must be less than another of its kind, for the reason given: a range cannot say
+ * it, so its reader refuses it at boot (lib/common/config.ts, belowProblem) and the chart at render (a
+ * `fail` generated from this).
+ */
+interface Below {
+  below?: { setting: string; why: string };
+}
+
+export interface IntegerSetting extends Common, Below {
   type: 'integer';
   /** undefined: unset by default (the documentation says what applies then). */
   default: number | undefined;
   min: number;
   max?: number;
-  /**
-   * Must be less than this other integer setting, for the reason given: a range cannot say it, so its
-   * reader refuses it at boot (lib/common/config.ts, requireBelow) and the chart at render (a `fail`).
-   */
-  below?: { setting: string; why: string };
 }
 
-export interface NumberSetting extends Common {
+export interface NumberSetting extends Common, Below {
   type: 'number';
   default: number;
   min: number;
@@ -83,6 +87,25 @@ export type Setting = IntegerSetting | NumberSetting | StringSetting | EnumSetti
 
 const MiB = 1024 * 1024;
 
+/** A request quota of the policy (spec 8): a count per window, its chart value and CRD field. */
+const requestLimit = <K extends string, C extends string>(
+  defaultCount: number,
+  key: K,
+  crd: C,
+  doc: string,
+) =>
+  ({
+    section: 'policy',
+    type: 'integer',
+    default: defaultCount,
+    min: 0,
+    unit: 'requests',
+    readBy: POLICY,
+    chart: { key },
+    crd,
+    doc,
+  }) as const;
+
 export const SETTINGS = {
   // The policy: what a DetectionPolicy may override. The spec's numbers (part 8) are the defaults.
   THRESHOLD_ALLOW: {
@@ -95,6 +118,7 @@ export const SETTINGS = {
     readBy: POLICY,
     chart: { key: 'thresholdAllow' },
     crd: 'thresholds.allow',
+    below: { setting: 'THRESHOLD_BLOCK', why: 'the review band lies between them' },
     doc: 'Below this NSFW probability (nsfw < allow) the decision is allow; must be below THRESHOLD_BLOCK.',
   },
   THRESHOLD_BLOCK: {
@@ -126,72 +150,42 @@ export const SETTINGS = {
     readBy: SCORING,
     doc: '`true` lets MODEL name a model that missed its fidelity bound (`mobilenet_v2_int8`); for `npm run bench`, not for production.',
   },
-  ANON_PER_MINUTE: {
-    section: 'policy',
-    type: 'integer',
-    default: 10,
-    min: 0,
-    unit: 'requests',
-    readBy: POLICY,
-    chart: { key: 'anonPerMinute' },
-    crd: 'anonymous.perMinute',
-    doc: 'Anonymous requests per minute, per client IP.',
-  },
-  ANON_PER_DAY: {
-    section: 'policy',
-    type: 'integer',
-    default: 30,
-    min: 0,
-    unit: 'requests',
-    readBy: POLICY,
-    chart: { key: 'anonPerDay' },
-    crd: 'anonymous.perDay',
-    doc: 'Anonymous requests per UTC day, per client IP.',
-  },
-  FREE_PER_MINUTE: {
-    section: 'policy',
-    type: 'integer',
-    default: 10,
-    min: 0,
-    unit: 'requests',
-    readBy: POLICY,
-    chart: { key: 'freePerMinute' },
-    crd: 'tiers.free.perMinute',
-    doc: 'Free-tier requests per minute, per account (shared by its keys).',
-  },
-  FREE_PER_DAY: {
-    section: 'policy',
-    type: 'integer',
-    default: 100,
-    min: 0,
-    unit: 'requests',
-    readBy: POLICY,
-    chart: { key: 'freePerDay' },
-    crd: 'tiers.free.perDay',
-    doc: 'Free-tier requests per UTC day, per account (shared by its keys).',
-  },
-  PRO_PER_MINUTE: {
-    section: 'policy',
-    type: 'integer',
-    default: 30,
-    min: 0,
-    unit: 'requests',
-    readBy: POLICY,
-    chart: { key: 'proPerMinute' },
-    crd: 'tiers.pro.perMinute',
-    doc: 'Pro-tier requests per minute, per account (shared by its keys).',
-  },
-  PRO_PER_DAY: {
-    section: 'policy',
-    type: 'integer',
-    default: 10_000,
-    min: 0,
-    unit: 'requests',
-    readBy: POLICY,
-    chart: { key: 'proPerDay' },
-    crd: 'tiers.pro.perDay',
-    doc: 'Pro-tier requests per UTC day, per account (shared by its keys).',
-  },
+  ANON_PER_MINUTE: requestLimit(
+    10,
+    'anonPerMinute',
+    'anonymous.perMinute',
+    'Anonymous requests per minute, per client IP.',
+  ),
+  ANON_PER_DAY: requestLimit(
+    30,
+    'anonPerDay',
+    'anonymous.perDay',
+    'Anonymous requests per UTC day, per client IP.',
+  ),
+  FREE_PER_MINUTE: requestLimit(
+    10,
+    'freePerMinute',
+    'tiers.free.perMinute',
+    'Free-tier requests per minute, per account (shared by its keys).',
+  ),
+  FREE_PER_DAY: requestLimit(
+    100,
+    'freePerDay',
+    'tiers.free.perDay',
+    'Free-tier requests per UTC day, per account (shared by its keys).',
+  ),
+  PRO_PER_MINUTE: requestLimit(
+    30,
+    'proPerMinute',
+    'tiers.pro.perMinute',
+    'Pro-tier requests per minute, per account (shared by its keys).',
+  ),
+  PRO_PER_DAY: requestLimit(
+    10_000,
+    'proPerDay',
+    'tiers.pro.perDay',
+    'Pro-tier requests per UTC day, per account (shared by its keys).',
+  ),
   MAX_FILE_BYTES: {
     section: 'policy',
     type: 'integer',
@@ -760,8 +754,10 @@ export type StringName = NamesWhere<{ type: 'string'; default: string }>;
 export type OptionalStringName = NamesWhere<{ type: 'string'; default: undefined }>;
 export type EnumName = NamesWhere<{ type: 'enum' }>;
 export type EnumValue<N extends EnumName> = Table[N]['values'][number];
-/** The integer settings that must be less than another (`below`). */
-export type BelowName = NamesWhere<{ type: 'integer'; default: number; below: { setting: IntegerName } }>;
+/** The settings that must be less than another of their kind (`below`). */
+export type BelowName =
+  | NamesWhere<{ type: 'integer'; default: number; below: { setting: IntegerName } }>
+  | NamesWhere<{ type: 'number'; below: { setting: NumberName } }>;
 
 export function setting(name: SettingName): Setting {
   return SETTINGS[name];

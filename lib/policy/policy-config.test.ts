@@ -21,7 +21,7 @@ describe('allow < block', () => {
   it('holds in the configuration', () => {
     expect(loadPolicyConfig({}).thresholds).toEqual({ allow: 0.1, block: 0.9 });
     expect(() => loadPolicyConfig({ THRESHOLD_ALLOW: '0.5', THRESHOLD_BLOCK: '0.5' })).toThrow(
-      'THRESHOLD_ALLOW (0.5) must be lower than THRESHOLD_BLOCK (0.5)',
+      'THRESHOLD_ALLOW must be less than THRESHOLD_BLOCK (the review band lies between them), got 0.5 and 0.5',
     );
     expect(() => loadPolicyConfig({ THRESHOLD_ALLOW: '0.6', THRESHOLD_BLOCK: '0.5' })).toThrow(
       /THRESHOLD_ALLOW/,
@@ -31,7 +31,7 @@ describe('allow < block', () => {
   it('holds in the policy file', () => {
     expect(parsePolicy(policy({})).thresholds).toEqual({ allow: 0.1, block: 0.9 });
     expect(() => parsePolicy(policy({ thresholds: { allow: 0.5, block: 0.5 } }))).toThrow(
-      'thresholds.allow (0.5) must be lower than thresholds.block (0.5)',
+      'thresholds.allow must be less than thresholds.block (the review band lies between them), got 0.5 and 0.5',
     );
   });
 });

@@ -2,6 +2,8 @@
 // the policy file and the DetectionPolicy CRD (its x-kubernetes-validations say the same): one check
 // each, so the three cannot drift apart.
 
+import { belowProblem } from '../common/config.ts';
+
 export interface Thresholds {
   allow: number;
   block: number;
@@ -15,15 +17,14 @@ export interface WindowLimits {
 
 /**
  * Spec 2: allow when nsfw < allow, review when allow <= nsfw < block, block when nsfw >= block; the
- * review band exists only while allow < block, so equal thresholds are refused too.
+ * review band exists only while allow < block, so equal thresholds are refused too. The settings
+ * table's rule (THRESHOLD_ALLOW below THRESHOLD_BLOCK), which the chart checks too.
  */
 export function thresholdsProblem(
   t: Thresholds,
   names = { allow: 'allow', block: 'block' },
 ): string | undefined {
-  return t.allow < t.block
-    ? undefined
-    : `${names.allow} (${t.allow}) must be lower than ${names.block} (${t.block})`;
+  return belowProblem('THRESHOLD_ALLOW', t.allow, t.block, { value: names.allow, limit: names.block });
 }
 
 /** A day holds every minute: a per-minute limit above the per-day one could never be reached. */

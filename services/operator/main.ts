@@ -6,7 +6,7 @@
 // it and the process stays a candidate.
 //   node --import tsx services/operator/main.ts
 
-import { runProcess } from '../../lib/common/boot.ts';
+import { BootFailure, runProcess } from '../../lib/common/boot.ts';
 import { loadOperatorConfig } from './config.ts';
 
 const who = 'nsfwdetector operator';
@@ -16,7 +16,7 @@ await runProcess({
   load: loadOperatorConfig,
   compose: async (config, control) => {
     const k8s = await import('@kubernetes/client-node');
-    const { openStores } = await import('../quota/stores/open-stores.ts');
+    const { openStoresOrExit } = await import('../quota/stores/open-stores.ts');
     const { buildOperatorService } = await import('./service.ts');
     const { LeaderElection } = await import('./leader-election.ts');
     const { createOperatorMetrics } = await import('./metrics.ts');
@@ -27,14 +27,21 @@ await runProcess({
     const app = buildOperatorService(config, metrics);
     const log = (msg: string, obj: object = {}) => app.log.info(obj, msg);
     const kc = new k8s.KubeConfig();
-    kc.loadFromDefault();
+    try {
+      kc.loadFromDefault();
+    } catch (err) {
+      throw new BootFailure(`cannot load the kubeconfig: ${(err as Error).message}`);
+    }
     const kube = {
       objects: k8s.KubernetesObjectApi.makeApiClient(kc),
       apps: kc.makeApiClient(k8s.AppsV1Api),
       custom: kc.makeApiClient(k8s.CustomObjectsApi),
       core: kc.makeApiClient(k8s.CoreV1Api),
     };
-    const stores = await openStores(config, { clientName: 'nsfwdetector-operator', required: true });
+    const stores = await openStoresOrExit(who, config, {
+      clientName: 'nsfwdetector-operator',
+      required: true,
+    });
     const newOperator = () =>
       new Operator({
         kc,

@@ -540,12 +540,9 @@ describeWithKube(
       const nobody = await startOperator(nobodyConfig, 'nobody-operator');
       await eventually(
         'the Lease to be refused',
-        // A log line is JSON with `msg` last: the reason comes before the message.
+        // The operator's JSON log: a "lease error" line whose err is the API server's 403.
         async () =>
-          nobody
-            .output()
-            .split('\n')
-            .some((line) => line.includes('lease error') && /forbidden/i.test(line))
+          nobody.logLines().some((l) => l.msg === 'lease error' && /forbidden/i.test(String(l.err)))
             ? true
             : undefined,
         60_000,

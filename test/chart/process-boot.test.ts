@@ -6,6 +6,7 @@
 
 import { afterAll, expect, it } from 'vitest';
 import { PROBE_PATHS } from '../../lib/common/probes.ts';
+import { SETTINGS, type Setting } from '../../lib/common/settings.ts';
 import { describeWithTool, HELM } from '../support/tools.ts';
 import { CHART_DIR, helm, helmOk, removeHelmHome, sets } from './helm.ts';
 
@@ -82,5 +83,48 @@ describeWithTool([HELM], "the chart and the processes' boot", () => {
       'readinessProbe:',
       'livenessProbe:',
     ]);
+  });
+
+  it("gives the operator the chart's settings it reads and the services' termination grace", async () => {
+    const values = {
+      'operator.enabled': true,
+      'config.shutdownGraceMs': 40_000,
+      'config.shutdownDelayMs': 7_000,
+      'config.logLevel': 'debug',
+      'config.redisKeyPrefix': 'other:',
+      'config.redisCommandTimeoutMs': 900,
+    };
+    const operator = await render(values, 'operator.yaml');
+    const deployment = operator.split(/^---$/m).find((doc) => /^kind: Deployment$/m.test(doc)) ?? '';
+    for (const line of [
+      '{ name: SHUTDOWN_GRACE_MS, value: "40000" }',
+      '{ name: SHUTDOWN_DELAY_MS, value: "7000" }',
+      '{ name: LOG_LEVEL, value: "debug" }',
+      '{ name: REDIS_KEY_PREFIX, value: "other:" }',
+      '{ name: REDIS_COMMAND_TIMEOUT_MS, value: "900" }',
+      '{ name: TRUSTED_PROXY_HOPS, value: "1" }',
+    ])
+      expect(deployment).toContain(line);
+    // Every chart value the table says the operator reads, and none it does not (it scores nothing).
+    const env = [...deployment.matchAll(/\{ name: ([A-Z0-9_]+), value:/g)].map((m) => m[1]);
+    for (const [name, s] of Object.entries(SETTINGS as Record<string, Setting>)) {
+      if (!s.chart || s.chart.env === false) continue;
+      if (s.readBy.includes('operator')) expect(env).toContain(name);
+      else expect(env).not.toContain(name);
+    }
+    // 40 s of grace and the 10 s every Deployment adds (nsfwdetector.terminationGrace).
+    expect(deployment).toMatch(/^\s+terminationGracePeriodSeconds: 50$/m);
+    const detect = await render(values, 'detect-deployment.yaml');
+    expect(detect).toMatch(/^\s+terminationGracePeriodSeconds: 50$/m);
+    const refused = await helm([
+      'template',
+      'x',
+      CHART_DIR,
+      ...sets({ ...values, 'config.shutdownDelayMs': 40_000 }),
+      '--show-only',
+      'templates/operator.yaml',
+    ]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('config.shutdownDelayMs must be less than config.shutdownGraceMs');
   });
 });

@@ -15,7 +15,7 @@ import { eventually } from '../support/eventually.ts';
 import { headInFlight } from '../support/held-request.ts';
 import { type KubeApiServer, startKubeApiServer } from '../support/kube-apiserver.ts';
 import { RedisServer } from '../support/redis-server.ts';
-import { ROOT, type ServerProcess, spawnService } from '../support/server-process.ts';
+import { ROOT, type ServerProcess, spawnOperator } from '../support/server-process.ts';
 import { REDIS_SERVER } from '../support/tools.ts';
 
 describeWithKube(
@@ -27,20 +27,13 @@ describeWithKube(
     const operators: ServerProcess[] = [];
 
     const startOperator = async (identity: string, env: Record<string, string>) => {
-      const operator = await spawnService({
-        entry: 'services/operator/main.ts',
-        portVar: 'OPERATOR_METRICS_PORT',
+      const operator = await spawnOperator({
+        kubeconfig: kube.kubeconfig,
+        redisUrl: redis.url,
+        identity,
         waitFor: 'ready',
         startTimeoutMs: 60_000,
-        env: {
-          KUBECONFIG: kube.kubeconfig,
-          REDIS_URL: redis.url,
-          OPERATOR_NAMESPACE: 'default',
-          OPERATOR_IDENTITY: identity,
-          OPERATOR_LEASE_SECONDS: '4',
-          OPERATOR_RETRY_MS: '500',
-          ...env,
-        },
+        env,
       });
       operators.push(operator);
       return operator;

@@ -27,7 +27,7 @@ import { type KubeApiServer, startKubeApiServer } from '../support/kube-apiserve
 import { policyMount } from '../support/policy-mount.ts';
 import { startQuotaServer } from '../support/quota-process.ts';
 import { RedisServer } from '../support/redis-server.ts';
-import { ROOT, type ServerProcess, spawnService } from '../support/server-process.ts';
+import { ROOT, type ServerProcess, spawnOperator, spawnService } from '../support/server-process.ts';
 import { REDIS_SERVER } from '../support/tools.ts';
 
 const CRDS = join(ROOT, 'charts/nsfwdetector/crds');
@@ -71,21 +71,11 @@ describeWithKube(
     const getJson = async <T>(kind: string, name: string) =>
       JSON.parse(await kubectl(['get', kind, name, '-o', 'json'])) as T;
     const startOperator = (identity: string, env: Record<string, string> = {}) =>
-      spawnService({
-        entry: 'services/operator/main.ts',
-        portVar: 'OPERATOR_METRICS_PORT',
-        waitFor: 'listening',
-        env: {
-          KUBECONFIG: kube.kubeconfig,
-          REDIS_URL: redis.url,
-          OPERATOR_NAMESPACE: 'default',
-          OPERATOR_IDENTITY: identity,
-          OPERATOR_LEASE_SECONDS: '4',
-          OPERATOR_RETRY_MS: '500',
-          OPERATOR_DETECT_DEPLOYMENT: DETECT,
-          OPERATOR_POLICY_READERS: POLICY_READERS,
-          ...env,
-        },
+      spawnOperator({
+        kubeconfig: kube.kubeconfig,
+        redisUrl: redis.url,
+        identity,
+        env: { OPERATOR_DETECT_DEPLOYMENT: DETECT, OPERATOR_POLICY_READERS: POLICY_READERS, ...env },
       }).then((p) => {
         operators.push(p);
         return p;

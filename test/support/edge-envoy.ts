@@ -2,9 +2,10 @@
 // real Envoy on loopback in front of the given quota service and detect endpoints: several detect
 // endpoints stand for several detect pods (the chart's headless Service resolves to one per pod).
 
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { envoyAdminUrl, envoyListenerPort, localEnvoyArgs } from '../../tools/stack/local-envoy.ts';
 import { LOCAL_VALUES, renderEnvoyConfig } from '../../tools/stack/render-envoy.ts';
 import { type Child, spawnChild } from './children.ts';
 import { ENVOY, requireTool } from './tools.ts';
@@ -62,17 +63,7 @@ export async function startEdgeEnvoy(opts: EdgeEnvoyOptions): Promise<EdgeEnvoy>
   const child = spawnChild(
     'envoy',
     requireTool(ENVOY),
-    [
-      '-c',
-      configPath,
-      '--admin-address-path',
-      adminPath,
-      '--disable-hot-restart',
-      '--concurrency',
-      '1',
-      '--log-level',
-      'warn',
-    ],
+    localEnvoyArgs(configPath, adminPath, { concurrency: 1, logLevel: 'warn' }),
     { env: { ...process.env, EDGE_SECRET: opts.edgeSecret } },
   );
   const stop = async () => {
@@ -80,21 +71,8 @@ export async function startEdgeEnvoy(opts: EdgeEnvoyOptions): Promise<EdgeEnvoy>
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    const adminUrl = await until('admin address', child, async () => {
-      const address = readFileSync(adminPath, 'utf8').trim();
-      return address ? `http://${address}` : undefined;
-    });
-    const port = await until('edge listener', child, async () => {
-      const res = await fetch(`${adminUrl}/listeners?format=json`);
-      const body = (await res.json()) as {
-        listener_statuses?: Array<{
-          name: string;
-          local_address?: { socket_address?: { port_value?: number } };
-        }>;
-      };
-      return body.listener_statuses?.find((l) => l.name === 'edge')?.local_address?.socket_address
-        ?.port_value;
-    });
+    const adminUrl = await until('admin address', child, async () => envoyAdminUrl(adminPath));
+    const port = await until('edge listener', child, () => envoyListenerPort(adminUrl, 'edge'));
     const stat = async (name: string) => {
       const res = await fetch(`${adminUrl}/stats?filter=${encodeURIComponent(`^${name}$`)}`);
       const line = (await res.text()).split('\n').find((l) => l.startsWith(`${name}: `));

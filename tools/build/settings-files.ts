@@ -12,7 +12,7 @@ import { renderReadme } from '../../charts/nsfwdetector/readme/generate.ts';
 import { ERRORS } from '../../lib/common/errors.ts';
 import { MAX_REQUEST_HEADER_BYTES, MAX_REQUEST_HEADERS } from '../../lib/common/http-limits.ts';
 import { refusedBodyBounds } from '../../lib/common/root-app.ts';
-import { SETTINGS, type Section, type Setting } from '../../lib/common/settings.ts';
+import { type Process, SETTINGS, type Section, type Setting } from '../../lib/common/settings.ts';
 import { DETECTION_POLICY_CRD_HEADER, detectionPolicyCrd } from '../../lib/policy/detection-policy-crd.ts';
 import { modelChoicePattern, OFFERED_MODEL_NAMES } from '../../lib/policy/model-catalogue.ts';
 import { toYaml, yamlScalar } from './yaml.ts';
@@ -44,13 +44,13 @@ function chartDefault(s: Setting & { chart: NonNullable<Setting['chart']> }): st
 const allowed = (s: Setting): readonly string[] | undefined =>
   s.type === 'model' ? OFFERED_MODEL_NAMES : s.type === 'enum' ? s.values : undefined;
 
-/** The integer settings that must be less than another, with the other's chart value when both have one. */
+/** The numeric settings that must be less than another of their kind (`below`), with that other one. */
 const belowRows = () =>
   rows().flatMap(([name, s]) => {
-    if (s.type !== 'integer' || !s.below) return [];
+    if ((s.type !== 'integer' && s.type !== 'number') || !s.below) return [];
     const other = (SETTINGS as Record<string, Setting>)[s.below.setting];
-    if (other?.type !== 'integer')
-      throw new Error(`settings: ${name} is below ${s.below.setting}, which is no integer setting`);
+    if (other?.type !== s.type)
+      throw new Error(`settings: ${name} is below ${s.below.setting}, which is no ${s.type} setting`);
     return [{ name, s, below: s.below, other }];
   });
 
@@ -167,19 +167,40 @@ export function renderSchema(current: string): string {
   return `${formatJson(schema)}\n`;
 }
 
-// --- templates/_workloads.tpl: one env entry per chart value.
+// --- templates/_workloads.tpl: one env entry per chart value, for the services (every value) and for
+// the operator (the values the table says it reads).
 
-const ENV_BEGIN =
-  '{{- /* Generated from lib/common/settings.ts by `npm run settings`: one per `config` value. */}}';
-const ENV_END = '{{- /* End of the generated lines. */}}';
+interface EnvRegion {
+  begin: string;
+  end: string;
+  /** Only the values this process reads; undefined: every value. */
+  process?: Process;
+}
+
+const ENV_REGIONS: readonly EnvRegion[] = [
+  {
+    begin: '{{- /* Generated from lib/common/settings.ts by `npm run settings`: one per `config` value. */}}',
+    end: '{{- /* End of the generated lines. */}}',
+  },
+  {
+    begin:
+      '{{- /* Generated from lib/common/settings.ts by `npm run settings`: the `config` values the operator reads. */}}',
+    end: "{{- /* End of the operator's generated lines. */}}",
+    process: 'operator',
+  },
+];
+
+const readBy = (s: Setting, process: Process | undefined) => !process || s.readBy.includes(process);
 
 /** A `fail` for each `below` rule between chart values, worded as the services word it at boot. */
-function belowChecks(): string[] {
+function belowChecks(process: Process | undefined): string[] {
   return belowRows().flatMap(({ s, below, other }) => {
-    if (!s.chart || !other.chart) return [];
-    const value = `(int64 $c.${s.chart.key})`;
-    const limit = `(int64 $c.${other.chart.key})`;
-    const message = `config.${s.chart.key} must be less than config.${other.chart.key} (${below.why}), got %d and %d`;
+    if (!s.chart || !other.chart || !readBy(s, process) || !readBy(other, process)) return [];
+    // Helm's numbers are float64: an integer compared and printed as one, a probability as it is.
+    const [cast, verb] = s.type === 'integer' ? ['int64', '%d'] : ['float64', '%v'];
+    const value = `(${cast} $c.${s.chart.key})`;
+    const limit = `(${cast} $c.${other.chart.key})`;
+    const message = `config.${s.chart.key} must be less than config.${other.chart.key} (${below.why}), got ${verb} and ${verb}`;
     return [
       `{{- if ge ${value} ${limit} }}`,
       `{{- fail (printf ${JSON.stringify(message)} ${value} ${limit}) }}`,
@@ -188,13 +209,13 @@ function belowChecks(): string[] {
   });
 }
 
-function envLines(): string {
-  return [...belowChecks(), ...envEntries()].join('\n');
+function envLines(process: Process | undefined): string {
+  return [...belowChecks(process), ...envEntries(process)].join('\n');
 }
 
-function envEntries(): string[] {
+function envEntries(process: Process | undefined): string[] {
   return chartRows()
-    .filter(([, s]) => s.chart.env !== false)
+    .filter(([, s]) => s.chart.env !== false && readBy(s, process))
     .map(([name, s]) =>
       s.type === 'integer'
         ? `- { name: ${name}, value: {{ $c.${s.chart.key} | int64 | quote }} }`
@@ -203,11 +224,15 @@ function envEntries(): string[] {
 }
 
 export function renderWorkloads(current: string): string {
-  const begin = current.indexOf(ENV_BEGIN);
-  const end = current.indexOf(ENV_END);
-  if (begin < 0 || end < begin)
-    throw new Error(`${GENERATED.workloads}: the generated env lines were not found`);
-  return `${current.slice(0, begin + ENV_BEGIN.length)}\n${envLines()}\n${current.slice(end)}`;
+  let text = current;
+  for (const region of ENV_REGIONS) {
+    const begin = text.indexOf(region.begin);
+    const end = text.indexOf(region.end, begin);
+    if (begin < 0 || end < begin)
+      throw new Error(`${GENERATED.workloads}: the generated env lines were not found (${region.begin})`);
+    text = `${text.slice(0, begin + region.begin.length)}\n${envLines(region.process)}\n${text.slice(end)}`;
+  }
+  return text;
 }
 
 // --- templates/_derived.tpl, whole: the chart's values computed from others as the code computes them.
@@ -291,7 +316,7 @@ function rangeCell(s: Setting): string {
   if (values) return values.map((v) => `\`${v}\``).join(', ');
   if (s.type === 'integer' || s.type === 'number') {
     const max = s.max !== undefined ? String(s.max) : '';
-    const below = s.type === 'integer' && s.below ? `, < \`${s.below.setting}\`` : '';
+    const below = s.below ? `, < \`${s.below.setting}\`` : '';
     return `${s.min} – ${max || '…'}${below}`;
   }
   if (s.type === 'string' && s.minLength !== undefined) return `at least ${s.minLength} characters`;

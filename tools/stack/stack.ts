@@ -5,7 +5,7 @@
 // (test/e2e) both start it through `startStack`.
 
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { numberSetting } from '../../lib/common/config.ts';
 import { Child, listeningPorts, waitFor } from './child.ts';
+import { envoyAdminUrl, envoyListenerPort, localEnvoyArgs } from './local-envoy.ts';
 import { LOCAL_VALUES, renderEnvoyConfigText } from './render-envoy.ts';
 import { requireTool } from './tools.ts';
 
@@ -253,56 +254,21 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     const envoy = new Child({
       name: 'envoy',
       command: requireTool('envoy'),
-      args: [
-        '-c',
-        configPath,
-        '--admin-address-path',
-        adminPath,
-        // Several Envoys may run on one machine (tests): no shared hot-restart memory.
-        '--disable-hot-restart',
-        '--concurrency',
-        String(opts.envoyWorkers ?? ENVOY_WORKERS),
+      args: localEnvoyArgs(configPath, adminPath, {
+        concurrency: opts.envoyWorkers ?? ENVOY_WORKERS,
         // Access log lines appear within a second (default: every 10 s).
-        '--file-flush-interval-msec',
-        '1000',
-        '--log-level',
-        productEnv.ENVOY_LOG_LEVEL ?? 'warn',
-      ],
+        flushIntervalMs: 1000,
+        logLevel: productEnv.ENVOY_LOG_LEVEL ?? 'warn',
+      }),
       env: { ...process.env, EDGE_SECRET: edgeSecret },
       echo,
     });
     children.set('envoy', envoy);
-    const adminUrl = await waitFor(
-      envoy,
-      'Envoy admin address',
-      () => {
-        try {
-          const address = readFileSync(adminPath, 'utf8').trim();
-          return address ? `http://${address}` : undefined;
-        } catch {
-          return undefined;
-        }
-      },
-      30_000,
-    );
+    const adminUrl = await waitFor(envoy, 'Envoy admin address', () => envoyAdminUrl(adminPath), 30_000);
     const edgePort = await waitFor(
       envoy,
       'Envoy listener',
-      async () => {
-        try {
-          const res = await fetch(`${adminUrl}/listeners?format=json`);
-          const body = (await res.json()) as {
-            listener_statuses?: Array<{
-              name: string;
-              local_address?: { socket_address?: { port_value?: number } };
-            }>;
-          };
-          return body.listener_statuses?.find((l) => l.name === 'edge')?.local_address?.socket_address
-            ?.port_value;
-        } catch {
-          return undefined;
-        }
-      },
+      () => envoyListenerPort(adminUrl, 'edge'),
       30_000,
     );
     ports.set('envoy', edgePort);

@@ -169,6 +169,9 @@ REDIS_CLUSTER_NODES, with REDIS_PASSWORD read by the service itself.
 - { name: NODE_ENV, value: production }
 - { name: HOST, value: "0.0.0.0" }
 {{- /* Generated from lib/common/settings.ts by `npm run settings`: one per `config` value. */}}
+{{- if ge (float64 $c.thresholdAllow) (float64 $c.thresholdBlock) }}
+{{- fail (printf "config.thresholdAllow must be less than config.thresholdBlock (the review band lies between them), got %v and %v" (float64 $c.thresholdAllow) (float64 $c.thresholdBlock)) }}
+{{- end }}
 {{- if ge (int64 $c.shutdownDelayMs) (int64 $c.shutdownGraceMs) }}
 {{- fail (printf "config.shutdownDelayMs must be less than config.shutdownGraceMs (the drain is part of the grace period), got %d and %d" (int64 $c.shutdownDelayMs) (int64 $c.shutdownGraceMs)) }}
 {{- end }}
@@ -196,6 +199,30 @@ REDIS_CLUSTER_NODES, with REDIS_PASSWORD read by the service itself.
 - { name: REDIS_KEY_PREFIX, value: {{ $c.redisKeyPrefix | quote }} }
 - { name: REDIS_COMMAND_TIMEOUT_MS, value: {{ $c.redisCommandTimeoutMs | int64 | quote }} }
 {{- /* End of the generated lines. */}}
+{{- include "nsfwdetector.derivedCoreEnv" . }}
+{{- end -}}
+
+{{/* The configuration the operator reads (lib/common/config.ts's core, its Redis settings). */}}
+{{- define "nsfwdetector.operatorConfigEnv" -}}
+{{- $c := .Values.config -}}
+- { name: NODE_ENV, value: production }
+- { name: HOST, value: "0.0.0.0" }
+{{- /* Generated from lib/common/settings.ts by `npm run settings`: the `config` values the operator reads. */}}
+{{- if ge (int64 $c.shutdownDelayMs) (int64 $c.shutdownGraceMs) }}
+{{- fail (printf "config.shutdownDelayMs must be less than config.shutdownGraceMs (the drain is part of the grace period), got %d and %d" (int64 $c.shutdownDelayMs) (int64 $c.shutdownGraceMs)) }}
+{{- end }}
+- { name: LOG_LEVEL, value: {{ $c.logLevel | quote }} }
+- { name: SHUTDOWN_GRACE_MS, value: {{ $c.shutdownGraceMs | int64 | quote }} }
+- { name: SHUTDOWN_DELAY_MS, value: {{ $c.shutdownDelayMs | int64 | quote }} }
+- { name: REDIS_KEY_PREFIX, value: {{ $c.redisKeyPrefix | quote }} }
+- { name: REDIS_COMMAND_TIMEOUT_MS, value: {{ $c.redisCommandTimeoutMs | int64 | quote }} }
+{{- /* End of the operator's generated lines. */}}
+{{- include "nsfwdetector.derivedCoreEnv" . }}
+{{- end -}}
+
+{{/* The core settings the chart derives from other values (every process reads them). */}}
+{{- define "nsfwdetector.derivedCoreEnv" -}}
+{{- $c := .Values.config }}
 - { name: TRUSTED_PROXY_HOPS, value: {{ add1 .Values.envoy.xffNumTrustedHops | quote }} }
 {{- with $c.otlpEndpoint }}
 - { name: OTEL_EXPORTER_OTLP_ENDPOINT, value: {{ . | quote }} }
@@ -204,7 +231,7 @@ REDIS_CLUSTER_NODES, with REDIS_PASSWORD read by the service itself.
 {{- end }}
 {{- end -}}
 
-{{/* Pods get the services' drain window plus 10 s (Envoy's preStop pause, process exit). */}}
+{{/* Pods (the operator's too) get the processes' grace plus 10 s (Envoy's preStop pause, process exit). */}}
 {{- define "nsfwdetector.terminationGrace" -}}
 {{ add (div .Values.config.shutdownGraceMs 1000) 10 }}
 {{- end -}}

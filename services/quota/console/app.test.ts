@@ -5,13 +5,10 @@ import { installEnvelopeHandlers } from '../../../lib/common/envelope.ts';
 import { accountSubject } from '../authorize.ts';
 import { MemoryQuotaStore } from '../stores/memory-quota-store.ts';
 import { memoryAccountStore, type SqliteAccountStore } from '../stores/sqlite-account-store.ts';
-import consoleApp, {
-  type ConsoleAttemptLimits,
-  csrfToken,
-  DEVICE_COOKIE,
-  readCookie,
-  SESSION_COOKIE,
-} from './app.ts';
+import consoleApp, { type ConsoleAttemptLimits } from './app.ts';
+import { readCookie, SESSION_COOKIE } from './cookies.ts';
+import { csrfToken } from './csrf.ts';
+import { DEVICE_COOKIE } from './known-device.ts';
 import { DEFAULT_SCRYPT, hashPassword, type ScryptParams, verifyPassword } from './passwords.ts';
 
 const FAST_SCRYPT = { N: 2 ** 10, r: 8, p: 1 };

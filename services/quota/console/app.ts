@@ -5,16 +5,17 @@
 // Security:
 // - passwords: scrypt, per-user salt, constant-time compare (passwords.ts);
 // - session: random token in a cookie `HttpOnly; SameSite=Strict; Path=/console` (+ `Secure` on https);
-//   the store keeps only its hash;
+//   the store keeps only its hash (cookies.ts);
 // - CSRF: SameSite=Strict, an Origin / Sec-Fetch-Site check on every state-changing request, JSON-only
 //   bodies (no HTML form can send one cross-site), and a per-session token derived from the session
-//   token (HMAC), required in `X-CSRF-Token` on every state-changing request of a logged-in user;
+//   token (HMAC), required in `X-CSRF-Token` on every state-changing request of a logged-in user
+//   (csrf.ts);
 // - login attempts limited per client IP and per email, sign-ups per IP and in total (every address
 //   together: SIGNUP_PER_MINUTE / SIGNUP_PER_DAY), through the QuotaStore (so the limits hold across
 //   replicas on Redis). A device that has logged in to the account before carries a
 //   "known device" cookie signed with the account's password hash: its attempts count against a limit
 //   of their own instead of the per-email one, so a stranger guessing can exhaust the email's limit
-//   (and stays limited) without locking the owner out of their own devices;
+//   (and stays limited) without locking the owner out of their own devices (known-device.ts);
 // - emails normalised (NFKC, case-folded, trimmed) and refused when they hold invisible or control
 //   characters (account-store.ts), so nobody can hold look-alike accounts;
 // - no enumeration: a sign-up answers the same (status, body, headers, the same scrypt work) whether
@@ -24,14 +25,12 @@
 // Every JSON error is an ApiError of the common table: 4001 bad input, 4011 not logged in / bad
 // credentials / missing CSRF proof, 4290/4291 too many attempts, 5001 store down.
 
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { describeOnly } from '../../../lib/common/describe-only.ts';
 import { ok } from '../../../lib/common/envelope.ts';
 import { ApiError } from '../../../lib/common/errors.ts';
-import { headerValue } from '../../../lib/common/header-value.ts';
 import type { WindowLimits } from '../../../lib/policy/rules.ts';
 import {
   type Account,
@@ -47,6 +46,9 @@ import {
 import { maskedKey, sha256Hex } from '../accounts/api-keys.ts';
 import { keySubject } from '../authorize.ts';
 import type { QuotaStore } from '../quota-store.ts';
+import { readCookie, SESSION_COOKIE, sessionCookie } from './cookies.ts';
+import { assertCsrfToken, assertSameOrigin, csrfToken } from './csrf.ts';
+import { deviceCookie, knownDevice } from './known-device.ts';
 import {
   burnPasswordCheck,
   DEFAULT_SCRYPT,
@@ -110,11 +112,7 @@ function limitsOf(opts: ConsoleOptions): Record<AccountTier, WindowLimits> {
   return typeof opts.accountLimits === 'function' ? opts.accountLimits() : opts.accountLimits;
 }
 
-export const SESSION_COOKIE = 'nsd_session';
 /** `<device id: 32 hex>.<HMAC-SHA256 of account id + device id, keyed by the password hash>`. */
-export const DEVICE_COOKIE = 'nsd_device';
-const DEVICE_TTL_S = 400 * 24 * 60 * 60; // browsers cap cookie lifetimes at 400 days
-const DEVICE_FORMAT = /^([0-9a-f]{32})\.([0-9a-f]{64})$/;
 const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 const MAX_ACTIVE_KEYS = 20;
 const PASSWORD_MIN = 10;
@@ -217,13 +215,7 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
   async function requireWrite(request: FastifyRequest): Promise<LoggedIn> {
     assertSameOrigin(request);
     const loggedIn = await requireSession(request);
-    const presented = headerValue(request.headers['x-csrf-token']) ?? '';
-    const expected = csrfToken(loggedIn.token);
-    const a = Buffer.from(presented);
-    const b = Buffer.from(expected);
-    if (a.length !== b.length || !timingSafeEqual(a, b)) {
-      throw new ApiError('INVALID_API_KEY', 'Missing or invalid CSRF token; reload the console');
-    }
+    assertCsrfToken(request, loggedIn.token);
     return loggedIn;
   }
 
@@ -233,11 +225,9 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
     if (previous && TOKEN_FORMAT.test(previous)) await opts.sessions.deleteSession(previous);
     const { token } = await opts.sessions.createSession(account.id, ttlMs);
     const secure = request.protocol === 'https';
-    // The device keeps its id across logins to the same account; otherwise it gets a fresh one.
-    const deviceId = knownDevice(request, account) ?? randomBytes(16).toString('hex');
     reply.header('set-cookie', [
       sessionCookie(token, Math.floor(ttlMs / 1000), secure),
-      deviceCookie(`${deviceId}.${deviceProof(account, deviceId)}`, DEVICE_TTL_S, secure),
+      deviceCookie(request, account, secure),
     ]);
     return sessionView(account, token);
   }
@@ -377,41 +367,9 @@ const DEFAULT_LOGIN_PER_KNOWN_DEVICE = DEFAULT_ATTEMPT_LIMITS.loginPerKnownDevic
 /** The QuotaStore subject counting every sign-up, whatever its address. */
 export const SIGNUP_TOTAL_SUBJECT = 'console:signup:all';
 
-/**
- * Proof that this device logged in to this account: keyed by the account's password hash, a secret
- * only the server holds (so no server-wide key to configure, the same on every replica, and a password
- * change forgets every device).
- */
-function deviceProof(account: Account, deviceId: string): string {
-  return createHmac('sha256', account.passwordHash)
-    .update(`nsfwdetector console known device v1\n${account.id}\n${deviceId}`)
-    .digest('hex');
-}
-
-/** The device id of a valid known-device cookie for this account, else undefined. */
-function knownDevice(request: FastifyRequest, account: Account): string | undefined {
-  // No password, no console login — and an HMAC keyed by '' would be forgeable.
-  if (account.passwordHash === '') return undefined;
-  const match = DEVICE_FORMAT.exec(readCookie(request.headers.cookie, DEVICE_COOKIE) ?? '');
-  if (!match) return undefined;
-  const [, deviceId = '', proof = ''] = match;
-  const expected = Buffer.from(deviceProof(account, deviceId));
-  return timingSafeEqual(Buffer.from(proof), expected) ? deviceId : undefined;
-}
-
-/** Sent only to the login endpoint (the only place it is read). */
-function deviceCookie(value: string, maxAgeSeconds: number, secure: boolean): string {
-  return strictCookie(DEVICE_COOKIE, value, '/console/api/login', maxAgeSeconds, secure);
-}
-
 async function burn(password: string): Promise<false> {
   await burnPasswordCheck(password);
   return false;
-}
-
-/** The CSRF token of a session: derivable only from the HttpOnly cookie, so never by another site. */
-export function csrfToken(sessionToken: string): string {
-  return createHmac('sha256', sessionToken).update('nsfwdetector console csrf v1').digest('hex');
 }
 
 function sessionView(account: Account, token: string) {
@@ -430,61 +388,6 @@ function keyView(key: ApiKeyRecord) {
     lastUsedAt: key.lastUsedAt,
     revokedAt: key.revokedAt,
   };
-}
-
-export function readCookie(header: string | undefined, name: string): string | undefined {
-  if (!header) return undefined;
-  for (const part of header.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
-  }
-  return undefined;
-}
-
-function sessionCookie(token: string, maxAgeSeconds: number, secure: boolean): string {
-  return strictCookie(SESSION_COOKIE, token, '/console', maxAgeSeconds, secure);
-}
-
-/** A Set-Cookie value no script reads and no other site sends, under `path`. */
-function strictCookie(
-  name: string,
-  value: string,
-  path: string,
-  maxAgeSeconds: number,
-  secure: boolean,
-): string {
-  return [
-    `${name}=${value}`,
-    `Path=${path}`,
-    'HttpOnly',
-    'SameSite=Strict',
-    `Max-Age=${maxAgeSeconds}`,
-    ...(secure ? ['Secure'] : []),
-  ].join('; ');
-}
-
-/**
- * Refuses a state-changing request that a browser marks as coming from another site. Clients that
- * send neither header (curl, scripts) are not browsers and cannot be driven by another site.
- */
-function assertSameOrigin(request: FastifyRequest): void {
-  const site = headerValue(request.headers['sec-fetch-site']);
-  if (site !== undefined && site !== 'same-origin' && site !== 'none') {
-    throw new ApiError('INVALID_API_KEY', 'Cross-site request refused');
-  }
-  const origin = headerValue(request.headers.origin);
-  if (origin === undefined) return;
-  if (sameHost(origin, `${request.protocol}://${request.host}`)) return;
-  throw new ApiError('INVALID_API_KEY', 'Cross-site request refused');
-}
-
-/** Compares the scheme-less host:port of two origins, with default ports normalised away. */
-function sameHost(a: string, b: string): boolean {
-  try {
-    return new URL(a).host === new URL(b).host;
-  } catch {
-    return false;
-  }
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

@@ -4,7 +4,7 @@
 // the ACCOUNTS_FILE, an SQLite database (embedded `npm start`).
 // Used by the embedded server, the quota server, the admin CLI and the benchmark.
 
-import { exitAtBoot } from '../../../lib/common/boot.ts';
+import { BootFailure, withCause } from '../../../lib/common/boot.ts';
 import type { AccountStore, SessionStore } from '../accounts/account-store.ts';
 import { ComposedKeyQuota, type KeyQuota } from '../authorize.ts';
 import type { StoresConfig } from '../config.ts';
@@ -118,8 +118,10 @@ function once(fn: () => Promise<void>): () => Promise<void> {
 }
 
 /**
- * A server's stores. An accounts file that cannot be used is a boot failure (one line naming it,
- * exit 2); a Redis not reachable yet is not (`onRedisNotReady`: the server answers 503 until it is).
+ * A process's stores, for its `compose` step. An accounts file that cannot be used, or with `required`
+ * a Redis not reachable within its wait, is a boot failure (a BootFailure: runProcess prints one line
+ * naming it and exits 2). Without `required` a Redis not reachable yet is not (`onRedisNotReady`: the
+ * server starts and answers 503 until it is, so that a pod started before its Redis waits for it).
  */
 export async function openStoresOrExit(
   who: string,
@@ -129,12 +131,13 @@ export async function openStoresOrExit(
   try {
     return await openStores(config, {
       onRedisNotReady: (err) =>
-        console.error(`${who}: Redis not reachable yet; answering 503 until it is (${err})`),
+        console.error(`${who}: Redis not reachable yet; answering 503 until it is (${withCause(err)})`),
       ...opts,
     });
   } catch (err) {
-    if (err instanceof AccountsFileError)
-      exitAtBoot(who, `${err.message}${err.cause ? ` (${err.cause})` : ''}`, 2);
+    if (err instanceof AccountsFileError) throw new BootFailure(withCause(err));
+    if (opts.required && config.redisTarget !== undefined)
+      throw new BootFailure(`Redis not reachable: ${withCause(err)}`);
     throw err;
   }
 }
