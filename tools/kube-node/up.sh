@@ -183,6 +183,13 @@ start_bg kubelet unshare -m --propagation unchanged sh -c "
     --node-ip=$NODE_IP --hostname-override=$NODE_NAME"
 start_bg kube-proxy "$BIN/kube-proxy-$KUBE_VERSION" --config="$CONF_DIR/kube-proxy.yaml"
 wait_for 120 "the Node object" kc get node "$NODE_NAME"
+# Node 1's bridge has the first pod subnet: the others' kubelets start once node 1 has it.
+if ((NODES > 1)); then
+  has_pod_cidr() { [[ -n "$(kc get node "$NODE_NAME" -o jsonpath='{.spec.podCIDR}')" ]]; }
+  wait_for 60 "node 1's pod subnet" has_pod_cidr
+  cidr=$(kc get node "$NODE_NAME" -o jsonpath='{.spec.podCIDR}')
+  [[ "$cidr" == "$POD_CIDR" ]] || { echo "kube-node: node 1 was given $cidr, not $POD_CIDR" >&2; exit 1; }
+fi
 declare -A STARTED
 for ((i = 2; i <= NODES; i++)); do
   node_start "$i"
