@@ -94,6 +94,12 @@ stop() {
 claim_run_containerd() { [[ -d /run/containerd ]] || touch "$STATE_DIR/made-run-containerd"; }
 release_run_containerd() {
   [[ -f "$STATE_DIR/made-run-containerd" ]] || return 0
+  # A shim killed with SIGKILL (a lost node) leaves its socket behind: those nothing listens on go.
+  local f listening
+  listening=$(ss -xl 2>/dev/null)
+  for f in /run/containerd/s/*; do
+    [[ -S "$f" ]] && ! grep -qF "$f" <<<"$listening" && rm -f "$f"
+  done
   rmdir /run/containerd/s /run/containerd 2>/dev/null && rm -f "$STATE_DIR/made-run-containerd"
   return 0
 }

@@ -14,7 +14,10 @@ node_kc() { "$KUBECTL" --request-timeout=20s "$@"; }
 node_prepare() {
   local i=$1 ns link st run conf c
   ns=$(node_netns "$i") link=$(node_link "$i") st=$(node_state "$i") run=$(node_run "$i") conf=$(node_conf "$i")
-  mkdir -p "$st" "$run" "$conf"
+  mkdir -p "$st/containerd" "$run" "$conf"
+  # Its images and containers' layers (about 1.2 GiB, 23,000 files with the chart's images) in memory:
+  # deleting them from this disk took kube:down over a minute per node; unmounting takes none.
+  mountpoint -q "$st/containerd" || mount -t tmpfs -o size=4g,mode=0711 "tmpfs-node$i" "$st/containerd"
   ip netns list | grep -qx "$ns\( .*\)\?" || ip netns add "$ns"
   if ! ip link show "$link" >/dev/null 2>&1; then
     ip link add "$link" type veth peer name eth0 netns "$ns"

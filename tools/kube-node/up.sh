@@ -210,8 +210,16 @@ for ((i = 2; i <= NODES; i++)); do
 done
 
 wait_for 60 "the default ServiceAccount" kc get serviceaccount default
-fill() { sed -e "s|@COREDNS_IMAGE@|$COREDNS_IMAGE|g" -e "s|@METRICS_SERVER_IMAGE@|$METRICS_SERVER_IMAGE|g" -e "s|@CLUSTER_DNS@|$CLUSTER_DNS|g" "$1"; }
+fill() { sed -e "s|@COREDNS_REPLICAS@|$((NODES > 1 ? 2 : 1))|g" -e "s|@COREDNS_IMAGE@|$COREDNS_IMAGE|g" -e "s|@METRICS_SERVER_IMAGE@|$METRICS_SERVER_IMAGE|g" -e "s|@CLUSTER_DNS@|$CLUSTER_DNS|g" "$1"; }
 fill "$NODE_KIT/manifests/coredns.yaml" | kc apply -f - >/dev/null
+if ((NODES > 1)); then
+  kc apply -f - >/dev/null <<'PDB'
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: coredns, namespace: kube-system}
+spec: {minAvailable: 1, selector: {matchLabels: {k8s-app: kube-dns}}}
+PDB
+fi
 fill "$NODE_KIT/manifests/metrics-server.yaml" | kc apply -f - >/dev/null
 kc apply -f "$NODE_KIT/manifests/storage.yaml" >/dev/null
 # Static local volumes for the default StorageClass (see manifests/storage.yaml). Every node shares this
