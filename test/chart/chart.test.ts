@@ -46,6 +46,7 @@ const VALUE_SETS: Record<string, Record<string, string | number | boolean>> = {
     'redis.existingSecret': 'shared-redis',
     'operator.enabled': true,
   },
+  'in-chart Sentinel': { 'redis.architecture': 'sentinel', 'operator.enabled': true },
   'operator off': { 'operator.enabled': false },
   'operator on': { 'operator.enabled': true },
   'ingress on': {
@@ -172,6 +173,55 @@ describeWithKube('Helm chart against a real kube-apiserver', ['kube-apiserver', 
           }
         }
       }
+      if (name === 'in-chart Sentinel') {
+        // 3 pods, each a data node and a sentinel, spread over nodes, a volume each; the services reach
+        // them through the sentinels by the pods' DNS names (test/chart/redis-sentinel.test.ts runs the
+        // same script on real redis-server processes).
+        const redis = find(items, 'StatefulSet', 'nsfwdetector-redis');
+        expect(redis.spec.replicas).toBe(3);
+        expect(redis.spec.serviceName).toBe('nsfwdetector-redis-nodes');
+        expect(redis.spec.volumeClaimTemplates[0].metadata.name).toBe('data');
+        const pod = redis.spec.template.spec;
+        expect(pod.topologySpreadConstraints[0].topologyKey).toBe('kubernetes.io/hostname');
+        expect(pod.containers.map((c: { name: string }) => c.name)).toEqual(['redis', 'sentinel']);
+        const script = find(items, 'ConfigMap', 'nsfwdetector-redis-node').data?.['redis-node.sh'];
+        expect(script).toBe(readFileSync(join(CHART_DIR, 'files', 'redis-node.sh'), 'utf8'));
+        const nodes = (env(container(redis, 'sentinel'), 'NODES') ?? '').split(' ');
+        expect(nodes).toEqual(
+          // The release's namespace (`helm template` without --namespace: default).
+          [0, 1, 2].map((i) => `nsfwdetector-redis-${i}.nsfwdetector-redis-nodes.default.svc:6379:26379`),
+        );
+        expect(find(items, 'PodDisruptionBudget', 'nsfwdetector-redis').spec.maxUnavailable).toBe(1);
+        const headless = find(items, 'Service', 'nsfwdetector-redis-nodes');
+        expect(headless.spec.clusterIP).toBe('None');
+        expect(headless.spec.publishNotReadyAddresses).toBe(true);
+        expect(items.some((o) => o.kind === 'Service' && o.metadata.name === 'nsfwdetector-redis')).toBe(
+          false,
+        );
+        for (const c of [
+          container(find(items, 'Deployment', 'nsfwdetector-gateway'), 'quota'),
+          container(find(items, 'Deployment', 'nsfwdetector-operator'), 'operator'),
+        ]) {
+          expect(env(c, 'REDIS_URL')).toBeUndefined();
+          expect(env(c, 'REDIS_SENTINELS')).toBe(
+            nodes.map((n) => n.replace(/:6379:26379$/, ':26379')).join(','),
+          );
+          expect(env(c, 'REDIS_SENTINEL_MASTER')).toBe('nsfwdetector');
+          for (const v of ['REDIS_PASSWORD', 'REDIS_SENTINEL_PASSWORD'])
+            expect(c.env.find((e: { name: string }) => e.name === v).valueFrom.secretKeyRef).toEqual({
+              name: 'nsfwdetector-redis',
+              key: 'redis-password',
+            });
+        }
+        const policy = find(items, 'NetworkPolicy', 'nsfwdetector-redis-from-quota');
+        const ports = policy.spec.ingress.map((r: { ports: { port: number }[] }) =>
+          r.ports.map((p) => p.port),
+        );
+        expect(ports).toEqual([
+          [6379, 26379],
+          [6379, 26379],
+        ]);
+      }
       if (name === 'operator on') {
         expect(kinds).toEqual(expect.arrayContaining(['Role', 'RoleBinding']));
         find(items, 'Deployment', 'nsfwdetector-operator');
@@ -189,6 +239,76 @@ describeWithKube('Helm chart against a real kube-apiserver', ['kube-apiserver', 
         ]) {
           expect(exprs).toContain(metric);
         }
+      }
+      if (name === 'defaults') {
+        // High availability (docs/kubernetes-ha.md): every stateless pod spread over nodes, moved within
+        // seconds off a lost node, and kept through a drain by a budget.
+        for (const component of ['detect', 'gateway', 'health']) {
+          const pod = find(items, 'Deployment', `nsfwdetector-${component}`).spec.template.spec;
+          const spread = pod.topologySpreadConstraints[0];
+          expect(spread).toMatchObject({
+            maxSkew: 1,
+            topologyKey: 'kubernetes.io/hostname',
+            nodeTaintsPolicy: 'Honor',
+          });
+          expect(spread.labelSelector.matchLabels['app.kubernetes.io/component']).toBe(component);
+          const anti = pod.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0];
+          expect(anti.podAffinityTerm.topologyKey).toBe('kubernetes.io/hostname');
+          expect(anti.podAffinityTerm.labelSelector.matchLabels['app.kubernetes.io/component']).toBe(
+            component,
+          );
+          const tolerations = Object.fromEntries(
+            pod.tolerations.map((t: { key: string; tolerationSeconds: number; effect: string }) => [
+              t.key,
+              [t.effect, t.tolerationSeconds],
+            ]),
+          );
+          expect(tolerations).toEqual({
+            'node.kubernetes.io/not-ready': ['NoExecute', 10],
+            'node.kubernetes.io/unreachable': ['NoExecute', 10],
+          });
+        }
+        for (const component of ['detect', 'gateway']) {
+          const pdb = find(items, 'PodDisruptionBudget', `nsfwdetector-${component}`);
+          expect(pdb.spec.minAvailable).toBe(1);
+          expect(pdb.spec.selector.matchLabels['app.kubernetes.io/component']).toBe(component);
+        }
+        // Envoy dials detect's headless twin: one address per ready pod.
+        const pods = find(items, 'Service', 'nsfwdetector-detect-pods');
+        expect(pods.spec.clusterIP).toBe('None');
+        expect(pods.spec.publishNotReadyAddresses ?? false).toBe(false);
+        expect(pods.spec.selector['app.kubernetes.io/component']).toBe('detect');
+        expect(find(items, 'ConfigMap', 'nsfwdetector-envoy').data?.['envoy.yaml']).toContain(
+          '"address": "nsfwdetector-detect-pods"',
+        );
+        // A leaving detect pod keeps serving (SHUTDOWN_DELAY_MS, not ready) longer than the edge takes
+        // to stop sending it requests (its health checks fail, or it leaves the Service's addresses),
+        // and the grace period covers its whole drain.
+        const detect = find(items, 'Deployment', 'nsfwdetector-detect').spec.template.spec;
+        const delayMs = Number(
+          env(container(find(items, 'Deployment', 'nsfwdetector-detect'), 'detect'), 'SHUTDOWN_DELAY_MS'),
+        );
+        const graceMs = Number(
+          env(container(find(items, 'Deployment', 'nsfwdetector-detect'), 'detect'), 'SHUTDOWN_GRACE_MS'),
+        );
+        const envoy = JSON.parse(find(items, 'ConfigMap', 'nsfwdetector-envoy').data?.['envoy.yaml'] ?? '');
+        const cluster = envoy.static_resources.clusters.find((c: { name: string }) => c.name === 'detect');
+        const seconds = (d: string) => Number.parseFloat(d);
+        const check = cluster.health_checks[0];
+        // Its health checks see /internal/ready answer 503 (the earlier way out; the DNS answer without
+        // it comes later, after CoreDNS's 5 s cache and Envoy's next lookup).
+        const edgeStopsSendingMs =
+          1000 * (seconds(check.interval) * check.unhealthy_threshold + seconds(check.timeout));
+        expect(delayMs).toBeGreaterThan(edgeStopsSendingMs);
+        expect(detect.terminationGracePeriodSeconds * 1000).toBeGreaterThan(graceMs);
+        // The gateway's Envoy stays up (preStop) past its drain, within the grace period.
+        const gateway = find(items, 'Deployment', 'nsfwdetector-gateway').spec.template.spec;
+        const envoyContainer = gateway.containers.find((c: { name: string }) => c.name === 'envoy');
+        const drainSeconds = Number(envoyContainer.args[envoyContainer.args.indexOf('--drain-time-s') + 1]);
+        expect(envoyContainer.lifecycle.preStop.sleep.seconds).toBeGreaterThan(drainSeconds);
+        expect(envoyContainer.lifecycle.preStop.sleep.seconds).toBeLessThan(
+          gateway.terminationGracePeriodSeconds,
+        );
       }
       if (name === 'operator off' || name === 'defaults') {
         expect(items.some((o) => o.metadata.name.endsWith('-operator'))).toBe(false);

@@ -88,7 +88,15 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
     const deployedDetect = (deployed as Json).static_resources.clusters.find(
       (c: Json) => c.name === 'detect',
     );
-    expect(deployedDetect.type).toBe('STRICT_DNS');
+    // A host per address of detect's headless Service (one per ready pod), looked up every second.
+    expect(deployedDetect.type).toBeUndefined();
+    expect(deployedDetect.cluster_type.name).toBe('envoy.cluster.dns');
+    expect(deployedDetect.cluster_type.typed_config.dns_refresh_rate).toBe('1s');
+    const deployedAddress =
+      deployedDetect.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address;
+    expect(deployedAddress).toBe('nsfwdetector-detect-pods');
+    const health = (deployed as Json).static_resources.clusters.find((c: Json) => c.name === 'health');
+    expect(health.type).toBe('STRICT_DNS');
   });
 
   it('calls ext_authz with the header lists services/quota/ext-authz.ts exports, failing closed', () => {
@@ -207,7 +215,7 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
     expect(hcm(behindLb).xff_num_trusted_hops).toBe(2);
   });
 
-  it('retries nothing, bounds every cluster and route, keeps admin on loopback, traces and logs JSON', () => {
+  it('retries only detect requests, on another pod, within a budget; bounds every cluster and route; keeps admin on loopback, traces and logs JSON', () => {
     const config = deployed as Json;
     expect(config.admin.address.socket_address.address).toBe('127.0.0.1');
     const monitor = config.overload_manager.resource_monitors[0];
@@ -215,15 +223,40 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
     expect(monitor.typed_config.max_active_downstream_connections).toBeGreaterThan(0);
     for (const cluster of config.static_resources.clusters) {
       const thresholds = cluster.circuit_breakers.thresholds[0];
-      expect(thresholds.max_retries, cluster.name).toBe(0);
+      if (cluster.name === 'detect') {
+        expect(thresholds.retry_budget.budget_percent.value).toBeGreaterThan(0);
+        expect(thresholds.retry_budget.budget_percent.value).toBeLessThanOrEqual(50);
+      } else {
+        expect(thresholds.max_retries, cluster.name).toBe(0);
+      }
       expect(thresholds.max_requests, cluster.name).toBeGreaterThan(0);
       expect(cluster.connect_timeout, cluster.name).toMatch(/s$/);
     }
     const routes: Json[] = hcm(deployed).route_config.virtual_hosts[0].routes;
     for (const route of routes) {
-      expect(route.route.retry_policy, JSON.stringify(route.match)).toBeUndefined();
       expect(route.route.timeout, JSON.stringify(route.match)).toMatch(/s$/);
+      if (route.route.cluster !== 'detect') {
+        expect(route.route.retry_policy, JSON.stringify(route.match)).toBeUndefined();
+        continue;
+      }
+      // Only what never got an answer, to another host, a bounded number of times, with the body kept
+      // up to a bound; never an answer of detect's (a busy 503 goes back to the client).
+      const retry = route.route.retry_policy;
+      expect(retry.retry_on.split(',').sort()).toEqual(['connect-failure', 'refused-stream', 'reset'].sort());
+      expect(retry.retriable_status_codes).toBeUndefined();
+      expect(retry.num_retries).toBeGreaterThanOrEqual(1);
+      expect(retry.num_retries).toBeLessThanOrEqual(3);
+      expect(retry.retry_host_predicate[0].name).toBe('envoy.retry_host_predicates.previous_hosts');
+      expect(route.request_body_buffer_limit).toBeGreaterThan(0);
+      expect(route.request_body_buffer_limit).toBeLessThan(
+        (config.overload_manager.resource_monitors[1].typed_config.max_heap_size_bytes as number) / 8,
+      );
     }
+    // detect's pods are health-checked on their readiness route and ejected on connection failures.
+    const detect = config.static_resources.clusters.find((c: Json) => c.name === 'detect');
+    expect(detect.health_checks[0].http_health_check.path).toBe('/internal/ready');
+    expect(detect.outlier_detection.consecutive_local_origin_failure).toBeGreaterThan(0);
+    expect(detect.outlier_detection.enforcing_consecutive_5xx).toBe(0);
     const tracing = hcm(deployed).tracing.provider;
     expect(tracing.name).toBe('envoy.tracers.opentelemetry');
     expect(tracing.typed_config.http_service.http_uri.cluster).toBe('trace_collector');

@@ -6,7 +6,8 @@
 #   detect only as the quota service set them;
 # - every answer Envoy makes itself is the spec's envelope {code, message} (local_reply_config);
 # - bodies stream (no buffering filter: the 50 MiB rule is detect's, 400/4003);
-# - nothing is retried; every cluster has circuit breakers and timeouts;
+# - only detect requests are retried, on another pod, when the first never got an answer (charged once:
+#   ext_authz runs before the router); every cluster has circuit breakers and timeouts;
 # - slow and idle clients are cut (request headers, idle and stream-idle timeouts, shorter as the edge
 #   fills), and load is shed before connections or memory run out (overload_manager; docs/edge.md).
 {{- $e := .Values.envoy }}
@@ -17,6 +18,22 @@
 {{- $clientHeadersOnSuccess := list "x-ratelimit-limit" "x-ratelimit-remaining" "x-ratelimit-reset" "x-quota-tier" }}
 {{- $clientHeadersOnDeny := concat $clientHeadersOnSuccess (list "retry-after" "content-type") }}
 {{- $edgeSecretHeader := list (dict "header" (dict "key" "x-edge-secret" "value" "%ENVIRONMENT(EDGE_SECRET)%") "append_action" "OVERWRITE_IF_EXISTS_OR_ADD") }}
+{{- /*
+detect's routes: a request whose connection to a detect pod failed, was refused or reset before any
+answer is sent again to another pod. The router runs after ext_authz, so the retry is not charged again.
+detect's own 503 (busy: uncharged, refunded by the Lua filter) is not retried: it goes back to the
+client with Retry-After, rather than a second wave of load on a busy tier (docs/kubernetes-ha.md).
+*/}}
+{{- $retry := $up.detect.retry }}
+{{- $detectRoute := dict "cluster" "detect" "timeout" $up.detect.routeTimeout }}
+{{- if $retry.attempts }}
+{{- $_ := set $detectRoute "retry_policy" (dict
+      "retry_on" "connect-failure,refused-stream,reset"
+      "num_retries" (int $retry.attempts)
+      "retry_host_predicate" (list (dict "name" "envoy.retry_host_predicates.previous_hosts" "typed_config" (dict "@type" "type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate")))
+      "host_selection_retry_max_attempts" 5
+      "retry_back_off" (dict "base_interval" "0.025s" "max_interval" "0.25s")) }}
+{{- end }}
 {{- $noExtAuthz := dict "envoy.filters.http.ext_authz" (dict "@type" "type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute" "disabled" true) }}
 admin:
   # Loopback only: the admin interface can stop the server and dump its configuration.
@@ -216,12 +233,15 @@ static_resources:
                       routes:
                         # x-edge-secret: the detect server's EDGE_SECRET, from Envoy's own environment
                         # (a Secret in the pod, never this ConfigMap); it replaces any client-sent copy.
-                        - match: { path: /api/public/detect }
-                          route: { cluster: detect, timeout: {{ $up.detect.routeTimeout }} }
+{{- range list "/api/public/detect" "/api/open/detect" }}
+                        - match: { path: {{ . }} }
+                          route: {{ $detectRoute | toJson }}
                           request_headers_to_add: {{ $edgeSecretHeader | toJson }}
-                        - match: { path: /api/open/detect }
-                          route: { cluster: detect, timeout: {{ $up.detect.routeTimeout }} }
-                          request_headers_to_add: {{ $edgeSecretHeader | toJson }}
+{{- if $retry.attempts }}
+                          # The retry keeps the body: up to this much (docs/kubernetes-ha.md).
+                          request_body_buffer_limit: {{ int64 $retry.bufferBytes }}
+{{- end }}
+{{- end }}
                         - match: { path: /api/public/health }
                           route: { cluster: health, timeout: {{ $up.health.routeTimeout }} }
                           typed_per_filter_config: {{ $noExtAuthz | toJson }}

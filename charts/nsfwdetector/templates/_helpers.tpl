@@ -24,14 +24,28 @@ patterns:
 {{- end -}}
 
 {{/*
-An Envoy cluster: STATIC for an IP address, STRICT_DNS for a name (a Kubernetes Service). `address`
-overrides the upstream's own (detect and health: their Service, nsfwdetector.upstreamService).
+An Envoy cluster: STATIC for an IP address, STRICT_DNS for a name (a Kubernetes Service; a headless
+one gives a host per ready pod). `address` overrides the upstream's own (detect and health: their
+Service, nsfwdetector.upstreamAddress). An upstream's `dnsRefreshRate`, `retry`, `healthCheck` and
+`outlierDetection` values (detect's) add those parts.
 */}}
 {{- define "nsfwdetector.envoyCluster" -}}
 {{- $u := .upstream -}}
 {{- $address := .address | default $u.address -}}
 - name: {{ .name }}
-  type: {{ if regexMatch "^[0-9.]+$" (toString $address) }}STATIC{{ else }}STRICT_DNS{{ end }}
+  {{- if regexMatch "^[0-9.]+$" (toString $address) }}
+  type: STATIC
+  {{- else if $u.dnsRefreshRate }}
+  # STRICT_DNS (a host per address) with its own lookup rate: pods come and go.
+  cluster_type:
+    name: envoy.cluster.dns
+    typed_config:
+      "@type": type.googleapis.com/envoy.extensions.clusters.dns.v3.DnsCluster
+      dns_refresh_rate: {{ $u.dnsRefreshRate }}
+      respect_dns_ttl: false
+  {{- else }}
+  type: STRICT_DNS
+  {{- end }}
   connect_timeout: {{ $u.connectTimeout | default "1s" }}
   typed_extension_protocol_options:
     envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
@@ -40,14 +54,58 @@ overrides the upstream's own (detect and health: their Service, nsfwdetector.ups
       # Idle upstream connections are let go of soon: a service draining on SIGTERM waits for its
       # open connections, and Envoy would otherwise keep them for an hour.
       common_http_protocol_options: { idle_timeout: {{ $u.idleTimeout | default "2s" }} }
+  {{- if $u.healthCheck }}
+  # A pod gone from the Service leaves the balancing at once, whatever its last health check said.
+  ignore_health_on_host_removal: true
+  # A request sent to a pod whose node vanished waits on a connection nobody will close: TCP keepalive
+  # finds it dead ~6 s after its last byte (3 s idle, then 3 probes 1 s apart), and the request, reset
+  # before any answer, is retried on another pod.
+  upstream_connection_options:
+    tcp_keepalive: { keepalive_time: 3, keepalive_interval: 1, keepalive_probes: 3 }
+  {{- end }}
   circuit_breakers:
     thresholds:
       - priority: DEFAULT
         max_connections: {{ $u.maxConnections | default 1024 }}
         max_pending_requests: {{ $u.maxPendingRequests | default 256 }}
         max_requests: {{ $u.maxRequests | default 1024 }}
-        # Nothing is ever retried (a POST is an upload and counts against a quota).
+        {{- if $u.retry }}
+        # Retries (detect's routes) are bounded by a share of the requests in flight, so that a sick
+        # cluster is not sent twice the load.
+        retry_budget:
+          budget_percent: { value: {{ $u.retry.budgetPercent }} }
+          min_retry_concurrency: {{ $u.retry.minConcurrency }}
+        {{- else }}
+        # Nothing is retried on this cluster.
         max_retries: 0
+        {{- end }}
+  {{- with $u.healthCheck }}
+  # Every endpoint is checked on its readiness route: one that stops answering, or says it is
+  # draining (503), leaves the balancing within interval × unhealthy_threshold. Requests in flight on it
+  # go on (a draining pod answers them).
+  health_checks:
+    - timeout: {{ .timeout }}
+      interval: {{ .interval }}
+      no_traffic_interval: {{ .interval }}
+      unhealthy_threshold: {{ .unhealthyThreshold }}
+      healthy_threshold: {{ .healthyThreshold }}
+      http_health_check: { path: /internal/ready }
+  {{- end }}
+  {{- with $u.outlierDetection }}
+  # An endpoint whose connections fail (refused, reset, timed out: a lost pod or node) is ejected at
+  # once; the upstream's own 5xx answers (detect's 503 when busy) eject nothing.
+  outlier_detection:
+    split_external_local_origin_errors: true
+    consecutive_local_origin_failure: {{ .consecutiveLocalOriginFailures }}
+    enforcing_consecutive_local_origin_failure: 100
+    enforcing_consecutive_5xx: 0
+    enforcing_consecutive_gateway_failure: 0
+    enforcing_success_rate: 0
+    enforcing_local_origin_success_rate: 0
+    interval: {{ .interval }}
+    base_ejection_time: {{ .baseEjectionTime }}
+    max_ejection_percent: {{ .maxEjectionPercent }}
+  {{- end }}
   load_assignment:
     cluster_name: {{ .name }}
     endpoints:

@@ -64,15 +64,40 @@ seccompProfile:
   type: RuntimeDefault
 {{- end -}}
 
-{{/* Spread a component's pods across nodes. */}}
+{{/*
+Spread a component's pods across nodes: at most one more on a node than on any other, counting only
+nodes a pod may go to (a cordoned, drained or lost node is tainted, so it is not a domain that would
+hold the skew at zero), and, among equal choices, never beside one of its own.
+*/}}
 {{- define "nsfwdetector.topologySpread" -}}
 topologySpreadConstraints:
   - maxSkew: 1
     topologyKey: kubernetes.io/hostname
     whenUnsatisfiable: {{ .root.Values.topologySpread }}
+    nodeTaintsPolicy: Honor
     labelSelector:
       matchLabels:
         {{- include "nsfwdetector.selectorLabels" . | nindent 8 }}
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              {{- include "nsfwdetector.selectorLabels" . | nindent 14 }}
+{{- end -}}
+
+{{/*
+A stateless pod on a node that stopped answering (not-ready, unreachable) is evicted this long after
+the node controller notices, instead of Kubernetes' 300 s: its replacement starts elsewhere in seconds.
+*/}}
+{{- define "nsfwdetector.nodeLossTolerations" -}}
+tolerations:
+{{- range list "node.kubernetes.io/not-ready" "node.kubernetes.io/unreachable" }}
+  - { key: {{ . }}, operator: Exists, effect: NoExecute, tolerationSeconds: {{ int64 $.Values.nodeLossTolerationSeconds }} }
+{{- end }}
 {{- end -}}
 
 {{/* Name of the Secret and key holding the Redis password; empty name: no password. */}}
@@ -98,7 +123,9 @@ REDIS_CLUSTER_NODES, with REDIS_PASSWORD read by the service itself.
 {{- $secret := include "nsfwdetector.redisSecretName" . -}}
 {{- $ext := .Values.redis.external -}}
 {{- $url := "" -}}
-{{- if .Values.redis.enabled -}}
+{{- if and .Values.redis.enabled (eq .Values.redis.architecture "sentinel") -}}
+{{- $ext = dict "url" "" "sentinel" (dict "addresses" (splitList "," (include "nsfwdetector.redisSentinelNodes" (dict "root" . "format" "%s:26379"))) "masterName" .Values.redis.sentinel.masterName "existingSecret" $secret "existingSecretKey" (include "nsfwdetector.redisSecretKey" .)) "cluster" (dict "nodes" list) "waitReplicas" nil -}}
+{{- else if .Values.redis.enabled -}}
 {{- $url = printf "redis://%s-redis:6379/0" (include "nsfwdetector.prefix" .) -}}
 {{- else if and (not $ext.url) (or $ext.sentinel.addresses $ext.cluster.nodes) -}}
 {{- else -}}
@@ -248,12 +275,35 @@ strategy:
   rollingUpdate: { maxSurge: 1, maxUnavailable: 0 }
 {{- end -}}
 
-{{/* The Service address of an upstream for Envoy's clusters: an IP address as given, else its Service. */}}
+{{/*
+The address of an upstream for Envoy's clusters: an IP address as given, else its Service; for detect
+that Service's headless twin (a host per ready pod: docs/kubernetes-ha.md).
+*/}}
 {{- define "nsfwdetector.upstreamAddress" -}}
 {{- $address := toString (index .root.Values.envoy.upstreams .name).address -}}
 {{- if regexMatch "^[0-9.]+$" $address -}}
 {{- $address -}}
+{{- else if eq .name "detect" -}}
+{{- include "nsfwdetector.detectPodsService" .root -}}
 {{- else -}}
 {{- include "nsfwdetector.upstreamService" . -}}
 {{- end -}}
+{{- end -}}
+
+{{/* detect's headless Service (<detect Service>-pods): its name resolves to every ready detect pod. */}}
+{{- define "nsfwdetector.detectPodsService" -}}
+{{- printf "%s-pods" (include "nsfwdetector.upstreamService" (dict "root" . "name" "detect")) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The in-chart Sentinel pods' DNS names (<prefix>-redis-<i>.<prefix>-redis-nodes.<namespace>.svc), each
+formatted with (dict "root" $ "format" "%s:26379"), joined by commas.
+*/}}
+{{- define "nsfwdetector.redisSentinelNodes" -}}
+{{- $name := printf "%s-redis" (include "nsfwdetector.prefix" .root) -}}
+{{- $nodes := list -}}
+{{- range $i := until (int .root.Values.redis.sentinel.nodes) -}}
+{{- $nodes = append $nodes (printf $.format (printf "%s-%d.%s-nodes.%s.svc" $name $i $name $.root.Release.Namespace)) -}}
+{{- end -}}
+{{- join "," $nodes -}}
 {{- end -}}

@@ -1,0 +1,112 @@
+#!/bin/sh
+# One node of the in-chart Redis with `redis.architecture: sentinel` (templates/redis-sentinel.yaml):
+#   sh redis-node.sh redis      a data node: the primary, or a replica of the primary
+#   sh redis-node.sh sentinel   a sentinel watching the primary, failing over to a replica
+# Every pod of the StatefulSet runs both. The primary is whatever the sentinels say it is (the first
+# sentinel that answers); only when none answers (the first start of all) is it the first node. So a
+# pod that comes back after a failover rejoins as a replica of the new primary (sentinel would turn it
+# into one anyway, but only after it has served writes as a second primary for a moment).
+# test/chart/redis-sentinel.test.ts runs this very file with real redis-server processes on loopback.
+#
+# Environment:
+#   NODES          "host:redisPort:sentinelPort …", one per node, in ordinal order (pod DNS names)
+#   SELF           this node's ordinal (0-based); default: the end of POD_NAME (a StatefulSet pod's)
+#   MASTER_NAME    the name the sentinels monitor
+#   REDIS_PASSWORD the data nodes' and the sentinels' password
+#   DATA_DIR       the data node's directory (its PersistentVolume): append-only file
+#   CONF_DIR       where the configuration files are written (they hold the password: not the volume)
+#   QUORUM, DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS   sentinel's (default 2, 5000, 60000)
+#   BIND           listen address (default: every interface)
+set -eu
+role=${1:?usage: redis-node.sh redis|sentinel}
+SELF=${SELF:-${POD_NAME##*-}}
+: "${NODES:?}" "${SELF:?}" "${MASTER_NAME:?}" "${REDIS_PASSWORD:?}" "${CONF_DIR:?}"
+bind=${BIND:-"* -::*"}
+export REDISCLI_AUTH="$REDIS_PASSWORD"
+
+i=0
+for node in $NODES; do
+  host=${node%%:*}
+  rest=${node#*:}
+  if [ "$i" -eq 0 ]; then first_host=$host; first_port=${rest%%:*}; fi
+  if [ "$i" -eq "$SELF" ]; then self_host=$host; self_port=${rest%%:*}; self_sentinel=${rest#*:}; fi
+  i=$((i + 1))
+done
+: "${self_host:?SELF is not an ordinal of NODES}"
+
+# "host port" of the primary: as a sentinel knows it, else the first node.
+primary() {
+  for node in $NODES; do
+    answer=$(timeout 2 redis-cli -h "${node%%:*}" -p "${node##*:}" --raw \
+      sentinel get-master-addr-by-name "$MASTER_NAME" 2>/dev/null || true)
+    # shellcheck disable=SC2086 # two words: host and port
+    set -- $answer
+    if [ $# -eq 2 ]; then
+      echo "$1 $2"
+      return
+    fi
+  done
+  echo "$first_host $first_port"
+}
+
+mkdir -p "$CONF_DIR"
+# shellcheck disable=SC2046 # two words: host and port
+set -- $(primary)
+primary_host=$1
+primary_port=$2
+
+if [ "$role" = redis ]; then
+  : "${DATA_DIR:?}"
+  conf="$CONF_DIR/redis.conf"
+  cat >"$conf" <<EOF
+bind $bind
+port $self_port
+dir $DATA_DIR
+appendonly yes
+appendfsync everysec
+requirepass "$REDIS_PASSWORD"
+masterauth "$REDIS_PASSWORD"
+replica-announce-ip $self_host
+replica-announce-port $self_port
+EOF
+  if [ "$primary_host" != "$self_host" ] || [ "$primary_port" != "$self_port" ]; then
+    echo "replicaof $primary_host $primary_port" >>"$conf"
+    echo "redis-node: replica of $primary_host:$primary_port"
+  else
+    echo "redis-node: primary"
+  fi
+  exec redis-server "$conf"
+fi
+
+if [ "$role" = sentinel ]; then
+  # Sentinel refuses to start on a name that does not resolve yet (the primary's pod just created).
+  tries=0
+  until timeout 2 redis-cli -h "$primary_host" -p "$primary_port" ping >/dev/null 2>&1; do
+    tries=$((tries + 1))
+    if [ "$tries" -ge 60 ]; then break; fi
+    sleep 1
+  done
+  # Sentinel rewrites its file as it learns (replicas, other sentinels, the current primary).
+  conf="$CONF_DIR/sentinel.conf"
+  cat >"$conf" <<EOF
+bind $bind
+port $self_sentinel
+dir $CONF_DIR
+sentinel resolve-hostnames yes
+sentinel announce-hostnames yes
+sentinel announce-ip $self_host
+sentinel announce-port $self_sentinel
+requirepass "$REDIS_PASSWORD"
+sentinel sentinel-pass "$REDIS_PASSWORD"
+sentinel monitor $MASTER_NAME $primary_host $primary_port ${QUORUM:-2}
+sentinel auth-pass $MASTER_NAME "$REDIS_PASSWORD"
+sentinel down-after-milliseconds $MASTER_NAME ${DOWN_AFTER_MS:-5000}
+sentinel failover-timeout $MASTER_NAME ${FAILOVER_TIMEOUT_MS:-60000}
+sentinel parallel-syncs $MASTER_NAME 1
+EOF
+  echo "redis-node: sentinel watching $primary_host:$primary_port"
+  exec redis-server "$conf" --sentinel
+fi
+
+echo "redis-node: unknown role $role (redis or sentinel)" >&2
+exit 2

@@ -1,0 +1,183 @@
+// The in-chart Redis with `redis.architecture: sentinel` runs charts/nsfwdetector/files/redis-node.sh in
+// every pod (a data node and a sentinel). This runs that very script with the real redis-server on
+// loopback — three nodes, three sentinels, as the StatefulSet does, only with ports instead of pod DNS
+// names — and shows that what the chart ships elects a primary, replicates with WAIT, fails over when the
+// primary is SIGKILLed (nothing acknowledged lost, the quota services' own Sentinel client follows), and
+// takes the old primary back as a replica of the new one when its pod restarts.
+
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { redisTargetVar } from '../../services/common/redis-target.ts';
+import {
+  closeRedis,
+  connectRedis,
+  type RedisClient,
+  redisReady,
+} from '../../services/quota/stores/redis-connection.ts';
+import { type Child, spawnChild } from '../support/children.ts';
+import { describeWithTool, REDIS_CLI, REDIS_SERVER, requireTool } from '../support/tools.ts';
+import { CHART_DIR } from './helm.ts';
+
+const execFileAsync = promisify(execFile);
+const SCRIPT = join(CHART_DIR, 'files', 'redis-node.sh');
+const PASSWORD = 'sentinel-test-password';
+const MASTER = 'nsfwdetector';
+const NODES = 3;
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+describeWithTool([REDIS_SERVER, REDIS_CLI], 'the chart’s Redis Sentinel script on real redis-server', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-redis-node-'));
+  const redisPorts: number[] = [];
+  const sentinelPorts: number[] = [];
+  const redis = new Map<number, Child>();
+  const sentinels: Child[] = [];
+  let client: RedisClient | undefined;
+  let path = '';
+
+  const cli = async (port: number, ...args: string[]): Promise<string> => {
+    const { stdout } = await execFileAsync(requireTool(REDIS_CLI), ['-p', String(port), '--raw', ...args], {
+      env: { ...process.env, REDISCLI_AUTH: PASSWORD },
+    });
+    return stdout.trim();
+  };
+  const until = async (what: string, probe: () => Promise<boolean>, timeoutMs = 30_000) => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (await probe().catch(() => false)) return;
+      if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  const primaryPort = async (sentinel: number) =>
+    Number((await cli(sentinel, 'sentinel', 'get-master-addr-by-name', MASTER)).split('\n')[1]);
+
+  const start = (role: 'redis' | 'sentinel', self: number): Child =>
+    spawnChild(`redis-node.sh ${role} ${self}`, 'sh', [SCRIPT, role], {
+      env: {
+        ...process.env,
+        PATH: path,
+        NODES: redisPorts.map((p, i) => `127.0.0.1:${p}:${sentinelPorts[i]}`).join(' '),
+        SELF: String(self),
+        MASTER_NAME: MASTER,
+        REDIS_PASSWORD: PASSWORD,
+        DATA_DIR: join(dir, `data-${self}`),
+        CONF_DIR: join(dir, `${role}-${self}`),
+        BIND: '127.0.0.1',
+        // Quicker than the chart's 5 s, not so quick that a loaded machine's pause looks like a death.
+        DOWN_AFTER_MS: '3000',
+        FAILOVER_TIMEOUT_MS: '10000',
+      },
+    });
+
+  beforeAll(async () => {
+    const bins = new Set([dirname(requireTool(REDIS_SERVER)), dirname(requireTool(REDIS_CLI))]);
+    path = [...bins, process.env.PATH ?? ''].join(':');
+    for (let i = 0; i < NODES; i++) {
+      redisPorts.push(await freePort());
+      sentinelPorts.push(await freePort());
+      await execFileAsync('mkdir', ['-p', join(dir, `data-${i}`)]);
+    }
+    for (let i = 0; i < NODES; i++) redis.set(i, start('redis', i));
+    for (let i = 0; i < NODES; i++) sentinels.push(start('sentinel', i));
+  }, 60_000);
+
+  afterAll(async () => {
+    if (client) await closeRedis(client);
+    await Promise.allSettled([...redis.values(), ...sentinels].map((c) => c.kill()));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('elects the first node, replicates to the others, fails over on a SIGKILL and takes the old primary back as a replica', async () => {
+    // First start: no sentinel answers yet, so the first node is the primary and the others its replicas.
+    await until(
+      'every sentinel sees the first node as primary with 2 replicas and 2 other sentinels',
+      async () => {
+        for (const s of sentinelPorts) {
+          if ((await primaryPort(s)) !== redisPorts[0]) return false;
+          const replicas = (await cli(s, 'sentinel', 'replicas', MASTER))
+            .split('\n')
+            .filter((l) => l === 'name');
+          const peers = (await cli(s, 'sentinel', 'sentinels', MASTER))
+            .split('\n')
+            .filter((l) => l === 'name');
+          if (replicas.length !== 2 || peers.length !== 2) return false;
+        }
+        return true;
+      },
+    );
+
+    // The quota services' client, configured as the chart configures it (REDIS_SENTINELS …).
+    const target = redisTargetVar({
+      REDIS_SENTINELS: sentinelPorts.map((p) => `127.0.0.1:${p}`).join(','),
+      REDIS_SENTINEL_MASTER: MASTER,
+      REDIS_SENTINEL_PASSWORD: PASSWORD,
+      REDIS_PASSWORD: PASSWORD,
+    });
+    expect(target?.mode).toBe('sentinel');
+    expect(target?.waitReplicas).toBe(1);
+    client = connectRedis({
+      target: target as NonNullable<typeof target>,
+      commandTimeoutMs: 2000,
+      socketTimeoutMs: 5000,
+      connectTimeoutMs: 1000,
+    });
+    await redisReady(client, 10_000);
+    const acknowledged: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      await client.set(`account:${i}`, `before-${i}`);
+      // The store's durability: a write counts once a replica has it.
+      expect(Number(await client.call('WAIT', '1', '2000'))).toBeGreaterThanOrEqual(1);
+      acknowledged.push(`account:${i}`);
+    }
+
+    const old = redisPorts[0] as number;
+    await redis.get(0)?.kill(); // SIGKILL: the primary's pod gone
+    const killedAt = Date.now();
+    await until(
+      'the sentinels promote a replica',
+      async () => {
+        const ports = await Promise.all(sentinelPorts.map(primaryPort));
+        return ports.every((p) => p !== old && p === ports[0]);
+      },
+      60_000,
+    );
+    const failoverMs = Date.now() - killedAt;
+    const promoted = await primaryPort(sentinelPorts[0] as number);
+    expect((await cli(promoted, 'role')).split('\n')[0]).toBe('master');
+
+    // Nothing acknowledged was lost, and the quota services' client writes to the new primary.
+    await until('the client follows the new primary', async () => {
+      await client?.set('after-failover', '1');
+      return true;
+    });
+    for (const key of acknowledged) expect(await client.get(key)).toBe(`before-${key.split(':')[1]}`);
+
+    // The old primary's pod restarts: the script asks the sentinels and joins as a replica at once.
+    redis.set(0, start('redis', 0));
+    await until('the old primary is a replica of the new one, in sync', async () => {
+      const role = (await cli(old, 'role')).split('\n');
+      return role[0] === 'slave' && Number(role[2]) === promoted && role[3] === 'connected';
+    });
+    expect(redis.get(0)?.output()).toContain(`replica of 127.0.0.1:${promoted}`);
+    expect(await cli(old, 'get', 'after-failover')).toBe('1');
+    console.log(
+      `sentinel failover: primary SIGKILLed, replica promoted after ${(failoverMs / 1000).toFixed(1)} s ` +
+        `(down-after 3 s); ${acknowledged.length}/${acknowledged.length} acknowledged writes kept; old primary back as a replica`,
+    );
+  }, 180_000);
+});

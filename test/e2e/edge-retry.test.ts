@@ -1,0 +1,209 @@
+// The edge's retries toward detect (charts/nsfwdetector/files/envoy.yaml.tpl; docs/kubernetes-ha.md),
+// with the real Envoy running the chart's configuration, the real quota service on a real Redis, and two
+// stand-in detect pods: a pod that refuses connections, or is killed (SIGKILL) while it holds a request,
+// costs the client nothing — the request is answered 200 by the other pod, and charged exactly once
+// (the day count the quota service reports moves by one per request). A body above the retry buffer is
+// not retried: its client gets 503/5001, and that 503 is not charged.
+
+import { randomBytes } from 'node:crypto';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
+import { ERRORS } from '../../services/common/errors.ts';
+import { type Child, spawnChild } from '../support/children.ts';
+import { type EdgeEnvoy, startEdgeEnvoy } from '../support/edge-envoy.ts';
+import { startQuotaServer } from '../support/quota-process.ts';
+import { RedisServer } from '../support/redis-server.ts';
+import { listeningPort, ROOT, type ServerProcess } from '../support/server-process.ts';
+import { describeWithStackTools } from '../support/stack-tools.ts';
+
+const EDGE_SECRET = randomBytes(24).toString('hex');
+const DAY_LIMIT = 100_000;
+
+interface Upstream {
+  child: Child;
+  port: number;
+  /** Bodies it has read to their end. */
+  received: () => number;
+}
+
+async function startUpstream(name: string, env: Record<string, string> = {}): Promise<Upstream> {
+  const child = spawnChild(
+    `fake detect ${name}`,
+    process.execPath,
+    ['test/support/fake-detect-upstream.mjs'],
+    {
+      cwd: ROOT,
+      env: { ...process.env, FAKE_DETECT_NAME: name, ...env },
+    },
+  );
+  const port = await listeningPort(child, 10_000);
+  const received = () =>
+    child
+      .output()
+      .split('\n')
+      .filter((l) => l.includes('"received"')).length;
+  return { child, port, received };
+}
+
+interface Answer {
+  status: number;
+  body: { code: number; data?: { upstream: string; bytes: number } };
+  remaining: number | undefined;
+}
+
+async function detect(edge: EdgeEnvoy, bytes = 4096): Promise<Answer> {
+  const res = await fetch(`${edge.url}/api/public/detect`, {
+    method: 'POST',
+    headers: { 'content-type': 'image/jpeg' },
+    body: new Uint8Array(bytes),
+  });
+  const remaining = res.headers.get('x-ratelimit-remaining');
+  return {
+    status: res.status,
+    body: (await res.json()) as Answer['body'],
+    remaining: remaining === null ? undefined : Number(remaining),
+  };
+}
+
+/** The day counts the answers report are one apart, each request taking exactly one. */
+function chargedOnceEach(remaining: Array<number | undefined>): void {
+  const sorted = remaining.map(Number).sort((x, y) => y - x);
+  const steps = sorted.slice(1).map((value, i) => (sorted[i] as number) - value);
+  expect(steps, `day counts ${sorted}`).toEqual(steps.map(() => 1));
+}
+
+async function eventually(what: string, probe: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describeWithStackTools(
+  'edge retries toward detect (real Envoy, quota, Redis)',
+  ['helm', 'envoy'],
+  { redis: true },
+  () => {
+    let redis: RedisServer;
+    let quota: ServerProcess;
+    const started: Array<{ stop: () => Promise<unknown> }> = [];
+
+    beforeAll(async () => {
+      redis = await RedisServer.start();
+      quota = await startQuotaServer({
+        REDIS_URL: redis.url,
+        TRUSTED_PROXY_HOPS: '1',
+        ANON_PER_MINUTE: String(DAY_LIMIT),
+        ANON_PER_DAY: String(DAY_LIMIT),
+      });
+    }, 120_000);
+
+    afterEach(async () => {
+      await Promise.all(started.splice(0).map((s) => s.stop()));
+    });
+
+    afterAll(async () => {
+      await quota?.stop();
+      await redis?.stop();
+    });
+
+    async function edgeOver(upstreams: Upstream[]): Promise<EdgeEnvoy> {
+      for (const u of upstreams) started.push({ stop: () => u.child.stop(2_000) });
+      const edge = await startEdgeEnvoy({
+        quotaPort: quota.port,
+        detectPorts: upstreams.map((u) => u.port),
+        edgeSecret: EDGE_SECRET,
+      });
+      started.push(edge);
+      return edge;
+    }
+
+    it('a detect pod killed while it holds requests: they are answered by the other pod, each charged once', async () => {
+      const doomed = await startUpstream('doomed', { FAKE_DETECT_HANG: '1' });
+      const survivor = await startUpstream('survivor');
+      const edge = await edgeOver([doomed, survivor]);
+      // Round robin: about half of these wait on the doomed pod, which never answers.
+      const inFlight = Array.from({ length: 6 }, () => detect(edge));
+      await eventually('the doomed pod holds a request', () => doomed.received() >= 1);
+      await new Promise((r) => setTimeout(r, 200)); // let the others arrive too
+      const held = doomed.received();
+      await doomed.child.kill(); // SIGKILL to its process group
+      const answers = await Promise.all(inFlight);
+      expect(answers.map((a) => a.status)).toEqual(Array(6).fill(200));
+      for (const a of answers) expect(a.body.data?.upstream).toBe('survivor');
+      // With one more request (the doomed pod gone, to the survivor): 7 requests, 7 charges.
+      const after = await detect(edge);
+      chargedOnceEach([...answers, after].map((a) => a.remaining));
+      expect(after.remaining).toBe(Math.min(...answers.map((a) => a.remaining as number)) - 1);
+      const retried = await edge.stat('cluster.detect.upstream_rq_retry');
+      console.log(
+        `killed pod: it held ${held} request(s); 6/6 answered 200; Envoy retries ${retried}; 7 charged for 7`,
+      );
+      expect(retried).toBeGreaterThanOrEqual(held);
+    }, 60_000);
+
+    it('a detect pod that refuses connections: its requests go to the other pod, each charged once', async () => {
+      const gone = await startUpstream('gone');
+      const survivor = await startUpstream('survivor');
+      const edge = await edgeOver([gone, survivor]);
+      const before = await detect(edge);
+      await gone.child.kill(); // its port now refuses connections; Envoy's health check has not seen it yet
+      const answers = await Promise.all(Array.from({ length: 8 }, () => detect(edge)));
+      expect(answers.map((a) => a.status)).toEqual(Array(8).fill(200));
+      for (const a of answers) expect(a.body.data?.upstream).toBe('survivor');
+      chargedOnceEach([before, ...answers].map((a) => a.remaining));
+      expect(Math.min(...answers.map((a) => a.remaining as number))).toBe((before.remaining as number) - 8);
+      const connectFailures = await edge.stat('cluster.detect.upstream_cx_connect_fail');
+      const retried = await edge.stat('cluster.detect.upstream_rq_retry');
+      console.log(
+        `refused pod: 8/8 answered 200; connect failures ${connectFailures}; retries ${retried}; 9 charged for 9`,
+      );
+      expect(connectFailures).toBeGreaterThanOrEqual(1);
+      expect(retried).toBeGreaterThanOrEqual(1);
+    }, 60_000);
+
+    it('a body above the retry buffer is not retried: 503/5001, and not charged', async () => {
+      const large = 12 * 1024 * 1024; // above the chart's 4 MiB retry buffer
+      const doomed = await startUpstream('doomed', { FAKE_DETECT_HANG_FROM_BYTES: String(large) });
+      const survivor = await startUpstream('survivor');
+      const edge = await edgeOver([doomed, survivor]);
+      const before = await detect(edge);
+      expect(before.status).toBe(200);
+      // Until one lands on the doomed pod (round robin: the first or the second).
+      let answer: Answer | undefined;
+      for (let i = 0; i < 4 && answer === undefined; i++) {
+        const held = doomed.received();
+        const sent = detect(edge, large);
+        const onDoomed = await Promise.race([
+          sent.then(() => false),
+          eventually('the doomed pod read the body', () => doomed.received() > held, 30_000).then(() => true),
+        ]);
+        if (!onDoomed) {
+          expect((await sent).status).toBe(200);
+          continue;
+        }
+        await doomed.child.kill();
+        answer = await sent;
+      }
+      expect(answer, 'a large request reached the doomed pod').toBeDefined();
+      expect(answer?.status).toBe(ERRORS.UNAVAILABLE.status);
+      expect(answer?.body.code).toBe(ERRORS.UNAVAILABLE.code);
+      expect(await edge.stat('cluster.detect.retry_or_shadow_abandoned')).toBeGreaterThanOrEqual(1);
+      // The edge refunds the 503 without waiting for it: ask until the count shows it. Every request
+      // since `before` but the 503 was charged once.
+      let after: Answer | undefined;
+      for (const deadline = Date.now() + 10_000; Date.now() < deadline; ) {
+        after = await detect(edge);
+        expect(after.status).toBe(200);
+        const charged = (await edge.stat('cluster.detect.upstream_rq_200')) - 1; // 200s since `before`
+        if ((before.remaining as number) - (after.remaining as number) === charged) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const total = (await edge.stat('cluster.detect.upstream_rq_200')) - 1;
+      expect((before.remaining as number) - (after?.remaining as number), 'the 503 refunded').toBe(total);
+      console.log(
+        `12 MiB body on a killed pod: ${answer?.status}/${answer?.body.code}, not retried, refunded`,
+      );
+    }, 90_000);
+  },
+);

@@ -1,0 +1,42 @@
+// A stand-in detect pod for the edge's retry tests (test/e2e/edge-retry.test.ts): ready on
+// /internal/ready, and on any other path reads the whole body, then answers 200 with its name and the
+// bytes it read — or never answers (FAKE_DETECT_HANG=1; FAKE_DETECT_HANG_FROM_BYTES=n: only bodies of n
+// bytes or more), holding the request until it is killed.
+// FAKE_DETECT_READ_BYTES_PER_S reads the body that slowly (a detect pod slower than the client).
+// Prints {"msg":"listening","port":…} once bound, and {"msg":"received","bytes":…} per body read.
+//   FAKE_DETECT_NAME=a node test/support/fake-detect-upstream.mjs
+
+import { createServer } from 'node:http';
+
+const name = process.env.FAKE_DETECT_NAME ?? 'detect';
+const hangFrom =
+  process.env.FAKE_DETECT_HANG === '1'
+    ? 0
+    : Number(process.env.FAKE_DETECT_HANG_FROM_BYTES ?? Number.POSITIVE_INFINITY);
+const readRate = Number(process.env.FAKE_DETECT_READ_BYTES_PER_S ?? 0);
+
+const server = createServer((req, res) => {
+  if (req.url === '/internal/ready') {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end('{"code":0,"data":{"status":"ready"}}');
+    return;
+  }
+  let bytes = 0;
+  req.on('data', (chunk) => {
+    bytes += chunk.length;
+    if (readRate > 0) {
+      // Backpressure: stop reading for as long as this chunk takes at the given rate.
+      req.pause();
+      setTimeout(() => req.resume(), (chunk.length / readRate) * 1000);
+    }
+  });
+  req.on('end', () => {
+    console.log(JSON.stringify({ msg: 'received', bytes, url: req.url }));
+    if (bytes >= hangFrom) return;
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ code: 0, data: { upstream: name, bytes } }));
+  });
+});
+server.listen(0, '127.0.0.1', () => {
+  console.log(JSON.stringify({ msg: 'listening', port: server.address().port }));
+});
