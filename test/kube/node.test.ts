@@ -346,7 +346,7 @@ function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
       });
       try {
         const envoy = await kj('-n', ns, 'get', 'configmap', `${prefix}-envoy`);
-        expect(envoy.data['envoy.yaml']).toContain(`"address": "${prefix}-detect"`);
+        expect(envoy.data['envoy.yaml']).toContain(`"address": "${prefix}-detect-pods"`);
         const otherSvc = await kj('-n', ns, 'get', 'service', `${prefix}-gateway`);
         const otherGateway = `http://${otherSvc.spec.clusterIP}:${otherSvc.spec.ports[0].port}`;
         const answers = {

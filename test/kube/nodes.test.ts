@@ -167,7 +167,7 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     expect(health.status).toBe(200);
   }, 120_000);
 
-  it('detect and gateway pods on different nodes (kubectl get pods -o wide); the PodDisruptionBudget in force', async () => {
+  it('detect and gateway pods on different nodes (kubectl get pods -o wide); the PodDisruptionBudgets in force', async () => {
     const detect = await nodesOf('detect');
     const gw = await nodesOf('gateway');
     log(`detect pods on ${JSON.stringify(detect)}; gateway pods on ${JSON.stringify(gw)}`);
@@ -188,12 +188,20 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
         ),
       )}`,
     );
-    const detectPdb = pdbs.find(
-      (p: { metadata: { name: string } }) => p.metadata.name === `${release}-detect`,
-    );
-    expect(detectPdb, 'the detect PodDisruptionBudget').toBeDefined();
-    expect(detectPdb.status.currentHealthy).toBe(2);
-    expect(detectPdb.status.disruptionsAllowed).toBe(1);
+    // Two pods each, one of which may go at a time.
+    for (const component of ['detect', 'gateway']) {
+      const pdb = pdbs.find(
+        (p: { metadata: { name: string } }) => p.metadata.name === `${release}-${component}`,
+      );
+      expect(pdb, `the ${component} PodDisruptionBudget`).toBeDefined();
+      expect(
+        { healthy: pdb.status.currentHealthy, allowed: pdb.status.disruptionsAllowed },
+        component,
+      ).toEqual({
+        healthy: 2,
+        allowed: 1,
+      });
+    }
   }, 120_000);
 
   it('NetworkPolicies across nodes: a pod on another node cannot reach detect; the gateway on another node can', async () => {
