@@ -27,6 +27,7 @@ import {
   runNodeScript,
 } from '../support/kube-node.ts';
 import { REPO } from '../support/paths.ts';
+import { post } from '../support/stack-client.ts';
 import { STACK_TOOLS } from '../support/stack-tools.ts';
 import { type Counts, startLoad, zeroCounts } from '../support/steady-load.ts';
 
@@ -120,7 +121,20 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
       JSON.stringify({ spec: { template: { spec: { nodeSelector: { 'kubernetes.io/hostname': other } } } } }),
     );
     await k('-n', ns, 'rollout', 'status', `statefulset/${release}-redis`, '--timeout=300s');
-    log(`redis moved from ${node} to ${other} first`);
+    // Ready is Redis answering; the quota services reconnect a little later: the check's traffic starts
+    // once a keyed request is answered 200 three times in a row.
+    const moved = performance.now();
+    let inARow = 0;
+    while (inARow < 3) {
+      const answer = await post(gateway, '/api/open/detect', { headers: { authorization: `Bearer ${key}` } });
+      inARow = answer.status === 200 ? inARow + 1 : 0;
+      if (performance.now() - moved > 120_000)
+        throw new Error(`no 200 within 120 s of moving Redis: ${answer.status}`);
+      if (inARow < 3) await sleep(500);
+    }
+    log(
+      `redis moved from ${node} to ${other} first; keyed requests answered 200 again ${seconds(moved)} s after`,
+    );
   };
 
   beforeAll(async () => {

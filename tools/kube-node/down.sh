@@ -35,7 +35,12 @@ for d in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/*/nsfwkube-node*; do
   find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -9 2>/dev/null
 done
 
-# Pod network namespaces (the CNI names them cni-…, their bind mounts live under /run/netns).
+# Pod network namespaces (the CNI names them cni-…, their bind mounts live under /run/netns). Their
+# veths' host ends on node 1's bridge are deleted first: a deleted namespace's links go only when the
+# kernel gets round to it, seconds later.
+for l in $(ip -o link show master "$BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do
+  ip link del "$l" 2>/dev/null
+done
 for ns in $(ip netns list 2>/dev/null | awk '/^cni-/{print $1}'); do ip netns delete "$ns" 2>/dev/null; done
 # Mounts under our directories, deepest first (volumes, container root filesystems, shm, the kubelet's
 # shared bind mount, dockerd's overlays).

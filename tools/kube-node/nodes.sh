@@ -140,7 +140,9 @@ node_down() {
 # with it), the host's end of the veth pair and with it the route to the node's pods.
 node_remove_network() {
   local i=$1
-  ip netns list | grep -q "^$(node_netns "$i")\b" && ip netns delete "$(node_netns "$i")"
+  # The host's end first: deleting it is immediate, while a deleted namespace's links go when the kernel
+  # gets round to it.
   ip link show "$(node_link "$i")" >/dev/null 2>&1 && ip link del "$(node_link "$i")"
+  ip netns list | grep -q "^$(node_netns "$i")\b" && ip netns delete "$(node_netns "$i")"
   return 0
 }
