@@ -308,10 +308,10 @@ export function nodeLeftovers(facts: KubeNodeFacts): string[] {
     .split('\n')
     .filter((l) => l.startsWith('cni-') || l.startsWith('nsfwkube-')))
     left.push(`network namespace ${ns}`);
-  // the routes to the pod subnets and the node links (10.244.0.0/16, 10.243.0.0/16)
+  // the routes to the pod subnets and the node links (10.244.0.0/16, 10.243.0.0/16), and their blackholes
   for (const route of sh('ip', ['route', 'show'])
     .split('\n')
-    .filter((l) => /^10\.24[34]\./.test(l)))
+    .filter((l) => /^(blackhole )?10\.24[34]\./.test(l)))
     left.push(`route ${route}`);
   // Chains named KUBE-*, and rules in the built-in chains that jump to them or name them in a comment.
   for (const save of ['iptables-save', 'ip6tables-save'])

@@ -75,6 +75,7 @@ fi
 
 ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE"
 for ((i = 2; i <= MAX_NODES; i++)); do node_remove_network "$i"; done
+for r in "$CLUSTER_CIDR" 10.243.0.0/16; do ip route show type blackhole | grep -q "^blackhole $r" && ip route del blackhole "$r"; done
 if [[ -z "$(ls -A /run/netns 2>/dev/null)" ]]; then
   [[ -f "$S/made-run-netns-mount" ]] && umount /run/netns 2>/dev/null
   [[ -f "$S/made-run-netns" ]] && rmdir /run/netns 2>/dev/null

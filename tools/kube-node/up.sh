@@ -105,6 +105,10 @@ wait_for 30 "the registry" curl -fsS "http://$REGISTRY/v2/"
 if ((NODES > 1)); then
   (REGISTRY=$REGISTRY_FOR_NODES && render registry.yml && mv "$CONF_DIR/registry.yml" "$CONF_DIR/registry-nodes.yml")
   start_bg registry-nodes "$TOOLS_DIR/registry-$REGISTRY_VERSION/registry" serve "$CONF_DIR/registry-nodes.yml"
+  # Whatever happens to a node's link, traffic to the cluster's addresses never takes the default route
+  # off this machine: the routes to each node are more specific than these.
+  ip route replace blackhole "$CLUSTER_CIDR"
+  ip route replace blackhole 10.243.0.0/16
   for ((i = 2; i <= NODES; i++)); do node_prepare "$i"; done
   for ((i = 2; i <= NODES; i++)); do wait_for 30 "node $i's containerd" node_ctr "$i" version; done
   wait_for 30 "the nodes' registry" curl -fsS "http://$REGISTRY_FOR_NODES/v2/"
