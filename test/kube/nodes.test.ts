@@ -137,6 +137,36 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     );
   };
 
+  /**
+   * Polls every gateway pod's Envoy (its admin port, from the quota container of the same pod) until
+   * none balances onto `ip` any more (flagged unhealthy, or gone from the detect cluster); resolves with
+   * ms since `since`, or undefined after 60 s.
+   */
+  const watchEjection = async (ip: string, since: number): Promise<number | undefined> => {
+    const script =
+      "fetch('http://127.0.0.1:9901/clusters').then((r) => r.text()).then((t) => console.log(t.split('\\n').filter((l) => l.startsWith('detect::') && l.includes('::health_flags::')).join('\\n')))";
+    while (Date.now() - since < 60_000) {
+      const flags = await Promise.all(
+        (await widePods('gateway')).map((g) =>
+          k('-n', ns, 'exec', g.name, '-c', 'quota', '--', 'node', '-e', script).catch(() => ''),
+        ),
+      );
+      // An exec that failed, or an Envoy not listing detect's pods, tells nothing: asked again.
+      if (flags.some((f) => !f.includes('detect::'))) {
+        await sleep(500);
+        continue;
+      }
+      const inUse = flags.some((f) =>
+        f.split('\n').some((l) => l.startsWith(`detect::${ip}:`) && l.endsWith('::healthy')),
+      );
+      if (!inUse) return Date.now() - since;
+      await sleep(500);
+    }
+    return undefined;
+  };
+  const ejectedAt = (ms: number | undefined) =>
+    ms === undefined ? 'not within 60 s' : `at t+${(ms / 1000).toFixed(1)} s`;
+
   beforeAll(async () => {
     facts = kubeNodeFacts();
     before = await bringUp(facts, NODES);
@@ -367,10 +397,12 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     let anonymousResult: Awaited<ReturnType<typeof anonymous.stop>>;
     let cutAt = 0;
     let fullAt: number | undefined;
+    let ejected: Promise<number | undefined> = Promise.resolve(undefined);
     try {
       await sleep(10_000);
       const out = await runNodeScript('lose-node.sh', {}, [String(lostNumber)]);
       cutAt = Number(lastLine(out));
+      ejected = watchEjection(lost.ip, cutAt);
       // Full capacity: two detect pods Ready again, neither on the lost node.
       const deadline = Date.now() + 420_000;
       while (Date.now() < deadline) {
@@ -403,7 +435,7 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
       for (const [o, n] of Object.entries(r.counts)) total[o as keyof Counts] += n;
     log(`answers during the node loss: ${JSON.stringify(total)}`);
     log(
-      `503/5001: ${total['503/5001']}; last answer other than 200/429 ${lastFailure === undefined ? 'none' : `at t+${lastFailure} s`}; full capacity (2 detect pods Ready elsewhere) ${fullAt === undefined ? 'not within 420 s' : `at t+${Math.round((fullAt - cutAt) / 100) / 10} s`}`,
+      `503/5001: ${total['503/5001']}; last answer other than 200/429 ${lastFailure === undefined ? 'none' : `at t+${lastFailure} s`}; the lost detect pod out of every gateway's balancing (Envoy's /clusters) ${ejectedAt(await ejected)}; full capacity (2 detect pods Ready elsewhere) ${fullAt === undefined ? 'not within 420 s' : `at t+${Math.round((fullAt - cutAt) / 100) / 10} s`}`,
     );
     await sleep(3_000);
     const charged = (await usedToday()) - usedBefore;
