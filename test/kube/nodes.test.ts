@@ -434,6 +434,20 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     for (const r of [keyedResult, anonymousResult])
       for (const [o, n] of Object.entries(r.counts)) total[o as keyof Counts] += n;
     log(`answers during the node loss: ${JSON.stringify(total)}`);
+    // A gateway container that restarted (Envoy once crashed with a segfault during a drain) explains
+    // connection errors no node loss should cause.
+    const restarts = (
+      await kj('-n', ns, 'get', 'pods', '-l', 'app.kubernetes.io/component=gateway')
+    ).items.flatMap(
+      (p: {
+        metadata: { name: string };
+        status: { containerStatuses?: { name: string; restartCount: number; lastState?: unknown }[] };
+      }) =>
+        (p.status.containerStatuses ?? [])
+          .filter((c) => c.restartCount > 0)
+          .map((c) => `${p.metadata.name}/${c.name}: ${c.restartCount} (${JSON.stringify(c.lastState)})`),
+    );
+    log(`gateway containers restarted: ${restarts.length ? restarts.join('; ') : 'none'}`);
     log(
       `503/5001: ${total['503/5001']}; last answer other than 200/429 ${lastFailure === undefined ? 'none' : `at t+${lastFailure} s`}; the lost detect pod out of every gateway's balancing (Envoy's /clusters) ${ejectedAt(await ejected)}; full capacity (2 detect pods Ready elsewhere) ${fullAt === undefined ? 'not within 420 s' : `at t+${Math.round((fullAt - cutAt) / 100) / 10} s`}`,
     );
