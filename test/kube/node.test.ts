@@ -346,7 +346,7 @@ function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
       });
       try {
         const envoy = await kj('-n', ns, 'get', 'configmap', `${prefix}-envoy`);
-        expect(envoy.data['envoy.yaml']).toContain(`"address": "${prefix}-detect"`);
+        expect(envoy.data['envoy.yaml']).toContain(`"address": "${prefix}-detect-pods"`);
         const otherSvc = await kj('-n', ns, 'get', 'service', `${prefix}-gateway`);
         const otherGateway = `http://${otherSvc.spec.clusterIP}:${otherSvc.spec.ports[0].port}`;
         const answers = {
@@ -414,18 +414,24 @@ function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
 
     it('heals under load: a detect, a gateway and the Redis pod deleted; nothing else answered, nothing lost', async () => {
       const usedBefore = await usedToday();
-      const load = startLoad(gateway, 4, key);
+      const load = startLoad(gateway, 4, key, { timeline: true });
       let counts: Counts;
       let unanswered: number;
+      let perSecond: Map<number, Counts>;
       let usedBeforeRedis: number;
+      // When each deletion was made: the answers of each second are put down to the last one before it.
+      const deleted: [string, number][] = [];
       try {
         await sleep(5_000);
+        deleted.push(['detect', Math.floor(Date.now() / 1000)]);
         await deleteOnePod(facts, ns, 'detect');
         await sleep(15_000);
+        deleted.push(['gateway', Math.floor(Date.now() / 1000)]);
         await deleteOnePod(facts, ns, 'gateway');
         await sleep(15_000);
         usedBeforeRedis = await usedToday();
         await sleep(2_000);
+        deleted.push(['redis', Math.floor(Date.now() / 1000)]);
         await deleteOnePod(facts, ns, 'redis');
         await sleep(5_000);
         await k('-n', ns, 'rollout', 'status', `statefulset/${release}-redis`, '--timeout=300s');
@@ -433,9 +439,20 @@ function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
           await k('-n', ns, 'rollout', 'status', `deployment/${release}-${d}`, '--timeout=300s');
         await sleep(5_000);
       } finally {
-        ({ counts, unanswered } = await load.stop());
+        ({ counts, unanswered, perSecond } = await load.stop());
       }
       log(`answers while pods were deleted: ${JSON.stringify(counts)}; cut by stopping k6: ${unanswered}`);
+      const failedAfter: Record<string, Record<string, number>> = {};
+      for (const [second, answers] of perSecond) {
+        const after = deleted.filter(([, at]) => at <= second).at(-1)?.[0] ?? 'before any deletion';
+        for (const [outcome, n] of Object.entries(answers))
+          if (n > 0 && outcome !== '200' && outcome !== '429') {
+            failedAfter[after] ??= {};
+            (failedAfter[after] as Record<string, number>)[outcome] =
+              (failedAfter[after]?.[outcome] ?? 0) + n;
+          }
+      }
+      log(`answers other than 200/429 by the deletion they followed: ${JSON.stringify(failedAfter)}`);
       const allowed = { ...counts, '200': 0, '429': 0, '503/5001': 0 };
       expect(allowed).toEqual(zeroCounts());
       expect(counts['200']).toBeGreaterThan(0);

@@ -210,12 +210,12 @@ export interface HostBefore {
  * kube:up on a clean machine (checked first); prints its milestones. On a machine that has built
  * nothing, it first waits for the node's components that .ci/run builds in the background.
  */
-export async function bringUp(facts: KubeNodeFacts): Promise<HostBefore> {
+export async function bringUp(facts: KubeNodeFacts, nodes = 1): Promise<HostBefore> {
   expect(nodeLeftovers(facts), 'the machine has the node running or its remains before kube:up').toEqual([]);
   const before = { sysctls: hostSysctls(), paths: hostPaths(), nftTables: hostNftTables() };
   const waited = performance.now();
   if (facts.building) console.log('kube-node: waiting for the build of its components under way');
-  const out = await runNodeScript('up.sh');
+  const out = await runNodeScript('up.sh', {}, ['--nodes', String(nodes)]);
   if (facts.building)
     console.log(
       `kube-node: kube:up, with the wait for the build, took ${((performance.now() - waited) / 1000).toFixed(1)} s`,
@@ -242,10 +242,11 @@ export async function bringDown(facts: KubeNodeFacts, before: HostBefore): Promi
 
 /** Runs tools/kube-node/<script>; resolves with its output, rejects with it on a non-zero exit. */
 export async function runNodeScript(
-  script: 'up.sh' | 'down.sh' | 'image.sh',
+  script: 'up.sh' | 'down.sh' | 'image.sh' | 'lose-node.sh',
   env: NodeJS.ProcessEnv = {},
+  args: string[] = [],
 ): Promise<string> {
-  const child = spawnChild(`kube-node ${script}`, 'bash', [join(SCRIPTS, script)], {
+  const child = spawnChild(`kube-node ${script}`, 'bash', [join(SCRIPTS, script), ...args], {
     cwd: REPO,
     env: { ...process.env, ...env },
   });
@@ -297,13 +298,21 @@ export function nodeLeftovers(facts: KubeNodeFacts): string[] {
     }
     if (isNodeProcess(facts, cmdline)) left.push(`process ${pid}: ${cmdline.slice(0, 160)}`);
   }
-  if (existsSync(`/sys/class/net/${facts.bridge}`)) left.push(`network link ${facts.bridge}`);
-  for (const link of readdirSync('/sys/class/net').filter((l) => l.startsWith('veth')))
+  // node 1's bridge and the host ends of the other nodes' veth pairs (nsfwkube<N>), pods' veths
+  for (const link of readdirSync('/sys/class/net').filter(
+    (l) => l === facts.bridge || l.startsWith('nsfwkube') || l.startsWith('veth'),
+  ))
     left.push(`network link ${link}`);
+  // pods' (cni-…) and the other nodes' (nsfwkube-node<N>)
   for (const ns of sh('ip', ['netns', 'list'])
     .split('\n')
-    .filter((l) => l.startsWith('cni-')))
+    .filter((l) => l.startsWith('cni-') || l.startsWith('nsfwkube-')))
     left.push(`network namespace ${ns}`);
+  // the routes to the pod subnets and the node links (10.244.0.0/16, 10.243.0.0/16), and their blackholes
+  for (const route of sh('ip', ['route', 'show'])
+    .split('\n')
+    .filter((l) => /^(blackhole )?10\.24[34]\./.test(l)))
+    left.push(`route ${route}`);
   // Chains named KUBE-*, and rules in the built-in chains that jump to them or name them in a comment.
   for (const save of ['iptables-save', 'ip6tables-save'])
     for (const line of sh(save, [])
@@ -319,8 +328,16 @@ export function nodeLeftovers(facts: KubeNodeFacts): string[] {
     if (point && [facts.nodeDir, facts.runDir, facts.dockerData].some((d) => point.startsWith(d)))
       left.push(`mount ${point}`);
   }
-  for (const controller of readdirSync('/sys/fs/cgroup'))
+  // node 1's kubepods, the other nodes' cgroup roots
+  for (const controller of readdirSync('/sys/fs/cgroup')) {
     if (existsSync(`/sys/fs/cgroup/${controller}/kubepods`)) left.push(`cgroup ${controller}/kubepods`);
+    try {
+      for (const root of readdirSync(`/sys/fs/cgroup/${controller}`).filter((d) => d.startsWith('nsfwkube-')))
+        left.push(`cgroup ${controller}/${root}`);
+    } catch {
+      // not a directory (a file at the cgroup root)
+    }
+  }
   if (existsSync(facts.runDir)) left.push(`directory ${facts.runDir}`);
   if (existsSync(facts.stateDir)) left.push(`directory ${facts.stateDir}`);
   return left;
@@ -340,8 +357,16 @@ export function hostPaths(): Record<string, boolean> {
     '/var/run/nri',
     '/etc/kubernetes',
     '/var/lib/containerd',
+    '/run/netns',
   ];
-  return Object.fromEntries(paths.map((p) => [p, existsSync(p)]));
+  // ip netns makes /run/netns a mount of its own
+  const netnsMounted = readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .some((l) => l.split(' ')[4] === '/run/netns');
+  return {
+    ...Object.fromEntries(paths.map((p) => [p, existsSync(p)])),
+    '/run/netns (a mount)': netnsMounted,
+  };
 }
 
 /** The host settings kube:up changes (kube:down restores them). */

@@ -15,21 +15,36 @@ export type Counts = Record<(typeof OUTCOMES)[number], number>;
 export const zeroCounts = (): Counts => Object.fromEntries(OUTCOMES.map((o) => [o, 0])) as Counts;
 
 export interface SteadyLoad {
-  /** Stops k6; the answers by outcome, and how many requests the stop cut before their answer. */
-  stop(): Promise<{ counts: Counts; unanswered: number }>;
+  /**
+   * Stops k6; the answers by outcome, how many requests the stop cut before their answer, and with
+   * `timeline`, the answers by outcome for each second (Unix seconds) in which some came.
+   */
+  stop(): Promise<{ counts: Counts; unanswered: number; perSecond: Map<number, Counts> }>;
 }
 
 /**
  * `rate` detects per second through `gateway`: with `key` on the key endpoint, without one on the
  * anonymous endpoint.
  */
-export function startLoad(gateway: string, rate: number, key?: string): SteadyLoad {
+export function startLoad(
+  gateway: string,
+  rate: number,
+  key?: string,
+  opts: { timeline?: boolean } = {},
+): SteadyLoad {
   const dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-k6-'));
   const summaryFile = join(dir, 'counts.json');
+  const samplesFile = join(dir, 'samples.csv');
   const child: Child = spawnChild(
     'k6',
     STACK_TOOLS.k6.find() as string,
-    ['run', '--quiet', '--no-color', join(REPO, 'loadtests/steady.js')],
+    [
+      'run',
+      '--quiet',
+      '--no-color',
+      ...(opts.timeline ? ['--out', `csv=${samplesFile}`] : []),
+      join(REPO, 'loadtests/steady.js'),
+    ],
     {
       cwd: REPO,
       env: {
@@ -64,10 +79,32 @@ export function startLoad(gateway: string, rate: number, key?: string): SteadyLo
         if (unexpected.length) console.log(`k6: unexpected answers:\n${unexpected.slice(0, 10).join('\n')}`);
         const counts = { ...zeroCounts(), ...summary.counts };
         const answered = Object.values(counts).reduce((a, b) => a + b, 0);
-        return { counts, unanswered: summary.sent - answered };
+        const perSecond = opts.timeline ? answersPerSecond(readFileSync(samplesFile, 'utf8')) : new Map();
+        return { counts, unanswered: summary.sent - answered, perSecond };
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
     },
   };
+}
+
+/** k6's CSV samples: each answer counter's samples (one per answer) by Unix second. */
+function answersPerSecond(csv: string): Map<number, Counts> {
+  const byMetric = new Map(OUTCOMES.map((o) => [`answers_${o.replace(/\W/g, '_')}`, o]));
+  const lines = csv.split('\n');
+  const header = (lines[0] ?? '').split(',');
+  const [nameAt, timeAt, valueAt] = ['metric_name', 'timestamp', 'metric_value'].map((c) =>
+    header.indexOf(c),
+  );
+  const seconds = new Map<number, Counts>();
+  for (const line of lines.slice(1)) {
+    const cells = line.split(',');
+    const outcome = byMetric.get(cells[nameAt as number] ?? '');
+    if (!outcome) continue;
+    const second = Number(cells[timeAt as number]);
+    const counts = seconds.get(second) ?? zeroCounts();
+    counts[outcome] += Number(cells[valueAt as number]);
+    seconds.set(second, counts);
+  }
+  return seconds;
 }

@@ -3,13 +3,17 @@
 # they made: pod sandboxes and containers, the bridge, pod network namespaces, iptables chains (KUBE-*,
 # v4 and v6) and ipsets, mounts under the node's directories, the kubepods cgroups, the kubelet's
 # /var/log/containers links, the node's state; restores the sysctls kube:up changed. Works after a crashed
-# or half-finished up, and when nothing runs. Needs root.
+# or half-finished up, and when nothing runs. Needs root. With nodes 2..N (up.sh --nodes N): their
+# processes and pods too, their network namespaces, veth pairs, routes and cgroup roots.
 set -uo pipefail
 . "$(dirname "$0")/env.sh"
+. "$NODE_KIT/nodes.sh"
 ((EUID == 0)) || { echo "kube-node: needs root" >&2; exit 1; }
 S=$STATE_DIR
 mkdir -p "$S"
 
+# Whatever the number of nodes recorded (a crashed up may have recorded none): every possible one.
+for ((i = 2; i <= MAX_NODES; i++)); do node_down "$i"; done
 stop kube-router kube-proxy kubelet
 # Pod sandboxes and containers through containerd, so that their shims exit; then containerd.
 if running containerd && [[ -S "$CONTAINERD_SOCK" ]]; then
@@ -21,17 +25,22 @@ if running containerd && [[ -S "$CONTAINERD_SOCK" ]]; then
   done
   for c in $("${CTR[@]}" containers ls -q 2>/dev/null); do "${CTR[@]}" containers delete "$c" >/dev/null 2>&1; done
 fi
-stop containerd kube-scheduler kube-controller-manager kube-apiserver etcd registry dockerd
+stop containerd kube-scheduler kube-controller-manager kube-apiserver etcd registry registry-nodes dockerd
 
 # What a killed containerd may leave: shims (their command line names our socket) and the processes
 # of pod cgroups.
-for pid in $(pgrep -f -- "-address $CONTAINERD_SOCK" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
-for d in /sys/fs/cgroup/*/kubepods; do
+for pid in $(pgrep -f -- "-address $KUBE_NODE_RUN/" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+for d in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/*/nsfwkube-node*; do
   [[ -d "$d" ]] || continue
   find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -9 2>/dev/null
 done
 
-# Pod network namespaces (the CNI names them cni-…, their bind mounts live under /run/netns).
+# Pod network namespaces (the CNI names them cni-…, their bind mounts live under /run/netns). Their
+# veths' host ends on node 1's bridge are deleted first: a deleted namespace's links go only when the
+# kernel gets round to it, seconds later.
+for l in $(ip -o link show master "$BRIDGE" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do
+  ip link del "$l" 2>/dev/null
+done
 for ns in $(ip netns list 2>/dev/null | awk '/^cni-/{print $1}'); do ip netns delete "$ns" 2>/dev/null; done
 # Mounts under our directories, deepest first (volumes, container root filesystems, shm, the kubelet's
 # shared bind mount, dockerd's overlays).
@@ -65,12 +74,20 @@ if [[ -f "$S/host-nft-tables" ]]; then
 fi
 
 ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE"
+for ((i = 2; i <= MAX_NODES; i++)); do node_remove_network "$i"; done
+for r in "$CLUSTER_CIDR" 10.243.0.0/16; do ip route show type blackhole | grep -q "^blackhole $r" && ip route del blackhole "$r"; done
+if [[ -z "$(ls -A /run/netns 2>/dev/null)" ]]; then
+  [[ -f "$S/made-run-netns-mount" ]] && umount /run/netns 2>/dev/null
+  [[ -f "$S/made-run-netns" ]] && rmdir /run/netns 2>/dev/null
+fi
 # Veths of pods whose namespaces are gone disappear with them; the kubelet's cgroups (cgroupfs driver),
 # emptied above, are removed deepest first.
-for d in /sys/fs/cgroup/*/kubepods; do [[ -d "$d" ]] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null; done
+for d in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/*/nsfwkube-node*; do
+  [[ -d "$d" ]] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+done
 # The kubelet links container logs into /var/log/containers (a fixed path) to our pod-logs directory.
 if [[ -d /var/log/containers ]]; then
-  find /var/log/containers -maxdepth 1 -type l -lname "$S/pod-logs/*" -delete 2>/dev/null
+  find /var/log/containers -maxdepth 1 -type l -lname "$S/*" -delete 2>/dev/null
   [[ -f "$S/made-var-log-containers" ]] && rmdir /var/log/containers 2>/dev/null
 fi
 for d in kubelet cni; do [[ -f "$S/made-var-lib-$d" ]] && rm -rf "/var/lib/$d"; done

@@ -40,6 +40,8 @@ CLUSTER_CIDR=10.244.0.0/16
 SERVICE_CIDR=10.96.0.0/16
 CLUSTER_DNS=10.96.0.10
 NODE_NAME=nsfwdetector-node
+# The pod subnet's gateway: node 1's bridge address is its node IP (the CNI conflist's gateway).
+POD_GATEWAY=$NODE_IP
 REGISTRY=${NSFWDETECTOR_KUBE_REGISTRY:-127.0.0.1:5000}
 PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
 COREDNS_IMAGE=kube-node.local/coredns:$COREDNS_VERSION
@@ -92,6 +94,12 @@ stop() {
 claim_run_containerd() { [[ -d /run/containerd ]] || touch "$STATE_DIR/made-run-containerd"; }
 release_run_containerd() {
   [[ -f "$STATE_DIR/made-run-containerd" ]] || return 0
+  # A shim killed with SIGKILL (a lost node) leaves its socket behind: those nothing listens on go.
+  local f listening
+  listening=$(ss -xl 2>/dev/null)
+  for f in /run/containerd/s/*; do
+    [[ -S "$f" ]] && ! grep -qF "$f" <<<"$listening" && rm -f "$f"
+  done
   rmdir /run/containerd/s /run/containerd 2>/dev/null && rm -f "$STATE_DIR/made-run-containerd"
   return 0
 }
@@ -120,5 +128,31 @@ render() {
     -e "s|@CONF_DIR@|$CONF_DIR|g" -e "s|@NODE_NAME@|$NODE_NAME|g" -e "s|@NODE_IP@|$NODE_IP|g" \
     -e "s|@BRIDGE@|$BRIDGE|g" -e "s|@POD_CIDR@|$POD_CIDR|g" -e "s|@CLUSTER_CIDR@|$CLUSTER_CIDR|g" \
     -e "s|@CLUSTER_DNS@|$CLUSTER_DNS|g" -e "s|@REGISTRY@|$REGISTRY|g" -e "s|@PAUSE_IMAGE@|$PAUSE_IMAGE|g" \
+    -e "s|@POD_GATEWAY@|$POD_GATEWAY|g" -e "s|@REGISTRY_MIRROR@|${REGISTRY_MIRROR:-$REGISTRY}|g" \
     "$NODE_KIT/conf/$1" >"$CONF_DIR/$1"
 }
+
+# Nodes 2 and 3 (kube:up --nodes N): each in a network namespace of its own, joined to the host by a veth
+# pair (host end nsfwkubeI, I = the node's number), with its own containerd, kubelet, kube-proxy and
+# kube-router. Node 1 is the host itself, as with one node. The node addresses sit outside the cluster
+# CIDR; each node's pod subnet is the one the controller-manager allocates it, routed by the host.
+MAX_NODES=3
+node_name() { if (($1 == 1)); then echo "$NODE_NAME"; else echo "$NODE_NAME-$1"; fi; }
+node_netns() { echo "nsfwkube-node$1"; }
+node_link() { echo "nsfwkube$1"; }
+node_host_ip() { echo "10.243.$1.1"; }
+node_ip() { echo "10.243.$1.2"; }
+# Each extra node's own directories (state, sockets, rendered configuration) and cgroup root: the
+# kubelets' /kubepods hierarchies must not overlap.
+node_state() { echo "$STATE_DIR/node$1"; }
+node_run() { echo "$KUBE_NODE_RUN/node$1"; }
+node_conf() { echo "$CONF_DIR/node$1"; }
+node_cgroup() { echo "nsfwkube-node$1"; }
+# The extra nodes reach the registry through a second registry process on node 1's bridge address,
+# serving the same storage (the first one stays on loopback, where image pushes go).
+REGISTRY_FOR_NODES=$NODE_IP:5000
+# nodes_up: how many nodes the running (or last started) cluster has.
+nodes_up() { if [[ -f "$STATE_DIR/nodes" ]]; then cat "$STATE_DIR/nodes"; else echo 1; fi; }
+# in_node I CMD...: CMD in node I's network namespace (the mount namespace stays the host's, so that the
+# kubelet's volume mounts reach its containerd).
+in_node() { local i=$1; shift; nsenter --net="/run/netns/$(node_netns "$i")" "$@"; }

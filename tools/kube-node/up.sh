@@ -6,8 +6,22 @@
 # from over plain HTTP (npm run kube:image pushes there). Builds what is missing into the tools cache first.
 # Prints each milestone's time and, last, KUBECONFIG=<path>. Again while up: a no-op. Needs root.
 # npm run kube:down stops all of it and removes what it made.
+# --nodes N (1 to 3, default 1; or NSFWDETECTOR_KUBE_NODES): nodes 2..N beside the first, each in a
+# network namespace of its own (nodes.sh); prints each one's time to Ready and memory.
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
+. "$NODE_KIT/nodes.sh"
+NODES=${NSFWDETECTOR_KUBE_NODES:-}
+while (($#)); do
+  case $1 in
+  --nodes) NODES=${2:-}; shift 2 || true ;;
+  --nodes=*) NODES=${1#--nodes=}; shift ;;
+  *) echo "kube-node: unknown argument $1 (usage: up.sh [--nodes N])" >&2; exit 2 ;;
+  esac
+done
+# Unsaid: as many as are up, or one.
+[[ -n "$NODES" ]] || if [[ -f "$STATE_DIR/ready" ]]; then NODES=$(nodes_up); else NODES=1; fi
+[[ "$NODES" =~ ^[1-9]$ ]] && ((NODES <= MAX_NODES)) || { echo "kube-node: --nodes takes 1 to $MAX_NODES" >&2; exit 2; }
 T0=$EPOCHREALTIME
 log() { echo "kube-node: [$(since) s] $*"; }
 
@@ -20,7 +34,15 @@ all_running() {
   for n in registry containerd etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kube-router; do
     running "$n" || return 1
   done
+  for ((i = 2; i <= NODES; i++)); do
+    for n in containerd kubelet kube-proxy kube-router; do running "$n-$i" || return 1; done
+  done
+  ((NODES == 1)) || running registry-nodes
 }
+if [[ -f "$STATE_DIR/ready" ]] && (($(nodes_up) != NODES)); then
+  echo "kube-node: up with $(nodes_up) node(s), not $NODES: npm run kube:down first" >&2
+  exit 1
+fi
 if [[ -f "$STATE_DIR/ready" ]] && all_running && kc get --raw /readyz >/dev/null 2>&1; then
   log "already up"
   echo "KUBECONFIG=$KUBECONFIG"
@@ -44,6 +66,7 @@ elif iptables-save 2>/dev/null | grep -qE "KUBE-|kube-router"; then
   exit 1
 fi
 touch "$STATE_DIR/started"
+echo "$NODES" >"$STATE_DIR/nodes"
 
 # Host settings changed below, recorded first so that kube:down restores them.
 if [[ ! -f "$STATE_DIR/host-sysctl" ]]; then
@@ -55,6 +78,9 @@ if [[ ! -f "$STATE_DIR/host-sysctl" ]]; then
   # (/var/lib/kubelet/device-plugins) and containerd's CNI result cache (/var/lib/cni/results).
   [[ -d /var/lib/kubelet ]] || touch "$STATE_DIR/made-var-lib-kubelet"
   [[ -d /var/lib/cni ]] || touch "$STATE_DIR/made-var-lib-cni"
+  # ip netns add makes /run/netns a shared mount of itself (once), and the directory if need be.
+  [[ -d /run/netns ]] || touch "$STATE_DIR/made-run-netns"
+  mountpoint -q /run/netns || touch "$STATE_DIR/made-run-netns-mount"
   claim_run_containerd
 fi
 
@@ -75,16 +101,34 @@ start_bg registry "$TOOLS_DIR/registry-$REGISTRY_VERSION/registry" serve "$CONF_
 start_bg containerd env PATH="$CONTAINERD_DIR:$PATH" "$CONTAINERD_DIR/containerd" --config "$CONF_DIR/containerd.toml"
 wait_for 30 "containerd" "${CTR[@]}" version
 wait_for 30 "the registry" curl -fsS "http://$REGISTRY/v2/"
+# Nodes 2..N: their namespaces and containerds, and the registry they pull from.
+if ((NODES > 1)); then
+  (REGISTRY=$REGISTRY_FOR_NODES && render registry.yml && mv "$CONF_DIR/registry.yml" "$CONF_DIR/registry-nodes.yml")
+  start_bg registry-nodes "$TOOLS_DIR/registry-$REGISTRY_VERSION/registry" serve "$CONF_DIR/registry-nodes.yml"
+  # Whatever happens to a node's link, traffic to the cluster's addresses never takes the default route
+  # off this machine: the routes to each node are more specific than these.
+  ip route replace blackhole "$CLUSTER_CIDR"
+  ip route replace blackhole 10.243.0.0/16
+  for ((i = 2; i <= NODES; i++)); do node_prepare "$i"; done
+  for ((i = 2; i <= NODES; i++)); do wait_for 30 "node $i's containerd" node_ctr "$i" version; done
+  wait_for 30 "the nodes' registry" curl -fsS "http://$REGISTRY_FOR_NODES/v2/"
+fi
 log "containerd and the registry up"
 
 # The add-ons' images: one static binary each, imported into containerd (pods use them with
 # imagePullPolicy: Never; the pause image is the pinned sandbox image).
 import_binary_image() { # BINARY PATH IMAGE [USER]
-  "${CTR[@]}" images ls -q "name==$3" | grep -q . && return 0
-  local tar
+  local tar i
   tar=$(mktemp)
   python3 "$NODE_KIT/binary-image.py" "$1" "$2" "$3" "$tar" "${4:-65535:65535}"
-  "${CTR[@]}" images import --platform linux/amd64 "$tar" >/dev/null
+  local -a pids=()
+  "${CTR[@]}" images ls -q "name==$3" | grep -q . || "${CTR[@]}" images import --platform linux/amd64 "$tar" >/dev/null &
+  pids+=($!)
+  for ((i = 2; i <= NODES; i++)); do
+    { node_ctr "$i" images ls -q "name==$3" | grep -q . || node_ctr "$i" images import --platform linux/amd64 "$tar" >/dev/null; } &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i"; done
   rm -f "$tar"
 }
 import_binary_image "$BIN/pause-$KUBE_VERSION" /pause "$PAUSE_IMAGE"
@@ -143,18 +187,49 @@ start_bg kubelet unshare -m --propagation unchanged sh -c "
     --node-ip=$NODE_IP --hostname-override=$NODE_NAME"
 start_bg kube-proxy "$BIN/kube-proxy-$KUBE_VERSION" --config="$CONF_DIR/kube-proxy.yaml"
 wait_for 120 "the Node object" kc get node "$NODE_NAME"
+# Node 1's bridge has the first pod subnet: the others' kubelets start once node 1 has it.
+if ((NODES > 1)); then
+  has_pod_cidr() { [[ -n "$(kc get node "$NODE_NAME" -o jsonpath='{.spec.podCIDR}')" ]]; }
+  wait_for 60 "node 1's pod subnet" has_pod_cidr
+  cidr=$(kc get node "$NODE_NAME" -o jsonpath='{.spec.podCIDR}')
+  [[ "$cidr" == "$POD_CIDR" ]] || { echo "kube-node: node 1 was given $cidr, not $POD_CIDR" >&2; exit 1; }
+fi
+declare -A STARTED
+for ((i = 2; i <= NODES; i++)); do
+  node_start "$i"
+  STARTED[$i]=$EPOCHREALTIME
+done
 kc wait --for=condition=Ready "node/$NODE_NAME" --timeout=180s >/dev/null
 log "node Ready"
 # After the Node exists: kube-router finds its node by name at start.
 start_bg kube-router "$BIN/kube-router-$KUBE_ROUTER_VERSION" --run-firewall=true --run-router=false \
   --run-service-proxy=false --kubeconfig="$K" --hostname-override="$NODE_NAME" --health-port=20244 --metrics-port=0
+for ((i = 2; i <= NODES; i++)); do
+  wait_for 120 "node $i's pod subnet" node_network "$i"
+done
+for ((i = 2; i <= NODES; i++)); do
+  kc wait --for=condition=Ready "node/$(node_name "$i")" --timeout=180s >/dev/null
+  node_router "$i"
+  log "node $i ($(node_name "$i"), $(node_ip "$i"), pods $(kc get node "$(node_name "$i")" -o jsonpath='{.spec.podCIDR}')) Ready, $(T0=${STARTED[$i]} since) s after its kubelet started"
+done
 
 wait_for 60 "the default ServiceAccount" kc get serviceaccount default
-fill() { sed -e "s|@COREDNS_IMAGE@|$COREDNS_IMAGE|g" -e "s|@METRICS_SERVER_IMAGE@|$METRICS_SERVER_IMAGE|g" -e "s|@CLUSTER_DNS@|$CLUSTER_DNS|g" "$1"; }
+fill() { sed -e "s|@COREDNS_REPLICAS@|$((NODES > 1 ? 2 : 1))|g" -e "s|@COREDNS_IMAGE@|$COREDNS_IMAGE|g" -e "s|@METRICS_SERVER_IMAGE@|$METRICS_SERVER_IMAGE|g" -e "s|@CLUSTER_DNS@|$CLUSTER_DNS|g" "$1"; }
 fill "$NODE_KIT/manifests/coredns.yaml" | kc apply -f - >/dev/null
+if ((NODES > 1)); then
+  kc apply -f - >/dev/null <<'PDB'
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: coredns, namespace: kube-system}
+spec: {minAvailable: 1, selector: {matchLabels: {k8s-app: kube-dns}}}
+PDB
+fi
 fill "$NODE_KIT/manifests/metrics-server.yaml" | kc apply -f - >/dev/null
 kc apply -f "$NODE_KIT/manifests/storage.yaml" >/dev/null
-# Static local volumes for the default StorageClass (see manifests/storage.yaml).
+# Static local volumes for the default StorageClass (see manifests/storage.yaml). Every node shares this
+# machine's disk: a volume may be mounted on any node, as network storage would be, so that a pod with a
+# claim can move to another node (a drain, a lost node).
+PV_NODES=$(for ((i = 1; i <= NODES; i++)); do node_name "$i"; done | paste -sd,)
 for i in $(seq 1 8); do
   mkdir -p "$S/volumes/pv$i" && chmod 0777 "$S/volumes/pv$i"
   cat <<PV
@@ -169,7 +244,7 @@ spec:
   local: {path: "$S/volumes/pv$i"}
   nodeAffinity:
     required:
-      nodeSelectorTerms: [{matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [$NODE_NAME]}]}]
+      nodeSelectorTerms: [{matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [$PV_NODES]}]}]
 ---
 PV
 done | kc apply -f - >/dev/null
@@ -178,5 +253,8 @@ log "CoreDNS Ready"
 kc -n kube-system rollout status deploy/metrics-server --timeout=180s >/dev/null
 wait_for 120 "the metrics API" kc get --raw /apis/metrics.k8s.io/v1beta1/nodes
 log "metrics-server Ready: the node is up"
+for ((i = 2; i <= NODES; i++)); do
+  log "node $i's own processes (containerd, kubelet, kube-proxy, kube-router): $(node_rss_mib "$i") MiB resident"
+done
 touch "$STATE_DIR/ready"
 echo "KUBECONFIG=$KUBECONFIG"
