@@ -23,8 +23,10 @@ import {
   lastLine,
   NODE_UP_TIMEOUT,
   type NodeImages,
+  probe,
   pushImages,
   runNodeScript,
+  startProbe,
 } from '../support/kube-node.ts';
 import { REPO } from '../support/paths.ts';
 import { post } from '../support/stack-client.ts';
@@ -471,65 +473,6 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     await bringDown(facts, before);
   }, 300_000);
 }, [STACK_TOOLS.helm, STACK_TOOLS.k6]);
-
-/** A pod running the service image idle on `node`, not labelled as any of the chart's. */
-async function startProbe(facts: KubeNodeFacts, images: NodeImages, ns: string, node: string): Promise<void> {
-  const pod = {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name: 'probe', namespace: ns, labels: { app: 'probe' } },
-    spec: {
-      nodeName: node,
-      terminationGracePeriodSeconds: 0,
-      securityContext: { runAsNonRoot: true, runAsUser: 1000, seccompProfile: { type: 'RuntimeDefault' } },
-      containers: [
-        {
-          name: 'probe',
-          image: images.image,
-          args: ['-e', 'setInterval(() => {}, 1 << 30)'],
-          securityContext: {
-            allowPrivilegeEscalation: false,
-            readOnlyRootFilesystem: true,
-            capabilities: { drop: ['ALL'] },
-          },
-          resources: { requests: { cpu: '10m', memory: '32Mi' } },
-        },
-      ],
-    },
-  };
-  await kubectl(facts, ['apply', '-f', '-'], JSON.stringify(pod));
-  await kubectl(facts, ['-n', ns, 'wait', '--for=condition=Ready', 'pod/probe', '--timeout=120s']);
-}
-
-// Connects to each target from inside a pod: "open" when the TCP handshake completes within 3 s.
-const PROBE_SCRIPT = `
-const net = require('node:net');
-const targets = JSON.parse(process.argv[1]);
-Promise.all(Object.entries(targets).map(([name, t]) => new Promise((resolve) => {
-  const socket = net.connect({ host: t.host, port: t.port });
-  const done = (state) => { socket.destroy(); resolve([name, state]); };
-  socket.setTimeout(3000, () => done('closed'));
-  socket.on('connect', () => done('open'));
-  socket.on('error', () => done('closed'));
-}))).then((states) => console.log(JSON.stringify(Object.fromEntries(states))));
-`;
-
-async function probe(
-  facts: KubeNodeFacts,
-  where: string[],
-  targets: Record<string, { host: string; port: number }>,
-): Promise<Record<string, string>> {
-  const out = await kubectl(facts, [
-    'exec',
-    ...where,
-    '--',
-    'node',
-    '-e',
-    PROBE_SCRIPT,
-    JSON.stringify(targets),
-  ]);
-  return JSON.parse(lastLine(out));
-}
 
 /**
  * The answers of several k6 runs added up second by second, as lines `t+N s: 200 × a, 503/5001 × b`

@@ -389,3 +389,71 @@ export function hostNftTables(): string[] {
     .map((l) => l.replace(/^table /, ''))
     .sort();
 }
+
+/**
+ * A pod running the service image idle (node is all it needs), on `node` when given, not labelled as any of
+ * the chart's: the source of the NetworkPolicy checks.
+ */
+export async function startProbe(
+  facts: KubeNodeFacts,
+  images: NodeImages,
+  ns: string,
+  node?: string,
+): Promise<void> {
+  const pod = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'probe', namespace: ns, labels: { app: 'probe' } },
+    spec: {
+      ...(node ? { nodeName: node } : {}),
+      terminationGracePeriodSeconds: 0,
+      securityContext: { runAsNonRoot: true, runAsUser: 1000, seccompProfile: { type: 'RuntimeDefault' } },
+      containers: [
+        {
+          name: 'probe',
+          image: images.image,
+          args: ['-e', 'setInterval(() => {}, 1 << 30)'],
+          securityContext: {
+            allowPrivilegeEscalation: false,
+            readOnlyRootFilesystem: true,
+            capabilities: { drop: ['ALL'] },
+          },
+          resources: { requests: { cpu: '10m', memory: '32Mi' } },
+        },
+      ],
+    },
+  };
+  await kubectl(facts, ['apply', '-f', '-'], JSON.stringify(pod));
+  await kubectl(facts, ['-n', ns, 'wait', '--for=condition=Ready', 'pod/probe', '--timeout=120s']);
+}
+
+// Connects to each target from inside a pod: "open" when the TCP handshake completes within 3 s.
+const PROBE_SCRIPT = `
+const net = require('node:net');
+const targets = JSON.parse(process.argv[1]);
+Promise.all(Object.entries(targets).map(([name, t]) => new Promise((resolve) => {
+  const socket = net.connect({ host: t.host, port: t.port });
+  const done = (state) => { socket.destroy(); resolve([name, state]); };
+  socket.setTimeout(3000, () => done('closed'));
+  socket.on('connect', () => done('open'));
+  socket.on('error', () => done('closed'));
+}))).then((states) => console.log(JSON.stringify(Object.fromEntries(states))));
+`;
+
+/** What a pod (`where`: kubectl exec's pod and container arguments) can connect to: "open" or "closed" each. */
+export async function probe(
+  facts: KubeNodeFacts,
+  where: string[],
+  targets: Record<string, { host: string; port: number }>,
+): Promise<Record<string, string>> {
+  const out = await kubectl(facts, [
+    'exec',
+    ...where,
+    '--',
+    'node',
+    '-e',
+    PROBE_SCRIPT,
+    JSON.stringify(targets),
+  ]);
+  return JSON.parse(lastLine(out));
+}
