@@ -5,8 +5,8 @@
 // (the day count the quota service reports moves by one per request). A body above the retry buffer is
 // not retried: its client gets 503/5001, and that 503 is not charged. A pod whose node is lost while a
 // request's body is on its way (its port black-holed: no ACK, no RST) has that request reset after the
-// chart's tcpUserTimeoutMs and answered by the other pod; a pod that reads slowly and answers late is
-// not cut.
+// chart's tcpUserTimeoutMs and answered by the other pod, as is a request sent on its pooled connection
+// before the edge ejects it; a pod that reads slowly and answers late is not cut.
 
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
@@ -29,18 +29,19 @@ interface Answer {
   remaining: number | undefined;
 }
 
-async function detect(edge: EdgeEnvoy, bytes = 4096): Promise<Answer> {
+/** Half of k6's default request timeout: an answer later than this is a client's connection error. */
+const CLIENT_TIMEOUT_MS = 30_000;
+
+async function detect(edge: EdgeEnvoy, bytes = 4096, timeoutMs = CLIENT_TIMEOUT_MS): Promise<Answer> {
   return answerOf(
     await fetch(`${edge.url}/api/public/detect`, {
       method: 'POST',
       headers: { 'content-type': 'image/jpeg' },
       body: new Uint8Array(bytes),
+      signal: AbortSignal.timeout(timeoutMs),
     }),
   );
 }
-
-/** Half of k6's default request timeout: an answer later than this is a client's connection error. */
-const CLIENT_TIMEOUT_MS = 30_000;
 
 /**
  * A detect request whose body the client sends in two parts: its first `head` bytes at once, the rest
@@ -238,6 +239,45 @@ describeWithStackTools(
       }
     }, 90_000);
 
+    it('requests sent to a lost pod before the edge ejects it, on its pooled connection: answered 200 by the other pod, charged once', async (ctx) => {
+      skipWithoutTool(ctx, LOOPBACK_BLACK_HOLE);
+      const lost = await startUpstream('lost');
+      const survivor = await startUpstream('survivor');
+      const edge = await edgeOver([lost, survivor]);
+      // Two requests, one per pod: each pod now has an idle pooled connection from the edge.
+      const answers: Answer[] = [await detect(edge), await detect(edge)];
+      expect(answers.map((a) => a.body.data?.upstream).sort()).toEqual(['lost', 'survivor']);
+      let hole: BlackHole | undefined;
+      try {
+        hole = blackHole(lost.port);
+        const cutAt = Date.now();
+        // At once, before any health check has failed: round robin sends one of them to the lost pod,
+        // whose whole request then sits unacknowledged on the pooled connection.
+        const during = await Promise.all(
+          [0, 1].map(async () => {
+            const a = await detect(edge).catch((err: unknown) => err as Error);
+            return { a, afterMs: Date.now() - cutAt };
+          }),
+        );
+        for (const { a } of during) {
+          expect(a, String(a)).not.toBeInstanceOf(Error);
+        }
+        const got = during.map(({ a }) => a as Answer);
+        expect(got.map((a) => a.status)).toEqual([200, 200]);
+        for (const a of got) expect(a.body.data?.upstream).toBe('survivor');
+        const after = await detect(edge);
+        chargedOnceEach([...answers, ...got, after].map((a) => a.remaining));
+        const retried = await edge.stat('cluster.detect.upstream_rq_retry');
+        console.log(
+          `requests sent on a lost pod's pooled connection: 200, 200 after ${during.map((d) => d.afterMs).join(' and ')} ms; ` +
+            `Envoy retries ${retried}; ${answers.length + got.length + 1} charged for ${answers.length + got.length + 1}`,
+        );
+        expect(retried).toBeGreaterThanOrEqual(1);
+      } finally {
+        hole?.remove();
+      }
+    }, 90_000);
+
     it('a detect pod that reads a large upload slowly and answers late is not cut by the unacknowledged-data timeout', async () => {
       const large = 12 * 1024 * 1024; // above the retry buffer: a cut would be a 503
       const rate = 512 * 1024;
@@ -248,7 +288,7 @@ describeWithStackTools(
       // A timeout far below the read's length: its zero-window probes, answered, must keep it alive.
       const edge = await edgeOver([slow], { 'envoy.upstreams.detect.tcpUserTimeoutMs': 1000 });
       const start = Date.now();
-      const answer = await detect(edge, large);
+      const answer = await detect(edge, large, 80_000);
       const tookMs = Date.now() - start;
       console.log(
         `slow pod (${rate / 1024} KiB/s, answer 3 s after the body) under a 1 s TCP_USER_TIMEOUT: ` +
