@@ -8,6 +8,7 @@
 # - bodies stream (no buffering filter: the 50 MiB rule is detect's, 400/4003);
 # - only detect requests are retried, on another pod, when the first never got an answer (charged once:
 #   ext_authz runs before the router); every cluster has circuit breakers and timeouts;
+# - a counted request answered 503 is refunded before that 503 leaves (the Lua filter);
 # - slow and idle clients are cut (request headers, idle and stream-idle timeouts, shorter as the edge
 #   fills), and load is shed before connections or memory run out (overload_manager; docs/edge.md).
 {{- $e := .Values.envoy }}
