@@ -14,7 +14,7 @@ function nft(): string | undefined {
 /** nft, usable by this process (root, in a network namespace whose rules it may change). */
 export const LOOPBACK_BLACK_HOLE: Tool = {
   name: 'nft as root (a loopback port black-holed)',
-  install: 'apt-get install nftables, and run the suite as root',
+  install: 'apt-get install nftables (or: bash .ci/install-k8s-tools.sh), and run the suite as root',
   find: () => {
     const path = nft();
     if (path === undefined || process.getuid?.() !== 0) return undefined;
