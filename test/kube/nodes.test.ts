@@ -297,6 +297,25 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     }
     return undefined;
   };
+  /**
+   * The last `seconds` of every gateway pod's Envoy access log lines with a status other than 200 and
+   * 429, and its quota container's warnings and errors: who answered a 503 (detect, ext_authz, Envoy).
+   */
+  const logGatewayFailures = async (seconds: number) => {
+    for (const g of await widePods('gateway')) {
+      const since = `--since=${seconds}s`;
+      const envoy = (await k('-n', ns, 'logs', g.name, '-c', 'envoy', since).catch((e) => String(e)))
+        .split('\n')
+        .filter((l) => /"(response_code|status)":\s*"?(5\d\d|0)\b/.test(l) || / 5\d\d /.test(l));
+      const quota = (await k('-n', ns, 'logs', g.name, '-c', 'quota', since).catch((e) => String(e)))
+        .split('\n')
+        .filter((l) => /"level":\s*[45]0/.test(l));
+      if (envoy.length || quota.length)
+        log(
+          `${g.name} (${g.node}), the last ${seconds} s:\n${[...envoy.slice(-8), ...quota.slice(-8)].map((l) => `  ${l.slice(0, 600)}`).join('\n')}`,
+        );
+    }
+  };
   const ejectedAt = (ms: number | undefined) =>
     ms === undefined ? 'not within 60 s' : `at t+${(ms / 1000).toFixed(1)} s`;
 
@@ -309,6 +328,31 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     log(`helm install --wait on ${NODES} nodes: ${seconds(started)} s`);
     const svc = await kj('-n', ns, 'get', 'service', `${release}-gateway`);
     gateway = `http://${svc.spec.clusterIP}:${svc.spec.ports[0].port}`;
+    // Ready pods are not yet replicas in sync: an account written before the primary has a replica
+    // online fails its WAIT ("acknowledged by 0 of 1 replica(s)").
+    const installed = performance.now();
+    for (;;) {
+      const primary = await primaryPod().catch(() => undefined);
+      const info = primary
+        ? await k(
+            '-n',
+            ns,
+            'exec',
+            primary.name,
+            '-c',
+            'redis',
+            '--',
+            'redis-cli',
+            'info',
+            'replication',
+          ).catch(() => '')
+        : '';
+      if ((info.match(/^slave\d+:.*state=online/gm) ?? []).length >= 2) break;
+      if (performance.now() - installed > 120_000)
+        throw new Error(`no primary with two replicas online: ${info}`);
+      await sleep(1_000);
+    }
+    log(`the Redis primary with two replicas online ${seconds(installed)} s after the install`);
     await admin('create-account', '--email', email, '--tier', 'pro');
     key = (await admin('issue-key', email, '--name', 'nodes')).secret;
     // What a Redis failover must keep: an account, its keys, a revocation.
@@ -515,6 +559,7 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     log(
       `after the drain: detect on ${JSON.stringify(await nodesOf('detect'))}, gateway on ${JSON.stringify(await nodesOf('gateway'))}`,
     );
+    await logGatewayFailures(90);
     expect({ ...keyedResult.counts, '200': 0, '429': 0 }).toEqual(zeroCounts());
     expect({ ...anonymousResult.counts, '200': 0, '429': 0 }).toEqual(zeroCounts());
     expect(keyedResult.counts['200']).toBeGreaterThan(0);

@@ -100,13 +100,21 @@ export function startLoad(
           zero === undefined
             ? new Date(ms).toISOString()
             : `t${ms >= zero ? '+' : ''}${((ms - zero) / 1000).toFixed(1)} s`;
-        if (unexpected.length)
+        if (unexpected.length) {
+          // The kinds (their first 100 characters) counted, then the first and last 15 in full.
+          const kinds = new Map<string, number>();
+          for (const u of unexpected)
+            kinds.set(u.text.slice(0, 100), (kinds.get(u.text.slice(0, 100)) ?? 0) + 1);
+          const shown =
+            unexpected.length > 30
+              ? [...unexpected.slice(0, 15), undefined, ...unexpected.slice(-15)]
+              : unexpected;
           console.log(
-            `k6: unexpected answers and connection errors (${unexpected.length}):\n${unexpected
-              .slice(0, 30)
-              .map((u) => `  sent ${when(u.sent)}, answered ${when(u.at)}: ${u.text}`)
+            `k6: answers other than 200 and 429 (${unexpected.length}): ${[...kinds].map(([t, n]) => `${n} × ${t}`).join('; ')}\n${shown
+              .map((u) => (u ? `  sent ${when(u.sent)}, answered ${when(u.at)}: ${u.text}` : '  …'))
               .join('\n')}`,
           );
+        }
         const counts = { ...zeroCounts(), ...summary.counts };
         const answered = Object.values(counts).reduce((a, b) => a + b, 0);
         const perSecond = opts.timeline ? answersPerSecond(readFileSync(samplesFile, 'utf8')) : new Map();
