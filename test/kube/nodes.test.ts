@@ -200,6 +200,15 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
           throw new Error(`the primary did not move to ${target.name} within 60 s`);
         await sleep(500);
       }
+      // The sentinels turn the former primary into a replica a little later; until then it still says
+      // master (a drain evicting it then would start its preStop handover).
+      const role = () =>
+        k('-n', ns, 'exec', before.name, '-c', 'redis', '--', 'redis-cli', '--raw', 'role').catch(() => '');
+      while ((await role()).split('\n')[0] !== 'slave') {
+        if (performance.now() - started > 60_000)
+          throw new Error(`${before.name} still a primary after 60 s`);
+        await sleep(500);
+      }
     } finally {
       for (const p of others) await priority(p.name, 100);
     }

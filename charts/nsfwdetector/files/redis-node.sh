@@ -57,6 +57,9 @@ primary() {
 # READONLY, on which the quota services reconnect to the new primary). A replica stops as it is.
 if [ "$role" = handover ]; then
   [ "$(timeout 2 redis-cli -p "$self_port" --raw role 2>/dev/null | head -n 1)" = master ] || exit 0
+  # A former primary the sentinels have not yet turned into a replica still says master: only the one
+  # they name hands over (another failover would be a window of its own).
+  [ "$(primary)" = "$self_host $self_port" ] || exit 0
   wait_ms=${HANDOVER_WAIT_MS:-10000}
   redis-cli -p "$self_port" client pause "$wait_ms" write >/dev/null
   for node in $NODES; do
