@@ -60,6 +60,9 @@ export interface Authorizer {
    * bound on lookups in progress never turns such an answer into a 503.
    */
   looksUp(facts: RequestFacts): boolean;
-  /** Takes back the charge of a counted request answered 503 (idempotent; never rejects). */
-  refund(requestId: string): Promise<void>;
+  /**
+   * Takes back the charge of a counted request answered 503 (idempotent; never rejects). False when the
+   * store could not (logged here): a caller that can ask again (the edge) knows to.
+   */
+  refund(requestId: string): Promise<boolean>;
 }

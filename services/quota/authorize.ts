@@ -184,17 +184,21 @@ export class QuotaAuthorizer implements Authorizer {
     return facts.endpoint === 'public' || bearerKey(facts.authorization) !== undefined;
   }
 
-  refund(requestId: string): Promise<void> {
-    return this.#opts.quotaStore.refund(requestId).catch((err: unknown) => {
-      // While the store is down every refund fails the same way: one line per interval, with a count.
-      this.#refundFailures += 1;
-      const now = this.#now();
-      if (now - this.#refundFailureLoggedAt < REFUND_FAILURE_LOG_INTERVAL_MS) return;
-      this.#refundFailureLoggedAt = now;
-      const failures = this.#refundFailures;
-      this.#refundFailures = 0;
-      this.#opts.onBackgroundError?.(err, `refunding ${failures} request(s) answered 503`);
-    });
+  refund(requestId: string): Promise<boolean> {
+    return this.#opts.quotaStore.refund(requestId).then(
+      () => true,
+      (err: unknown) => {
+        // While the store is down every refund fails the same way: one line per interval, with a count.
+        this.#refundFailures += 1;
+        const now = this.#now();
+        if (now - this.#refundFailureLoggedAt < REFUND_FAILURE_LOG_INTERVAL_MS) return false;
+        this.#refundFailureLoggedAt = now;
+        const failures = this.#refundFailures;
+        this.#refundFailures = 0;
+        this.#opts.onBackgroundError?.(err, `refunding ${failures} request(s) answered 503`);
+        return false;
+      },
+    );
   }
 
   async #authorizeAnonymous(facts: RequestFacts, requestId: string): Promise<Decision> {
@@ -294,5 +298,7 @@ export class AllowAllAuthorizer implements Authorizer {
     return false;
   }
 
-  async refund(): Promise<void> {}
+  async refund(): Promise<boolean> {
+    return true;
+  }
 }

@@ -103,6 +103,24 @@ describe('ext_authz check', () => {
     expect(bad.json()).toMatchObject({ code: 4001 });
   });
 
+  it('answers 503 when the store cannot take the charge back, so that the edge asks again', async () => {
+    const a = await start();
+    const { secret } = await keyFor('pro');
+    const auth = { authorization: `Bearer ${secret}` };
+    const chargeId = String((await check(a, '/api/open/detect', auth)).headers['x-charge-id']);
+    const refund = quota.refund.bind(quota);
+    quota.refund = async () => {
+      throw new Error('store down');
+    };
+    const failed = await a.inject({ method: 'POST', url: `${REFUND_PATH_PREFIX}/${chargeId}` });
+    expect(failed.statusCode).toBe(503);
+    expect(failed.json()).toMatchObject({ code: 5001 });
+    quota.refund = refund;
+    const again = await a.inject({ method: 'POST', url: `${REFUND_PATH_PREFIX}/${chargeId}` });
+    expect(again.statusCode).toBe(204);
+    expect((await check(a, '/api/open/detect', auth)).headers['x-ratelimit-remaining']).toBe('9999');
+  });
+
   it('ignores a body and its Content-Type, and the query string', async () => {
     const a = await start();
     const { secret } = await keyFor();

@@ -14,9 +14,10 @@
 //
 // Refunds: an allowed detect request carries its charge id upstream (x-charge-id). When the upstream
 // then answers 503 (detect busy, draining, or gone), the edge posts that id to REFUND_PATH_PREFIX/<id>
-// and the charge is taken back, as the embedded server refunds its own 503s. That path is only for the
-// edge on its loopback/sidecar port: Envoy routes no client request to it. A forged id takes nothing
-// back (ids are random UUIDs; an unknown one is only marked as used).
+// and the charge is taken back, as the embedded server refunds its own 503s; when the store cannot, the
+// answer is 503/5001 and the edge asks once more (refunds are idempotent per charge id). That path is
+// only for the edge on its loopback/sidecar port: Envoy routes no client request to it. A forged id
+// takes nothing back (ids are random UUIDs; an unknown one is only marked as used).
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ANONYMOUS_ACCOUNT } from '../../lib/common/authorizer.ts';
@@ -93,7 +94,10 @@ export default async function extAuthz(app: FastifyInstance, opts: ExtAuthzOptio
   app.post<{ Params: { chargeId: string } }>(`${REFUND_PATH_PREFIX}/:chargeId`, async (request, reply) => {
     const { chargeId } = request.params;
     if (!CHARGE_ID.test(chargeId)) return sendError(reply, new ApiError('BAD_REQUEST', 'Not a charge id'));
-    await opts.authorizer.refund(chargeId);
+    // A store failure is the edge's to retry (the refund is idempotent per charge id), not a success.
+    if (!(await opts.authorizer.refund(chargeId))) {
+      return sendError(reply, new ApiError('UNAVAILABLE', 'The charge could not be taken back: ask again'));
+    }
     return reply.code(204).send();
   });
 

@@ -40,7 +40,7 @@ export class MeteredAuthorizer implements Authorizer {
     return this.#inner.looksUp(facts);
   }
 
-  refund(requestId: string): Promise<void> {
+  refund(requestId: string): Promise<boolean> {
     return this.#inner.refund(requestId);
   }
 }

@@ -3,7 +3,8 @@
 // on a real Redis, steady traffic through the edge, and one detect sent SIGTERM as the kubelet does.
 // detect stops being ready and keeps serving for SHUTDOWN_DELAY_MS, the edge's health checks take it out,
 // and what still reaches it after it stops accepting is retried on the other: every answer is 200, each
-// charged once.
+// charged once. Uploads above the edge's retry buffer (not retryable), streamed across the drain, are
+// answered too: the draining pod finishes what it holds.
 
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -17,6 +18,35 @@ import { describeWithStackTools } from '../support/stack-tools.ts';
 
 const EDGE_SECRET = randomBytes(24).toString('hex');
 const IMAGE = readFileSync(fixture('320x240.jpg'));
+/** A JPEG padded past the edge's 4 MiB retry buffer (decoders ignore what follows its end marker). */
+const LARGE_BYTES = 6 * 1024 * 1024;
+
+/** One large upload sent in 1 MiB chunks over `spreadMs`: in flight while a pod drains. */
+async function slowLargeUpload(
+  url: string,
+  spreadMs: number,
+): Promise<{ status: number; remaining: number }> {
+  const body = Buffer.alloc(LARGE_BYTES);
+  IMAGE.copy(body);
+  const chunks = LARGE_BYTES / (1024 * 1024);
+  const stream = new ReadableStream<Uint8Array>({
+    async start(controller) {
+      for (let i = 0; i < chunks; i++) {
+        controller.enqueue(body.subarray(i * 1024 * 1024, (i + 1) * 1024 * 1024));
+        await new Promise((r) => setTimeout(r, spreadMs / chunks));
+      }
+      controller.close();
+    },
+  });
+  const res = await fetch(`${url}/api/public/detect`, {
+    method: 'POST',
+    headers: { 'content-type': 'image/jpeg', 'content-length': String(LARGE_BYTES) },
+    body: stream,
+    duplex: 'half',
+  } as RequestInit);
+  await res.arrayBuffer();
+  return { status: res.status, remaining: Number(res.headers.get('x-ratelimit-remaining')) };
+}
 
 describeWithStackTools(
   'a graceful detect deletion behind the edge',
@@ -77,7 +107,15 @@ describeWithStackTools(
         }
       });
       await new Promise((r) => setTimeout(r, 2000));
+      // Round robin: about half of them on the pod about to leave, still streaming past its drain delay.
+      const large = Array.from({ length: 4 }, () => slowLargeUpload(edge?.url as string, 5000));
+      await new Promise((r) => setTimeout(r, 200));
       const leaving = detects[0] as ServerProcess;
+      // Envoy's requests in flight on that pod as it is told to go (the large uploads among them).
+      const clusters = await (await fetch(`${edge?.adminUrl}/clusters`)).text();
+      const heldByLeaving = Number(
+        clusters.match(new RegExp(`^detect::127\\.0\\.0\\.1:${leaving.port}::rq_active::(\\d+)$`, 'm'))?.[1],
+      );
       const before = answers.length;
       const exited = leaving.stop(); // SIGTERM: the kubelet's graceful deletion
       expect(await exited).toBe(0);
@@ -85,6 +123,7 @@ describeWithStackTools(
       await new Promise((r) => setTimeout(r, 2000)); // and after it is gone
       sending = false;
       await Promise.all(clients);
+      const largeAnswers = await Promise.all(large);
 
       const byStatus: Record<number, number> = {};
       for (const a of answers) byStatus[a.status] = (byStatus[a.status] ?? 0) + 1;
@@ -92,12 +131,15 @@ describeWithStackTools(
       const unhealthy = await edge?.stat('cluster.detect.health_check.failure');
       console.log(
         `detect SIGTERMed under load: answers ${JSON.stringify(byStatus)} (${during} while it drained and exited); ` +
-          `edge retries ${retried}, failed health checks ${unhealthy}`,
+          `edge retries ${retried}, failed health checks ${unhealthy}; ` +
+          `${heldByLeaving} request(s) in flight on it at SIGTERM; ${largeAnswers.length} uploads of ${LARGE_BYTES} bytes streamed across it: ${largeAnswers.map((a) => a.status).join(' ')}`,
       );
       expect(byStatus).toEqual({ 200: answers.length });
+      expect(largeAnswers.map((a) => a.status)).toEqual(largeAnswers.map(() => 200));
+      expect(heldByLeaving).toBeGreaterThanOrEqual(1);
       expect(during).toBeGreaterThan(0);
       // One charge per request: the day counts the answers carry are all different and consecutive.
-      const remaining = answers.map((a) => a.remaining).sort((a, b) => b - a);
+      const remaining = [...answers, ...largeAnswers].map((a) => a.remaining).sort((a, b) => b - a);
       expect(new Set(remaining).size).toBe(remaining.length);
       expect((remaining[0] as number) - (remaining.at(-1) as number)).toBe(remaining.length - 1);
     }, 120_000);

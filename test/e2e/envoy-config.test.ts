@@ -257,6 +257,14 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
     expect(detect.health_checks[0].http_health_check.path).toBe('/internal/ready');
     expect(detect.outlier_detection.consecutive_local_origin_failure).toBeGreaterThan(0);
     expect(detect.outlier_detection.enforcing_consecutive_5xx).toBe(0);
+    // A connection holding unacknowledged data to a vanished pod is closed (TCP_USER_TIMEOUT) well
+    // before a client gives up, so that its request is retried (test/e2e/edge-retry.test.ts runs it).
+    const userTimeout = detect.upstream_bind_config.socket_options.find(
+      (o: Json) => o.level === 6 && o.name === 18,
+    );
+    expect(userTimeout.int_value).toBeGreaterThan(0);
+    expect(userTimeout.int_value).toBeLessThan(30_000);
+    expect(detect.upstream_bind_config.source_address).toBeUndefined();
     const tracing = hcm(deployed).tracing.provider;
     expect(tracing.name).toBe('envoy.tracers.opentelemetry');
     expect(tracing.typed_config.http_service.http_uri.cluster).toBe('trace_collector');

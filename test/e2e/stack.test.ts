@@ -272,7 +272,8 @@ describeWithStackTools(
           status: 400,
           code: ERRORS.UNDECODABLE.code,
         });
-        // Had it been refunded the count would go back to 0 within the edge's fire-and-forget call.
+        // Had it been refunded the count would be back to 0: the edge refunds a 503 before answering it,
+        // and the wait covers a refund that came late.
         await new Promise((r) => setTimeout(r, 2_000));
         expect(await counted()).toBe(1);
       } finally {

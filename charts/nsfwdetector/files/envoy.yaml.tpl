@@ -8,6 +8,7 @@
 # - bodies stream (no buffering filter: the 50 MiB rule is detect's, 400/4003);
 # - only detect requests are retried, on another pod, when the first never got an answer (charged once:
 #   ext_authz runs before the router); every cluster has circuit breakers and timeouts;
+# - a counted request answered 503 is refunded before that 503 leaves (the Lua filter);
 # - slow and idle clients are cut (request headers, idle and stream-idle timeouts, shorter as the edge
 #   fills), and load is shed before connections or memory run out (overload_manager; docs/edge.md).
 {{- $e := .Values.envoy }}
@@ -325,16 +326,28 @@ static_resources:
                           end
                           -- A counted request answered 503 (detect busy, draining or gone) is not
                           -- charged: the quota sidecar takes the charge back, as the embedded server does.
+                          -- The 503 waits for the refund (the sidecar is on this pod: a millisecond), so
+                          -- that no answer leaves while its refund could still be lost with this gateway;
+                          -- a failed refund (the sidecar or its store: not 204) is asked once more, which
+                          -- is safe (idempotent per charge id), then logged with the charge id (a refund
+                          -- that timed out may still be applied by the store later).
                           function envoy_on_response(handle)
                             if handle:headers():get(":status") ~= "503" then return end
                             local meta = handle:streamInfo():dynamicMetadata():get("nsfwdetector.charge")
                             if meta == nil or meta["id"] == nil then return end
-                            handle:httpCall("quota", {
-                              [":method"] = "POST",
-                              [":path"] = "/ext_authz-refund/" .. meta["id"],
-                              [":authority"] = "quota",
-                              ["content-length"] = "0",
-                            }, "", 1000, true) -- fire and forget: the client has its answer
+                            local status
+                            for _ = 1, 2 do
+                              local headers = handle:httpCall("quota", {
+                                [":method"] = "POST",
+                                [":path"] = "/ext_authz-refund/" .. meta["id"],
+                                [":authority"] = "quota",
+                                ["content-length"] = "0",
+                              }, "", {{ int $e.refundTimeoutMs }})
+                              status = headers[":status"]
+                              if status == "204" then return end
+                            end
+                            handle:logErr("nsfwdetector: the refund of charge " .. meta["id"] ..
+                              " failed twice (last status " .. tostring(status) .. "): this 503 may stay charged")
                           end
                   - name: envoy.filters.http.router
                     typed_config:

@@ -57,11 +57,24 @@ Service, nsfwdetector.upstreamAddress). An upstream's `dnsRefreshRate`, `retry`,
   {{- if $u.healthCheck }}
   # A pod gone from the Service leaves the balancing at once, whatever its last health check said.
   ignore_health_on_host_removal: true
-  # A request sent to a pod whose node vanished waits on a connection nobody will close: TCP keepalive
-  # finds it dead ~6 s after its last byte (3 s idle, then 3 probes 1 s apart), and the request, reset
-  # before any answer, is retried on another pod.
+  # A request sent to a pod whose node vanished waits on a connection nobody will close (no RST ever
+  # comes). Once everything sent was acknowledged, TCP keepalive finds the peer dead ~6 s after its last
+  # byte (3 s idle, then 3 probes 1 s apart). While some of the request is still unacknowledged
+  # (its body on its way) keepalive never probes and the kernel retransmits for ~15 minutes:
+  # TCP_USER_TIMEOUT closes such a connection once its data has gone unacknowledged for tcpUserTimeoutMs.
+  # Either way the request, reset before any answer, is retried on another pod (docs/kubernetes-ha.md).
   upstream_connection_options:
     tcp_keepalive: { keepalive_time: 3, keepalive_interval: 1, keepalive_probes: 3 }
+  {{- with $u.tcpUserTimeoutMs }}
+  # Only a peer whose kernel stops acknowledging is cut: a busy pod, a slow answer or a slowly read
+  # upload (its zero-window probes are answered) are not, nor a draining pod finishing its requests.
+  # Hence not per_try_idle_timeout (it would cut a slow answer) nor close_connections_on_host_health_failure
+  # (a draining pod fails its health checks on purpose: its requests above the retry buffer would be
+  # 503s). Set on every socket to this cluster (no source address: the kernel picks it, as without).
+  upstream_bind_config:
+    socket_options:
+      - { description: TCP_USER_TIMEOUT, level: 6, name: 18, int_value: {{ int64 . }}, state: STATE_PREBIND }
+  {{- end }}
   {{- end }}
   circuit_breakers:
     thresholds:
