@@ -10,8 +10,8 @@ import { connect } from 'node:net';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { type EdgeEnvoy, startEdgeEnvoy } from '../support/edge-envoy.ts';
 import { startUpstream, type Upstream } from '../support/fake-detect.ts';
-import { startQuotaServer } from '../support/quota-process.ts';
-import { RedisServer } from '../support/redis-server.ts';
+import { startEdgeQuota } from '../support/quota-process.ts';
+import type { RedisServer } from '../support/redis-server.ts';
 import type { ServerProcess } from '../support/server-process.ts';
 import { describeWithStackTools } from '../support/stack-tools.ts';
 
@@ -30,13 +30,7 @@ describeWithStackTools(
     const started: Array<{ stop: () => Promise<unknown> }> = [];
 
     beforeAll(async () => {
-      redis = await RedisServer.start();
-      quota = await startQuotaServer({
-        REDIS_URL: redis.url,
-        TRUSTED_PROXY_HOPS: '1',
-        ANON_PER_MINUTE: String(DAY_LIMIT),
-        ANON_PER_DAY: String(DAY_LIMIT),
-      });
+      ({ redis, quota } = await startEdgeQuota(DAY_LIMIT));
       busy = await startUpstream('busy', { FAKE_DETECT_STATUS: '503' });
       // Answers after the edge's pooled connection to the quota service has idled out (the chart's 2 s
       // upstream idle timeout): the refund needs a new connection, the widest window for losing it.

@@ -14,8 +14,8 @@ import { ERRORS } from '../../lib/common/errors.ts';
 import { type BlackHole, blackHole, LOOPBACK_BLACK_HOLE } from '../support/black-hole.ts';
 import { type EdgeEnvoy, startEdgeEnvoy } from '../support/edge-envoy.ts';
 import { startUpstream, type Upstream } from '../support/fake-detect.ts';
-import { startQuotaServer } from '../support/quota-process.ts';
-import { RedisServer } from '../support/redis-server.ts';
+import { startEdgeQuota } from '../support/quota-process.ts';
+import type { RedisServer } from '../support/redis-server.ts';
 import type { ServerProcess } from '../support/server-process.ts';
 import { describeWithStackTools } from '../support/stack-tools.ts';
 import { skipWithoutTool } from '../support/tools.ts';
@@ -110,13 +110,7 @@ describeWithStackTools(
     const started: Array<{ stop: () => Promise<unknown> }> = [];
 
     beforeAll(async () => {
-      redis = await RedisServer.start();
-      quota = await startQuotaServer({
-        REDIS_URL: redis.url,
-        TRUSTED_PROXY_HOPS: '1',
-        ANON_PER_MINUTE: String(DAY_LIMIT),
-        ANON_PER_DAY: String(DAY_LIMIT),
-      });
+      ({ redis, quota } = await startEdgeQuota(DAY_LIMIT));
     }, 120_000);
 
     afterEach(async () => {

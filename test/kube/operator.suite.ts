@@ -259,6 +259,11 @@ spec:
       expect(await keyDetect(deploy)).toEqual(refused);
     }, 300_000);
 
+    const operatorPods = async () =>
+      JSON.parse(
+        await kubectl(['get', 'pods', '-l', 'app.kubernetes.io/component=operator', '-o', 'json']),
+      ).items.map((p: { metadata: { name: string } }) => p.metadata.name) as string[];
+
     const holder = async () =>
       JSON.parse(await kubectl(['get', 'lease', 'nsfwdetector-operator', '-o', 'json'])).spec
         .holderIdentity as string | undefined;
@@ -266,9 +271,7 @@ spec:
     it('leader failover: another replica takes the Lease within its duration when the leader pod goes, and reconciles the next change', async () => {
       const lease = JSON.parse(await kubectl(['get', 'lease', 'nsfwdetector-operator', '-o', 'json']));
       const leader = lease.spec.holderIdentity as string;
-      const pods = JSON.parse(
-        await kubectl(['get', 'pods', '-l', 'app.kubernetes.io/component=operator', '-o', 'json']),
-      ).items.map((p: { metadata: { name: string } }) => p.metadata.name) as string[];
+      const pods = await operatorPods();
       expect(pods).toHaveLength(2);
       expect(pods).toContain(leader);
       const started = Date.now();
@@ -284,9 +287,7 @@ spec:
       const failover = Date.now() - started;
       // The standby, or the leader's replacement when it asks first: the released Lease goes to whichever
       // candidate tries next; either is a live operator pod.
-      const now = JSON.parse(
-        await kubectl(['get', 'pods', '-l', 'app.kubernetes.io/component=operator', '-o', 'json']),
-      ).items.map((p: { metadata: { name: string } }) => p.metadata.name) as string[];
+      const now = await operatorPods();
       expect(now).toContain(next);
       console.log(
         `kube-node: operator failover: ${leader} deleted, ${next} (${pods.includes(next) ? 'the standby' : 'its replacement'}) holds the Lease ${seconds(failover)} s later (Lease duration ${lease.spec.leaseDurationSeconds} s)`,

@@ -35,7 +35,10 @@ describe('the generated files', () => {
   it('are found stale when a generated part is edited by hand', () => {
     const edits: Record<GeneratedFile, [string, string]> = {
       values: ['  anonPerDay: 30\n', '  anonPerDay: 100\n'],
-      schema: ['"maximum": 60000\n', '"maximum": 600000\n'],
+      schema: [
+        '"shutdownDelayMs": {\n          "type": "integer",\n          "minimum": 0,\n          "maximum": 60000\n',
+        '"shutdownDelayMs": {\n          "type": "integer",\n          "minimum": 0,\n          "maximum": 600000\n',
+      ],
       workloads: ['{{ $c.anonPerDay | int64 | quote }}', '{{ 100 | quote }}'],
       derived: ['1048576', '2097152'],
       crd: ['minimum: 0', 'minimum: 1'],
