@@ -169,6 +169,35 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
    * A sentinel failover to the Redis pod on `node` (the other replicas made unpromotable for it with
    * replica-priority 0), then until keyed requests are answered again; logged with `why`.
    */
+  /**
+   * Waits until the primary has both replicas online (synced, receiving its stream): before that, writes
+   * it acknowledges live on it alone (an account's WAIT fails; a counter lost with it is not the
+   * failover's but this gap's).
+   */
+  const replicasOnline = async (after: string) => {
+    const started = performance.now();
+    for (;;) {
+      const primary = await primaryPod().catch(() => undefined);
+      const info = primary
+        ? await k(
+            '-n',
+            ns,
+            'exec',
+            primary.name,
+            '-c',
+            'redis',
+            '--',
+            'redis-cli',
+            'info',
+            'replication',
+          ).catch(() => '')
+        : '';
+      if ((info.match(/^slave\d+:.*state=online/gm) ?? []).length >= 2) return;
+      if (performance.now() - started > 120_000)
+        throw new Error(`no primary with two replicas online 120 s after ${after}: ${info}`);
+      await sleep(1_000);
+    }
+  };
   const failoverTo = async (node: string, why: string) => {
     const before = await primaryPod();
     const pods = await widePods('redis');
@@ -213,6 +242,7 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
       for (const p of others) await priority(p.name, 100);
     }
     const promoted = seconds(started);
+    await replicasOnline('a sentinel failover');
     const answered = await keyedAnswered('a sentinel failover');
     log(
       `${why}: SENTINEL FAILOVER from ${before.name} on ${before.node} to ${target.name} on ${node}: promoted in ${promoted} s; keyed requests answered 200 again ${answered} s after`,
@@ -341,27 +371,7 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     // Ready pods are not yet replicas in sync: an account written before the primary has a replica
     // online fails its WAIT ("acknowledged by 0 of 1 replica(s)").
     const installed = performance.now();
-    for (;;) {
-      const primary = await primaryPod().catch(() => undefined);
-      const info = primary
-        ? await k(
-            '-n',
-            ns,
-            'exec',
-            primary.name,
-            '-c',
-            'redis',
-            '--',
-            'redis-cli',
-            'info',
-            'replication',
-          ).catch(() => '')
-        : '';
-      if ((info.match(/^slave\d+:.*state=online/gm) ?? []).length >= 2) break;
-      if (performance.now() - installed > 120_000)
-        throw new Error(`no primary with two replicas online: ${info}`);
-      await sleep(1_000);
-    }
+    await replicasOnline('the install');
     log(`the Redis primary with two replicas online ${seconds(installed)} s after the install`);
     await admin('create-account', '--email', email, '--tier', 'pro');
     key = (await admin('issue-key', email, '--name', 'nodes')).secret;
