@@ -34,6 +34,7 @@ import { REPO } from '../support/paths.ts';
 import { post } from '../support/stack-client.ts';
 import { STACK_TOOLS } from '../support/stack-tools.ts';
 import { type Counts, startLoad, zeroCounts } from '../support/steady-load.ts';
+import { COUNTED_PHASE_MS, withinOneUtcDay } from '../support/utc-day.ts';
 
 const NODES = 3;
 const VALUES = [join(REPO, 'test/kube/values-suite.yaml'), join(REPO, 'test/kube/values-nodes.yaml')];
@@ -551,6 +552,7 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
         (await widePods('redis')).find((p) => p.node !== target)?.node as string,
         `the primary on ${target}, to be drained`,
       );
+    await withinOneUtcDay(COUNTED_PHASE_MS, log);
     const usedBefore = await usedToday();
     const keyed = startLoad(gateway, 3, key, { timeline: true });
     const anonymous = startLoad(gateway, 2, undefined, { timeline: true });
@@ -606,6 +608,7 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
   }, 1_200_000);
 
   it('a detect pod and a gateway pod deleted gracefully under steady traffic: no failed request', async () => {
+    await withinOneUtcDay(COUNTED_PHASE_MS, log);
     const usedBefore = await usedToday();
     const keyed = startLoad(gateway, 3, key);
     const anonymous = startLoad(gateway, 2);
@@ -639,6 +642,7 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     const dataBefore = await quotaData();
     const revokedBefore = await revokedStatus();
     const dayLimit = (await admin('usage', limitedEmail('pod'))).usage.day.limit as number;
+    await withinOneUtcDay(COUNTED_PHASE_MS, log);
     const usedBefore = await usedToday();
     const keyed = startLoad(gateway, 3, key, { timeline: true });
     const anonymous = startLoad(gateway, 2, undefined, { timeline: true });
@@ -758,6 +762,7 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     const dataBefore = await quotaData();
     const revokedBefore = await revokedStatus();
     const dayLimit = (await admin('usage', limitedEmail('node'))).usage.day.limit as number;
+    await withinOneUtcDay(COUNTED_PHASE_MS, log);
     const usedBefore = await usedToday();
     const keyed = startLoad(gateway, 3, key, { timeline: true });
     const anonymous = startLoad(gateway, 2, undefined, { timeline: true });
