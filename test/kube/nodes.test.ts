@@ -33,7 +33,7 @@ import {
 import { REPO } from '../support/paths.ts';
 import { post } from '../support/stack-client.ts';
 import { STACK_TOOLS } from '../support/stack-tools.ts';
-import { type Counts, startLoad, zeroCounts } from '../support/steady-load.ts';
+import { type Counts, type SteadyLoad, startLoad, zeroCounts } from '../support/steady-load.ts';
 import { COUNTED_PHASE_MS, withinOneUtcDay } from '../support/utc-day.ts';
 
 const NODES = 3;
@@ -266,6 +266,52 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
   /** The status a detect with the revoked key is answered. */
   const revokedStatus = async () =>
     (await post(gateway, '/api/open/detect', { headers: { authorization: `Bearer ${revokedKey}` } })).status;
+  /**
+   * A Redis failover check's start: what must survive it (accounts, keys, the revocation), the key's day
+   * count, and steady keyed, anonymous and free-account traffic (the free account's 2 a second cross its
+   * day limit about 50 s in: a counter lost in the failover shows as 200s beyond it).
+   */
+  const startFailoverCheck = async (which: 'pod' | 'node') => {
+    const dataBefore = await quotaData();
+    const revokedBefore = await revokedStatus();
+    const dayLimit = (await admin('usage', limitedEmail(which))).usage.day.limit as number;
+    await withinOneUtcDay(COUNTED_PHASE_MS, log);
+    const usedBefore = await usedToday();
+    const loads = [
+      startLoad(gateway, 3, key, { timeline: true }),
+      startLoad(gateway, 2, undefined, { timeline: true }),
+      startLoad(gateway, 2, limitedKeys[which], { timeline: true }),
+    ];
+    return {
+      dayLimit,
+      /** Stops the traffic: keyed, anonymous and free-account answers, times relative to `zero`. */
+      stop: async (zero: number | undefined) => {
+        const [keyed, anonymous, limited] = await Promise.all(loads.map((l) => l.stop(zero)));
+        return { keyed, anonymous, limited } as Record<
+          'keyed' | 'anonymous' | 'limited',
+          Awaited<ReturnType<SteadyLoad['stop']>>
+        >;
+      },
+      /**
+       * After the failover: accounts, keys and the revocation as before (checked), and how much the key's
+       * day count grew (returned, printed against its 200s).
+       */
+      after: async (keyed200: number) => {
+        await sleep(3_000);
+        const charged = (await usedToday()) - usedBefore;
+        log(`the key's day count grew by ${charged}; its 200s: ${keyed200}`);
+        const dataAfter = await quotaData();
+        const revokedAfter = await revokedStatus();
+        log(
+          `after the failover: accounts, keys and revocations ${JSON.stringify(dataAfter) === JSON.stringify(dataBefore) ? 'as before' : `CHANGED: before ${JSON.stringify(dataBefore)}, after ${JSON.stringify(dataAfter)}`}; the revoked key answered ${revokedBefore} before, ${revokedAfter} after`,
+        );
+        expect(dataAfter).toEqual(dataBefore);
+        expect(revokedAfter).toBe(revokedBefore);
+        expect(revokedAfter).toBe(401);
+        return charged;
+      },
+    };
+  };
   /**
    * The Redis figures of a failover under load: the window (first to last 503/5001, seconds from
    * `zero`), and the free account's 200s beyond its day limit (its traffic began under the limit and
@@ -658,19 +704,8 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
 
   it("redis.architecture=sentinel: the primary's pod deleted under steady key and anonymous traffic: the failover window, uncharged 503s, the over-admission, accounts, keys and revocations kept", async () => {
     const primary = await primaryPod();
-    const dataBefore = await quotaData();
-    const revokedBefore = await revokedStatus();
-    const dayLimit = (await admin('usage', limitedEmail('pod'))).usage.day.limit as number;
-    await withinOneUtcDay(COUNTED_PHASE_MS, log);
-    const usedBefore = await usedToday();
-    const keyed = startLoad(gateway, 3, key, { timeline: true });
-    const anonymous = startLoad(gateway, 2, undefined, { timeline: true });
-    // The free account's 2 a second cross its day limit about 50 s in: a counter lost in the failover
-    // shows as 200s beyond it.
-    const limited = startLoad(gateway, 2, limitedKeys.pod, { timeline: true });
-    let keyedResult: Awaited<ReturnType<typeof keyed.stop>>;
-    let anonymousResult: Awaited<ReturnType<typeof anonymous.stop>>;
-    let limitedResult: Awaited<ReturnType<typeof limited.stop>>;
+    const check = await startFailoverCheck('pod');
+    let result: Awaited<ReturnType<typeof check.stop>>;
     let deletedAt = 0;
     let promotedMs: number | undefined;
     let backMs: number | undefined;
@@ -692,13 +727,10 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
       // Long enough for the free account to cross its limit.
       await sleep(Math.max(10_000, 70_000 - (Date.now() - deletedAt)));
     } finally {
-      const zero = deletedAt || undefined;
-      [keyedResult, anonymousResult, limitedResult] = await Promise.all([
-        keyed.stop(zero),
-        anonymous.stop(zero),
-        limited.stop(zero),
-      ]);
+      result = await check.stop(deletedAt || undefined);
     }
+    const { keyed: keyedResult, anonymous: anonymousResult, limited: limitedResult } = result;
+    const dayLimit = check.dayLimit;
     const runs = [keyedResult, anonymousResult, limitedResult];
     log(`answers by second (t+0: the primary's pod deleted):\n${timeline(runs, deletedAt).lines}`);
     const total = zeroCounts();
@@ -707,17 +739,7 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     log(
       `Redis primary's pod deleted: answers key ${JSON.stringify(keyedResult.counts)}, anonymous ${JSON.stringify(anonymousResult.counts)}, free account ${JSON.stringify(limitedResult.counts)}; ${figures.window}; a replica promoted ${promotedMs === undefined ? 'not within 120 s' : `at t+${(promotedMs / 1000).toFixed(1)} s`} (${(await primaryPod()).name}), the deleted pod back Ready ${backMs === undefined ? 'not' : `at t+${(backMs / 1000).toFixed(1)} s`}; the free account (day limit ${dayLimit}): ${figures.overAdmission}`,
     );
-    await sleep(3_000);
-    const charged = (await usedToday()) - usedBefore;
-    log(`the key's day count grew by ${charged}; its 200s: ${keyedResult.counts['200']}`);
-    const dataAfter = await quotaData();
-    const revokedAfter = await revokedStatus();
-    log(
-      `after the failover: accounts, keys and revocations ${JSON.stringify(dataAfter) === JSON.stringify(dataBefore) ? 'as before' : `CHANGED: before ${JSON.stringify(dataBefore)}, after ${JSON.stringify(dataAfter)}`}; the revoked key answered ${revokedBefore} before, ${revokedAfter} after`,
-    );
-    expect(dataAfter).toEqual(dataBefore);
-    expect(revokedAfter).toBe(revokedBefore);
-    expect(revokedAfter).toBe(401);
+    const charged = await check.after(keyedResult.counts['200']);
     expect(promotedMs, 'a replica promoted').toBeDefined();
     // During the failover the quota decisions are 503/5001 (uncharged); nothing else.
     expect({ ...total, '200': 0, '429': 0, '503/5001': 0 }).toEqual(zeroCounts());
@@ -785,17 +807,8 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     expect((await dnsPods()).some((p) => p.spec.nodeName === lost.node)).toBe(true);
     const primary = await primaryPod();
     log(`losing ${lost.node}: detect pod ${lost.name}, the Redis primary ${primary.name}`);
-    const dataBefore = await quotaData();
-    const revokedBefore = await revokedStatus();
-    const dayLimit = (await admin('usage', limitedEmail('node'))).usage.day.limit as number;
-    await withinOneUtcDay(COUNTED_PHASE_MS, log);
-    const usedBefore = await usedToday();
-    const keyed = startLoad(gateway, 3, key, { timeline: true });
-    const anonymous = startLoad(gateway, 2, undefined, { timeline: true });
-    const limited = startLoad(gateway, 2, limitedKeys.node, { timeline: true });
-    let keyedResult: Awaited<ReturnType<typeof keyed.stop>>;
-    let anonymousResult: Awaited<ReturnType<typeof anonymous.stop>>;
-    let limitedResult: Awaited<ReturnType<typeof limited.stop>>;
+    const check = await startFailoverCheck('node');
+    let result: Awaited<ReturnType<typeof check.stop>>;
     let cutAt = 0;
     let fullAt: number | undefined;
     let ejected: Promise<number | undefined> = Promise.resolve(undefined);
@@ -829,13 +842,10 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
       }
       await sleep(10_000);
     } finally {
-      const zero = cutAt || undefined;
-      [keyedResult, anonymousResult, limitedResult] = await Promise.all([
-        keyed.stop(zero),
-        anonymous.stop(zero),
-        limited.stop(zero),
-      ]);
+      result = await check.stop(cutAt || undefined);
     }
+    const { keyed: keyedResult, anonymous: anonymousResult, limited: limitedResult } = result;
+    const dayLimit = check.dayLimit;
     const { lines, lastFailure } = timeline([keyedResult, anonymousResult, limitedResult], cutAt);
     log(`answers by second (t+0: the link cut):\n${lines}`);
     const total = zeroCounts();
@@ -869,16 +879,7 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     log(
       `Redis: the primary ${primary.name} lost with ${lost.node}; a replica promoted ${promotedMs === undefined ? 'not within 60 s' : `at t+${(promotedMs / 1000).toFixed(1)} s`} (${(await primaryPod(lost.node)).name}); ${figures.window}; the free account (day limit ${dayLimit}): ${JSON.stringify(limitedResult.counts)}, ${figures.overAdmission}`,
     );
-    await sleep(3_000);
-    const charged = (await usedToday()) - usedBefore;
-    log(`the key's day count grew by ${charged}; its 200s: ${keyedResult.counts['200']}`);
-    const dataAfter = await quotaData();
-    const revokedAfter = await revokedStatus();
-    log(
-      `after the failover: accounts, keys and revocations ${JSON.stringify(dataAfter) === JSON.stringify(dataBefore) ? 'as before' : `CHANGED: before ${JSON.stringify(dataBefore)}, after ${JSON.stringify(dataAfter)}`}; the revoked key answered ${revokedBefore} before, ${revokedAfter} after`,
-    );
-    expect(dataAfter).toEqual(dataBefore);
-    expect(revokedAfter).toBe(revokedBefore);
+    const charged = await check.after(keyedResult.counts['200']);
     // A request whose connection failed after it was sent may have been served and charged, as one
     // k6's stop cut: neither is a 503.
     expect(charged, 'no 503 charged').toBeLessThanOrEqual(
