@@ -88,18 +88,26 @@ interface Pod {
   running: boolean;
 }
 
-interface SamplerOptions {
+export interface SamplerOptions {
   kubectl: string;
+  /** A kubeconfig for kubectl (otherwise its own: KUBECONFIG, ~/.kube/config). */
+  kubeconfig?: string;
   namespace: string;
   release: string;
   via: 'exec' | 'direct';
   port: number;
 }
 
+const kubeconfigArgs = (o: SamplerOptions) => (o.kubeconfig ? ['--kubeconfig', o.kubeconfig] : []);
+
 async function kubectlJson(o: SamplerOptions, args: string[]): Promise<{ items: unknown[] }> {
-  const { stdout } = await execFileAsync(o.kubectl, ['-n', o.namespace, ...args, '-o', 'json'], {
-    maxBuffer: 16 * MiB,
-  });
+  const { stdout } = await execFileAsync(
+    o.kubectl,
+    [...kubeconfigArgs(o), '-n', o.namespace, ...args, '-o', 'json'],
+    {
+      maxBuffer: 16 * MiB,
+    },
+  );
   return JSON.parse(stdout);
 }
 
@@ -143,6 +151,7 @@ async function metricsOf(o: SamplerOptions, ips: string[]): Promise<Record<strin
   const { stdout } = await execFileAsync(
     o.kubectl,
     [
+      ...kubeconfigArgs(o),
       '-n',
       o.namespace,
       'exec',

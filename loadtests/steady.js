@@ -33,10 +33,20 @@ export const options = {
 
 export default function () {
   countSent();
+  const sent = Date.now();
   const res = http.post(`${BASE_URL}${PATH}`, IMAGE, { headers: HEADERS, timeout: '60s' });
   const o = countAnswer(res);
-  // The rare answer no check expects, said in full: which status, which body.
-  if (unexpected(o)) console.warn(`steady: ${res.status} ${String(res.body).slice(0, 300)}`);
+  // Every answer but 200 and 429, said in full: when it was sent and answered (epoch ms: the suite puts
+  // them on its own timeline), which status and body (a 503/5001's message tells the quota store from
+  // detect), or for a connection error k6's error.
+  if (unexpected(o) || o === 'connection error' || o === '503/5001')
+    console.warn(
+      `steady: sent=${sent} at=${Date.now()} ${
+        res.status === 0
+          ? `connection error ${res.error_code}: ${res.error}`
+          : `${res.status} ${String(res.body).slice(0, 300)}`
+      }`,
+    );
 }
 
 export function handleSummary(data) {

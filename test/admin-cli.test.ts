@@ -254,6 +254,26 @@ describeWithTool(REDIS_SERVER, 'admin CLI with Redis', () => {
     }
   });
 
+  it('says in one line, exit 1, when the replicas do not confirm a write', async () => {
+    // A lone Redis asked for one replica's acknowledgement: the write is applied, never confirmed.
+    const env = { REDIS_URL: redis.url, REDIS_KEY_PREFIX: 'cli-wait:', REDIS_WAIT_REPLICAS: '1' };
+    const result = await admin(env, 'create-account', '--email', 'w@example.com');
+    expect(result.code).toBe(1);
+    expect(result.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(
+        /^not confirmed by the replicas: Written, but acknowledged by 0 of 1 replica.*repeat it if missing$/,
+      ),
+    ]);
+    // Repeated once replicas confirm (here: none asked for), it goes through: nothing half-made blocks it.
+    const again = await adminJson<{ account: { email: string } }>(
+      { ...env, REDIS_WAIT_REPLICAS: '0' },
+      'create-account',
+      '--email',
+      'w@example.com',
+    );
+    expect(again.account.email).toBe('w@example.com');
+  });
+
   it('fails clearly when Redis is unreachable', async () => {
     const result = await admin(
       { REDIS_URL: 'redis://127.0.0.1:1', REDIS_CONNECT_TIMEOUT_MS: '200' },

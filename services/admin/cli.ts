@@ -20,6 +20,7 @@ import { accountSubject } from '../quota/authorize.ts';
 import { loadQuotaConfig, type QuotaConfig } from '../quota/config.ts';
 import { AccountsFileError } from '../quota/stores/accounts-file-error.ts';
 import { openStores, type Stores } from '../quota/stores/open-stores.ts';
+import { NotReplicatedError } from '../quota/stores/redis-connection.ts';
 
 const HELP = `Usage: npm run admin -- <command> [options] [--json]
 
@@ -303,6 +304,14 @@ async function main(argv: string[]): Promise<number> {
     }
     if (err instanceof AccountsFileError) {
       console.error(`${err.message}${err.cause ? ` (${err.cause})` : ''}`);
+      return 1;
+    }
+    if (err instanceof NotReplicatedError) {
+      // Applied on the primary, not yet on enough replicas: a failover now could undo it. Every admin
+      // write is safe to repeat (or refuses a repeat visibly: email taken).
+      console.error(
+        `not confirmed by the replicas: ${err.message}; a failover could undo it: check it (list-accounts, list-keys) and repeat it if missing`,
+      );
       return 1;
     }
     throw err;

@@ -184,6 +184,12 @@ describeWithKube('Helm chart against a real kube-apiserver', ['kube-apiserver', 
         const pod = redis.spec.template.spec;
         expect(pod.topologySpreadConstraints[0].topologyKey).toBe('kubernetes.io/hostname');
         expect(pod.containers.map((c: { name: string }) => c.name)).toEqual(['redis', 'sentinel']);
+        // A primary being stopped hands over first (redis-sentinel.test.ts runs the handover).
+        expect(container(redis, 'redis').lifecycle.preStop.exec.command).toEqual([
+          'sh',
+          '/scripts/redis-node.sh',
+          'handover',
+        ]);
         const script = find(items, 'ConfigMap', 'nsfwdetector-redis-node').data?.['redis-node.sh'];
         expect(script).toBe(readFileSync(join(CHART_DIR, 'files', 'redis-node.sh'), 'utf8'));
         const nodes = (env(container(redis, 'sentinel'), 'NODES') ?? '').split(' ');

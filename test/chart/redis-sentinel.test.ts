@@ -3,7 +3,8 @@
 // loopback — three nodes, three sentinels, as the StatefulSet does, only with ports instead of pod DNS
 // names — and shows that what the chart ships elects a primary, replicates with WAIT, fails over when the
 // primary is SIGKILLed (nothing acknowledged lost, the quota services' own Sentinel client follows), and
-// takes the old primary back as a replica of the new one when its pod restarts.
+// takes the old primary back as a replica of the new one when its pod restarts; and that a primary being
+// stopped hands over by itself (the preStop hook: `redis-node.sh handover`) without losing a write.
 
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -66,23 +67,22 @@ describeWithTool([REDIS_SERVER, REDIS_CLI], 'the chart’s Redis Sentinel script
   const primaryPort = async (sentinel: number) =>
     Number((await cli(sentinel, 'sentinel', 'get-master-addr-by-name', MASTER)).split('\n')[1]);
 
+  const nodeEnv = (role: string, self: number) => ({
+    ...process.env,
+    PATH: path,
+    NODES: redisPorts.map((p, i) => `127.0.0.1:${p}:${sentinelPorts[i]}`).join(' '),
+    SELF: String(self),
+    MASTER_NAME: MASTER,
+    REDIS_PASSWORD: PASSWORD,
+    DATA_DIR: join(dir, `data-${self}`),
+    CONF_DIR: join(dir, `${role}-${self}`),
+    BIND: '127.0.0.1',
+    // Quicker than the chart's 5 s, not so quick that a loaded machine's pause looks like a death.
+    DOWN_AFTER_MS: '3000',
+    FAILOVER_TIMEOUT_MS: '10000',
+  });
   const start = (role: 'redis' | 'sentinel', self: number): Child =>
-    spawnChild(`redis-node.sh ${role} ${self}`, 'sh', [SCRIPT, role], {
-      env: {
-        ...process.env,
-        PATH: path,
-        NODES: redisPorts.map((p, i) => `127.0.0.1:${p}:${sentinelPorts[i]}`).join(' '),
-        SELF: String(self),
-        MASTER_NAME: MASTER,
-        REDIS_PASSWORD: PASSWORD,
-        DATA_DIR: join(dir, `data-${self}`),
-        CONF_DIR: join(dir, `${role}-${self}`),
-        BIND: '127.0.0.1',
-        // Quicker than the chart's 5 s, not so quick that a loaded machine's pause looks like a death.
-        DOWN_AFTER_MS: '3000',
-        FAILOVER_TIMEOUT_MS: '10000',
-      },
-    });
+    spawnChild(`redis-node.sh ${role} ${self}`, 'sh', [SCRIPT, role], { env: nodeEnv(role, self) });
 
   beforeAll(async () => {
     const bins = new Set([dirname(requireTool(REDIS_SERVER)), dirname(requireTool(REDIS_CLI))]);
@@ -178,6 +178,52 @@ describeWithTool([REDIS_SERVER, REDIS_CLI], 'the chart’s Redis Sentinel script
     });
     expect(redis.get(0)?.output()).toContain(`replica of 127.0.0.1:${promoted}`);
     expect(await cli(old, 'get', 'after-failover')).toBe('1');
+
+    // The primary's pod deleted gracefully (or its node drained): its preStop hook hands over, while the
+    // quota services' client keeps writing.
+    const handing = redisPorts.indexOf(promoted);
+    const written: string[] = [];
+    let writing = true;
+    let refused = 0;
+    const writer = (async () => {
+      for (let i = 0; writing; i++) {
+        try {
+          await client?.set(`during:${i}`, '1');
+          written.push(`during:${i}`);
+        } catch {
+          refused++;
+        }
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    await new Promise((r) => setTimeout(r, 300));
+    const handoverStarted = Date.now();
+    const handover = await execFileAsync('sh', [SCRIPT, 'handover'], { env: nodeEnv('redis', handing) });
+    const handoverMs = Date.now() - handoverStarted;
+    await until(
+      'the client writes to the new primary',
+      async () => written.length > 0 && (await client?.set('after-handover', '1')) === 'OK',
+    );
+    writing = false;
+    await writer;
+    const successor = await primaryPort(sentinelPorts[1] as number);
+    expect(handover.stdout).toContain(`handed over to 127.0.0.1:${successor}`);
+    expect(successor).not.toBe(promoted);
+    expect((await cli(promoted, 'role')).split('\n')[0]).toBe('slave');
+    expect((await cli(successor, 'role')).split('\n')[0]).toBe('master');
+    // Every write acknowledged before, during and after the handover is on the new primary.
+    const missing = [];
+    for (const key of [...acknowledged, ...written])
+      if ((await cli(successor, 'exists', key)) !== '1') missing.push(key);
+    expect(missing).toEqual([]);
+    // A replica's preStop does nothing.
+    const replica = redisPorts.indexOf(promoted);
+    const quiet = await execFileAsync('sh', [SCRIPT, 'handover'], { env: nodeEnv('redis', replica) });
+    expect(quiet.stdout).toBe('');
+    expect(await primaryPort(sentinelPorts[2] as number)).toBe(successor);
+    console.log(
+      `sentinel handover (preStop): the primary handed over in ${(handoverMs / 1000).toFixed(1)} s; ${written.length} writes acknowledged meanwhile, all on the new primary; ${refused} refused (READONLY, then the client reconnected)`,
+    );
     console.log(
       `sentinel failover: primary SIGKILLed, replica promoted after ${(failoverMs / 1000).toFixed(1)} s ` +
         `(down-after 3 s); ${acknowledged.length}/${acknowledged.length} acknowledged writes kept; old primary back as a replica`,

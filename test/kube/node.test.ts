@@ -38,6 +38,7 @@ import { REPO } from '../support/paths.ts';
 import { expectAnonymousJpegScored, get, partialUpload, post } from '../support/stack-client.ts';
 import { STACK_TOOLS } from '../support/stack-tools.ts';
 import { type Counts, startLoad, zeroCounts } from '../support/steady-load.ts';
+import { COUNTED_PHASE_MS, withinOneUtcDay } from '../support/utc-day.ts';
 import { operatorOnTheNode } from './operator.suite.ts';
 import { skaffoldDevOnTheNode } from './skaffold-dev.suite.ts';
 
@@ -273,6 +274,8 @@ function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
         status: 401,
         code: ERRORS.INVALID_API_KEY.code,
       });
+      // One request counted: a short phase (the test's own timeout is short).
+      await withinOneUtcDay(30_000, log);
       const usedBefore = await usedToday();
       const keyed = await post(gateway, '/api/open/detect', {
         headers: { ...forged, 'x-quota-tier': 'free', authorization: `Bearer ${key}` },
@@ -415,6 +418,7 @@ function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
     }, 900_000);
 
     it('heals under load: a detect, a gateway and the Redis pod deleted; nothing else answered, nothing lost', async () => {
+      await withinOneUtcDay(COUNTED_PHASE_MS, log);
       const usedBefore = await usedToday();
       const load = startLoad(gateway, 4, key, { timeline: true });
       let counts: Counts;
@@ -480,6 +484,7 @@ function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
         async () => ((await replicas()) === 1 ? true : undefined),
         300_000,
       );
+      await withinOneUtcDay(COUNTED_PHASE_MS, log);
       const usedBefore = await usedToday();
       const load = startLoad(gateway, 12, key);
       const started = performance.now();

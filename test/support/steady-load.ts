@@ -17,9 +17,25 @@ export const zeroCounts = (): Counts => Object.fromEntries(OUTCOMES.map((o) => [
 export interface SteadyLoad {
   /**
    * Stops k6; the answers by outcome, how many requests the stop cut before their answer, and with
-   * `timeline`, the answers by outcome for each second (Unix seconds) in which some came.
+   * `timeline`, the answers by outcome for each second (Unix seconds) in which some came. The
+   * unexpected answers and connection errors are printed, with their times relative to `zero` (epoch
+   * ms) when given.
    */
-  stop(): Promise<{ counts: Counts; unanswered: number; perSecond: Map<number, Counts> }>;
+  stop(zero?: number): Promise<{
+    counts: Counts;
+    unanswered: number;
+    perSecond: Map<number, Counts>;
+    unexpected: UnexpectedAnswer[];
+  }>;
+}
+
+/** An answer no check expects, or a connection error, as loadtests/steady.js logged it. */
+export interface UnexpectedAnswer {
+  /** Epoch ms the request was sent and its answer (or error) came. */
+  sent: number;
+  at: number;
+  /** The status and body, or `connection error <k6 error_code>: <k6 error>`. */
+  text: string;
 }
 
 /**
@@ -42,6 +58,8 @@ export function startLoad(
       'run',
       '--quiet',
       '--no-color',
+      '--log-format',
+      'raw',
       ...(opts.timeline ? ['--out', `csv=${samplesFile}`] : []),
       join(REPO, 'loadtests/steady.js'),
     ],
@@ -59,7 +77,7 @@ export function startLoad(
     },
   );
   return {
-    async stop() {
+    async stop(zero?: number) {
       try {
         // SIGINT: k6 stops the scenario and still writes the summary (a SIGTERM would abort it).
         if (child.running()) child.proc.kill('SIGINT');
@@ -71,16 +89,36 @@ export function startLoad(
         } catch {
           throw new Error(`k6 wrote no counts:\n${child.output().slice(-4000)}`);
         }
-        // The answers no check expects, as k6 logged them (loadtests/steady.js).
+        // The answers no check expects and the connection errors, as k6 logged them (loadtests/steady.js).
         const unexpected = child
           .output()
           .split('\n')
-          .filter((l) => l.includes('steady: '));
-        if (unexpected.length) console.log(`k6: unexpected answers:\n${unexpected.slice(0, 10).join('\n')}`);
+          .map((l) => /steady: sent=(\d+) at=(\d+) (.*)/.exec(l))
+          .filter((m) => m !== null)
+          .map((m) => ({ sent: Number(m[1]), at: Number(m[2]), text: m[3] as string }));
+        const when = (ms: number) =>
+          zero === undefined
+            ? new Date(ms).toISOString()
+            : `t${ms >= zero ? '+' : ''}${((ms - zero) / 1000).toFixed(1)} s`;
+        if (unexpected.length) {
+          // The kinds (their first 100 characters) counted, then the first and last 15 in full.
+          const kinds = new Map<string, number>();
+          for (const u of unexpected)
+            kinds.set(u.text.slice(0, 100), (kinds.get(u.text.slice(0, 100)) ?? 0) + 1);
+          const shown =
+            unexpected.length > 30
+              ? [...unexpected.slice(0, 15), undefined, ...unexpected.slice(-15)]
+              : unexpected;
+          console.log(
+            `k6: answers other than 200 and 429 (${unexpected.length}): ${[...kinds].map(([t, n]) => `${n} × ${t}`).join('; ')}\n${shown
+              .map((u) => (u ? `  sent ${when(u.sent)}, answered ${when(u.at)}: ${u.text}` : '  …'))
+              .join('\n')}`,
+          );
+        }
         const counts = { ...zeroCounts(), ...summary.counts };
         const answered = Object.values(counts).reduce((a, b) => a + b, 0);
         const perSecond = opts.timeline ? answersPerSecond(readFileSync(samplesFile, 'utf8')) : new Map();
-        return { counts, unanswered: summary.sent - answered, perSecond };
+        return { counts, unanswered: summary.sent - answered, perSecond, unexpected };
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }

@@ -2,6 +2,7 @@
 # One node of the in-chart Redis with `redis.architecture: sentinel` (templates/redis-sentinel.yaml):
 #   sh redis-node.sh redis      a data node: the primary, or a replica of the primary
 #   sh redis-node.sh sentinel   a sentinel watching the primary, failing over to a replica
+#   sh redis-node.sh handover   the data node's preStop: a primary hands over to a replica first
 # Every pod of the StatefulSet runs both. The primary is whatever the sentinels say it is (the first
 # sentinel that answers); only when none answers (the first start of all) is it the first node. So a
 # pod that comes back after a failover rejoins as a replica of the new primary (sentinel would turn it
@@ -48,6 +49,41 @@ primary() {
   done
   echo "$first_host $first_port"
 }
+
+# A primary about to stop (a pod deleted, a node drained) hands over instead of leaving the sentinels to
+# find it gone after down-after-milliseconds, a window in which every write is refused: its writes paused
+# (held, not refused, so the replica has every acknowledged one), a sentinel asked to fail over, and once
+# the sentinels name the new primary this node becomes its replica (the held writes then answer
+# READONLY, on which the quota services reconnect to the new primary). A replica stops as it is.
+if [ "$role" = handover ]; then
+  [ "$(timeout 2 redis-cli -p "$self_port" --raw role 2>/dev/null | head -n 1)" = master ] || exit 0
+  # A former primary the sentinels have not yet turned into a replica still says master: only the one
+  # they name hands over (another failover would be a window of its own).
+  [ "$(primary)" = "$self_host $self_port" ] || exit 0
+  wait_ms=${HANDOVER_WAIT_MS:-10000}
+  redis-cli -p "$self_port" client pause "$wait_ms" write >/dev/null
+  for node in $NODES; do
+    [ "$node" != "$self_host:$self_port:$self_sentinel" ] || continue
+    sentinel="-h ${node%%:*} -p ${node##*:}"
+    # shellcheck disable=SC2086 # host and port options
+    [ "$(timeout 2 redis-cli $sentinel --raw sentinel failover "$MASTER_NAME" 2>/dev/null)" = OK ] || continue
+    tries=$((wait_ms / 200))
+    while [ "$tries" -gt 0 ]; do
+      # shellcheck disable=SC2086
+      set -- $(timeout 2 redis-cli $sentinel --raw sentinel get-master-addr-by-name "$MASTER_NAME" 2>/dev/null || true)
+      if [ $# -eq 2 ] && [ "$1:$2" != "$self_host:$self_port" ]; then
+        redis-cli -p "$self_port" replicaof "$1" "$2" >/dev/null
+        echo "redis-node: handed over to $1:$2"
+        break
+      fi
+      tries=$((tries - 1))
+      sleep 0.2
+    done
+    break
+  done
+  redis-cli -p "$self_port" client unpause >/dev/null 2>&1 || true
+  exit 0
+fi
 
 mkdir -p "$CONF_DIR"
 # shellcheck disable=SC2046 # two words: host and port

@@ -245,7 +245,7 @@ startupProbe:
 readinessProbe:
   httpGet: { path: /internal/ready, port: {{ .port }} }
   periodSeconds: 5
-  failureThreshold: 2
+  failureThreshold: {{ .readyFailures | default 2 }}
 livenessProbe:
   httpGet: { path: /internal/live, port: {{ .port }} }
   periodSeconds: 10
