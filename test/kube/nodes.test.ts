@@ -33,7 +33,7 @@ import {
 import { REPO } from '../support/paths.ts';
 import { post } from '../support/stack-client.ts';
 import { STACK_TOOLS } from '../support/stack-tools.ts';
-import { type Counts, type SteadyLoad, startLoad, zeroCounts } from '../support/steady-load.ts';
+import { type Counts, startLoad, zeroCounts } from '../support/steady-load.ts';
 import { COUNTED_PHASE_MS, withinOneUtcDay } from '../support/utc-day.ts';
 
 const NODES = 3;
@@ -152,6 +152,9 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
       '--raw',
       ...args,
     );
+  /** redis-cli in a Redis pod's data node container. */
+  const redisCli = (pod: string, ...args: string[]) =>
+    k('-n', ns, 'exec', pod, '-c', 'redis', '--', 'redis-cli', ...args);
   /**
    * The Redis primary's pod, as the sentinels say (asked in the sentinel container of a running Redis
    * pod not on `avoid`: a lost node's pods answer no exec).
@@ -167,10 +170,6 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     throw new Error(`no sentinel named a running Redis pod as the primary (${JSON.stringify(pods)})`);
   };
   /**
-   * A sentinel failover to the Redis pod on `node` (the other replicas made unpromotable for it with
-   * replica-priority 0), then until keyed requests are answered again; logged with `why`.
-   */
-  /**
    * Waits until the primary has both replicas online (synced, receiving its stream): before that, writes
    * it acknowledges live on it alone (an account's WAIT fails; a counter lost with it is not the
    * failover's but this gap's).
@@ -179,26 +178,17 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     const started = performance.now();
     for (;;) {
       const primary = await primaryPod().catch(() => undefined);
-      const info = primary
-        ? await k(
-            '-n',
-            ns,
-            'exec',
-            primary.name,
-            '-c',
-            'redis',
-            '--',
-            'redis-cli',
-            'info',
-            'replication',
-          ).catch(() => '')
-        : '';
+      const info = primary ? await redisCli(primary.name, 'info', 'replication').catch(() => '') : '';
       if ((info.match(/^slave\d+:.*state=online/gm) ?? []).length >= 2) return;
       if (performance.now() - started > 120_000)
         throw new Error(`no primary with two replicas online 120 s after ${after}: ${info}`);
       await sleep(1_000);
     }
   };
+  /**
+   * A sentinel failover to the Redis pod on `node` (the other replicas made unpromotable for it with
+   * replica-priority 0), then until keyed requests are answered again; logged with `why`.
+   */
   const failoverTo = async (node: string, why: string) => {
     const before = await primaryPod();
     const pods = await widePods('redis');
@@ -207,20 +197,7 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     if (before.name === target.name) return;
     const others = pods.filter((p) => p.name !== target.name && p.name !== before.name);
     const priority = (pod: string, n: number) =>
-      k(
-        '-n',
-        ns,
-        'exec',
-        pod,
-        '-c',
-        'redis',
-        '--',
-        'redis-cli',
-        'config',
-        'set',
-        'replica-priority',
-        String(n),
-      );
+      redisCli(pod, 'config', 'set', 'replica-priority', String(n));
     const started = performance.now();
     for (const p of others) await priority(p.name, 0);
     try {
@@ -232,8 +209,7 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
       }
       // The sentinels turn the former primary into a replica a little later; until then it still says
       // master (a drain evicting it then would start its preStop handover).
-      const role = () =>
-        k('-n', ns, 'exec', before.name, '-c', 'redis', '--', 'redis-cli', '--raw', 'role').catch(() => '');
+      const role = () => redisCli(before.name, '--raw', 'role').catch(() => '');
       while ((await role()).split('\n')[0] !== 'slave') {
         if (performance.now() - started > 60_000)
           throw new Error(`${before.name} still a primary after 60 s`);
@@ -277,20 +253,25 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     const dayLimit = (await admin('usage', limitedEmail(which))).usage.day.limit as number;
     await withinOneUtcDay(COUNTED_PHASE_MS, log);
     const usedBefore = await usedToday();
-    const loads = [
-      startLoad(gateway, 3, key, { timeline: true }),
-      startLoad(gateway, 2, undefined, { timeline: true }),
-      startLoad(gateway, 2, limitedKeys[which], { timeline: true }),
-    ];
+    const keyedLoad = startLoad(gateway, 3, key, { timeline: true });
+    const anonymousLoad = startLoad(gateway, 2, undefined, { timeline: true });
+    const limitedLoad = startLoad(gateway, 2, limitedKeys[which], { timeline: true });
     return {
       dayLimit,
-      /** Stops the traffic: keyed, anonymous and free-account answers, times relative to `zero`. */
+      /**
+       * Stops the traffic: keyed, anonymous and free-account answers (times relative to `zero`), and
+       * the three added up.
+       */
       stop: async (zero: number | undefined) => {
-        const [keyed, anonymous, limited] = await Promise.all(loads.map((l) => l.stop(zero)));
-        return { keyed, anonymous, limited } as Record<
-          'keyed' | 'anonymous' | 'limited',
-          Awaited<ReturnType<SteadyLoad['stop']>>
-        >;
+        const [keyed, anonymous, limited] = await Promise.all([
+          keyedLoad.stop(zero),
+          anonymousLoad.stop(zero),
+          limitedLoad.stop(zero),
+        ]);
+        const total = zeroCounts();
+        for (const r of [keyed, anonymous, limited])
+          for (const [o, n] of Object.entries(r.counts)) total[o as keyof Counts] += n;
+        return { keyed, anonymous, limited, total };
       },
       /**
        * After the failover: accounts, keys and the revocation as before (checked), and how much the key's
@@ -729,12 +710,10 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     } finally {
       result = await check.stop(deletedAt || undefined);
     }
-    const { keyed: keyedResult, anonymous: anonymousResult, limited: limitedResult } = result;
+    const { keyed: keyedResult, anonymous: anonymousResult, limited: limitedResult, total } = result;
     const dayLimit = check.dayLimit;
     const runs = [keyedResult, anonymousResult, limitedResult];
     log(`answers by second (t+0: the primary's pod deleted):\n${timeline(runs, deletedAt).lines}`);
-    const total = zeroCounts();
-    for (const r of runs) for (const [o, n] of Object.entries(r.counts)) total[o as keyof Counts] += n;
     const figures = failoverFigures(runs, deletedAt, limitedResult.counts, dayLimit);
     log(
       `Redis primary's pod deleted: answers key ${JSON.stringify(keyedResult.counts)}, anonymous ${JSON.stringify(anonymousResult.counts)}, free account ${JSON.stringify(limitedResult.counts)}; ${figures.window}; a replica promoted ${promotedMs === undefined ? 'not within 120 s' : `at t+${(promotedMs / 1000).toFixed(1)} s`} (${(await primaryPod()).name}), the deleted pod back Ready ${backMs === undefined ? 'not' : `at t+${(backMs / 1000).toFixed(1)} s`}; the free account (day limit ${dayLimit}): ${figures.overAdmission}`,
@@ -837,13 +816,10 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     } finally {
       result = await check.stop(cutAt || undefined);
     }
-    const { keyed: keyedResult, anonymous: anonymousResult, limited: limitedResult } = result;
+    const { keyed: keyedResult, anonymous: anonymousResult, limited: limitedResult, total } = result;
     const dayLimit = check.dayLimit;
     const { lines, lastFailure } = timeline([keyedResult, anonymousResult, limitedResult], cutAt);
     log(`answers by second (t+0: the link cut):\n${lines}`);
-    const total = zeroCounts();
-    for (const r of [keyedResult, anonymousResult, limitedResult])
-      for (const [o, n] of Object.entries(r.counts)) total[o as keyof Counts] += n;
     log(`answers during the node loss: ${JSON.stringify(total)}`);
     // A gateway container that restarted (Envoy once crashed with a segfault during a drain) explains
     // connection errors no node loss should cause.
