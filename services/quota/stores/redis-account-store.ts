@@ -156,11 +156,11 @@ return redis.call('DEL', KEYS[1])
 `);
 
 // KEYS: key. ARGV: lastUsedAt, the time before which a recorded use is rewritten (ISO). At most one
-// write per key per interval: a use recorded since ARGV[2] is kept.
+// write per key per interval: a use recorded after ARGV[2] is kept.
 const TOUCH_KEY = new LuaScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local last = redis.call('HGET', KEYS[1], 'lastUsedAt')
-if last and last ~= '' and last >= ARGV[2] then return 0 end
+if last and last ~= '' and last > ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], 'lastUsedAt', ARGV[1])
 return 1
 `);

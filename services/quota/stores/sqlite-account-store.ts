@@ -141,7 +141,7 @@ function prepareStatements(db: DatabaseSync) {
     ),
     // Only when the recorded use is older than the interval: at most one write per key per interval.
     touchKey: p(
-      'UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)',
+      'UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at <= ?)',
     ),
     insertSession: p(
       'INSERT INTO sessions (token_hash, account_id, expires_at, expires_ms) SELECT ?, id, ?, ? FROM accounts WHERE id = ?',
