@@ -42,7 +42,7 @@ export interface ApiKeyRecord {
   /** Display only: the last 4 characters of the secret. */
   last4: string;
   createdAt: string;
-  /** Updated by `touchKey`; the authorizer calls it at most once a minute per key (TOUCH_INTERVAL_MS). */
+  /** Updated by `touchKey`: at most once a minute per key (TOUCH_INTERVAL_MS), by the store itself. */
   lastUsedAt: string | null;
   /** Set once by `revokeKey`; a revoked key never resolves again. */
   revokedAt: string | null;
@@ -134,7 +134,11 @@ export interface AccountStore {
    * unknown or revoked, or its account no longer exists. One store round trip at most, no cache.
    */
   resolveKey(secret: string): Promise<ResolvedKey | undefined>;
-  /** Records a use of the key (lastUsedAt). Best effort: callers may ignore its failure. */
+  /**
+   * Records a use of the key (lastUsedAt) unless one less than TOUCH_INTERVAL_MS before `at` is
+   * recorded already: at most one write per key per interval, whoever calls. Best effort: callers may
+   * ignore its failure.
+   */
   touchKey(keyId: string, at?: Date): Promise<void>;
   /**
    * Removes the account with everything it owns: its keys (they never resolve again) and their
