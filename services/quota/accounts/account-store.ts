@@ -42,7 +42,7 @@ export interface ApiKeyRecord {
   /** Display only: the last 4 characters of the secret. */
   last4: string;
   createdAt: string;
-  /** Updated by `touchKey`: at most once a minute per key (TOUCH_INTERVAL_MS), by the store itself. */
+  /** Updated by `touchKey`: at most once per key per KEY_LAST_USED_INTERVAL_MS (a minute), by the store itself. */
   lastUsedAt: string | null;
   /** Set once by `revokeKey`; a revoked key never resolves again. */
   revokedAt: string | null;
@@ -98,6 +98,12 @@ export class StoreWriteError extends Error {
   override name = 'StoreWriteError';
 }
 
+/** What an implementation may be told besides its connection (openStores: the settings). */
+export interface AccountStoreOptions {
+  /** A key's last use is written at most once per this interval (KEY_LAST_USED_INTERVAL_MS); default TOUCH_INTERVAL_MS. */
+  touchIntervalMs?: number;
+}
+
 export interface AccountStore {
   /**
    * Rejects with EmailTakenError when the (normalised) email exists, InvalidEmailError when it holds
@@ -135,8 +141,8 @@ export interface AccountStore {
    */
   resolveKey(secret: string): Promise<ResolvedKey | undefined>;
   /**
-   * Records a use of the key (lastUsedAt) unless one less than TOUCH_INTERVAL_MS before `at` is
-   * recorded already: at most one write per key per interval, whoever calls. Best effort: callers may
+   * Records a use of the key (lastUsedAt) unless one less than the store's interval
+   * (KEY_LAST_USED_INTERVAL_MS, default TOUCH_INTERVAL_MS) before `at` is recorded already: at most one write per key per interval, whoever calls. Best effort: callers may
    * ignore its failure.
    */
   touchKey(keyId: string, at?: Date): Promise<void>;

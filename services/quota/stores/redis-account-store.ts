@@ -26,6 +26,7 @@
 import {
   type Account,
   type AccountStore,
+  type AccountStoreOptions,
   type AccountTier,
   type ApiKeyRecord,
   type CreatedKey,
@@ -221,12 +222,19 @@ export class RedisAccountStore implements AccountStore, SessionStore {
   readonly #redis: RedisClient;
   readonly #l: RedisLayout;
   readonly #replication: Replication;
+  readonly #touchIntervalMs: number;
 
   /** Takes ownership of the connection (closed by `close`). */
-  constructor(redis: RedisClient, keyPrefix: string, replication: Replication = NO_REPLICATION) {
+  constructor(
+    redis: RedisClient,
+    keyPrefix: string,
+    replication: Replication = NO_REPLICATION,
+    opts: AccountStoreOptions = {},
+  ) {
     this.#redis = redis;
     this.#l = new RedisLayout(keyPrefix);
     this.#replication = replication;
+    this.#touchIntervalMs = opts.touchIntervalMs ?? TOUCH_INTERVAL_MS;
   }
 
   async createAccount(input: NewAccount): Promise<Account> {
@@ -407,7 +415,7 @@ export class RedisAccountStore implements AccountStore, SessionStore {
   async touchKey(keyId: string, at: Date = new Date()): Promise<void> {
     const accountId = await this.#redis.get(this.#l.keyAccount(keyId));
     if (accountId === null) return;
-    const since = new Date(at.getTime() - TOUCH_INTERVAL_MS).toISOString();
+    const since = new Date(at.getTime() - this.#touchIntervalMs).toISOString();
     await this.#run(TOUCH_KEY, [this.#l.key(accountId, keyId)], [at.toISOString(), since]);
   }
 

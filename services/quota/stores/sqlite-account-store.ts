@@ -23,6 +23,7 @@ import type { DatabaseSync } from 'node:sqlite';
 import {
   type Account,
   type AccountStore,
+  type AccountStoreOptions,
   type AccountTier,
   type ApiKeyRecord,
   type CreatedKey,
@@ -155,12 +156,14 @@ function prepareStatements(db: DatabaseSync) {
 export class SqliteAccountStore implements AccountStore, SessionStore {
   readonly #db: DatabaseSync;
   readonly #s: ReturnType<typeof prepareStatements>;
+  readonly #touchIntervalMs: number;
   /** synchronous = FULL, which touchKey relaxes for its own commit only. */
   readonly #durable: boolean;
   #sessionsCreated = 0;
 
-  constructor(db: DatabaseSync) {
+  constructor(db: DatabaseSync, opts: AccountStoreOptions = {}) {
     this.#db = db;
+    this.#touchIntervalMs = opts.touchIntervalMs ?? TOUCH_INTERVAL_MS;
     this.#durable = (db.prepare('PRAGMA synchronous').get() as { synchronous: number }).synchronous === 2;
     this.#s = prepareStatements(db);
   }
@@ -362,8 +365,8 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
     // On the request path and best effort: committed without waiting for the disk (a crash of the
     // process still keeps it; a power cut may lose the last ones), so a detect never waits for an
     // fsync. The next durable commit makes it durable too. A use recorded less than
-    // TOUCH_INTERVAL_MS before `at` is kept as it is: the UPDATE changes no row and writes no log.
-    const since = new Date(at.getTime() - TOUCH_INTERVAL_MS).toISOString();
+    // touchIntervalMs before `at` is kept as it is: the UPDATE changes no row and writes no log.
+    const since = new Date(at.getTime() - this.#touchIntervalMs).toISOString();
     if (this.#durable) this.#db.exec('PRAGMA synchronous = NORMAL');
     try {
       this.#write(() => this.#s.touchKey.run(at.toISOString(), keyId, since));
@@ -414,14 +417,14 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
 }
 
 /** Accounts in memory only (tests). */
-export function memoryAccountStore(): SqliteAccountStore {
-  return new SqliteAccountStore(openDatabase(':memory:'));
+export function memoryAccountStore(opts: AccountStoreOptions = {}): SqliteAccountStore {
+  return new SqliteAccountStore(openDatabase(':memory:'), opts);
 }
 
 /**
  * The embedded store at `path` (the server, the admin CLI): creates the database when missing, imports
  * an accounts JSON file found there first. Refuses anything else rather than overwrite it.
  */
-export function openSqliteAccountStore(path: string): SqliteAccountStore {
-  return new SqliteAccountStore(openAccountsFile(path));
+export function openSqliteAccountStore(path: string, opts: AccountStoreOptions = {}): SqliteAccountStore {
+  return new SqliteAccountStore(openAccountsFile(path), opts);
 }
