@@ -304,6 +304,46 @@ describeWithStackTools(
       expect((await get(edge, '/console')).status).toBe(200);
     });
 
+    it('keeps the active-keys limit through the edge: 100 concurrent creations leave exactly 20 (one Redis script)', async () => {
+      const email = `keys-${randomBytes(4).toString('hex')}@example.com`;
+      const json = { 'content-type': 'application/json' };
+      const credentials = JSON.stringify({ email, password: 'a stack password' });
+      const signup = await fetch(`${edge}/console/api/signup`, {
+        method: 'POST',
+        headers: json,
+        body: credentials,
+      });
+      expect(signup.status).toBe(202);
+      const login = await fetch(`${edge}/console/api/login`, {
+        method: 'POST',
+        headers: json,
+        body: credentials,
+      });
+      expect(login.status).toBe(200);
+      const cookie = login.headers
+        .getSetCookie()
+        .map((c) => c.split(';')[0])
+        .join('; ');
+      const csrf = ((await login.json()) as { data: { csrfToken: string } }).data.csrfToken;
+      const answers = await Promise.all(
+        Array.from({ length: 100 }, (_, i) =>
+          fetch(`${edge}/console/api/keys`, {
+            method: 'POST',
+            headers: { ...json, cookie, 'x-csrf-token': csrf },
+            body: JSON.stringify({ name: `k${i}` }),
+          }).then(async (res) => ({ status: res.status, body: (await res.json()) as { code: number } })),
+        ),
+      );
+      const counts: Record<number, number> = {};
+      for (const a of answers) counts[a.status] = (counts[a.status] ?? 0) + 1;
+      expect(counts).toEqual({ 201: 20, 400: 80 });
+      expect(answers.filter((a) => a.status === 400).every((a) => a.body.code === 4001)).toBe(true);
+      const listed = await fetch(`${edge}/console/api/keys`, { headers: { cookie } });
+      const keys = ((await listed.json()) as { data: { keys: Array<{ revokedAt: string | null }> } }).data
+        .keys;
+      expect(keys.filter((k) => k.revokedAt === null)).toHaveLength(20);
+    });
+
     it('exposes Prometheus metrics on every service and Envoy stats, valid for promtool check metrics', async () => {
       const promtool = requireTool('promtool');
       const check = async (text: string) => {
