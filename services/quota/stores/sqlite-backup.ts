@@ -55,10 +55,11 @@ export async function backupAccountsFile(source: string, target: string): Promis
   if (!existsSync(source)) throw new AccountsFileError(`no ACCOUNTS_FILE at ${source}: nothing to back up`);
   const db = openAccountsFile(source);
   const partial = `${target}.partial`;
-  rmSync(partial, { force: true });
-  closeSync(openSync(partial, 'w', 0o600));
-  chmodSync(partial, 0o600);
   try {
+    rmSync(partial, { force: true });
+    // Owner-only from its first byte: it holds password hashes.
+    closeSync(openSync(partial, 'w', 0o600));
+    chmodSync(partial, 0o600);
     await backup(db, partial, { rate: ALL_PAGES });
     const copy = new DatabaseSync(partial);
     try {
