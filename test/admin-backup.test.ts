@@ -135,7 +135,8 @@ describe('admin backup and restore of the embedded store', () => {
     expect(gone.status).toBe(401);
     const listed = await admin('list-accounts', '--json');
     expect(JSON.parse(listed.stdout).accounts).toHaveLength(inCopy.size);
-  });
+    // Two server starts (model loaded, workers warm) and a writer process: minutes on a loaded machine.
+  }, 240_000);
 
   it('explains a bad backup file and a missing argument with exit codes', async () => {
     expect((await admin('backup')).code).toBe(2);
