@@ -5,12 +5,18 @@
 // each size in turn, twice, and its peak RSS (VmHWM) is read. Beside them, the store's own
 // createAccount and resolveKey, in this process. `npx tsx bench/accounts.ts` runs it alone (BENCH_ACCOUNTS_SIZES=
 // 1000,100000 to choose the sizes); `npm run bench -- --only accounts` too.
+// Then the write-ahead log under key traffic: 100k key-authenticated authorize() calls (the decision
+// every key detect takes, recording each key's last use) on a database of 1,000 accounts, 10 ms of
+// clock apart (1,000 s: every key's last use is due again every minute), the log's largest size read
+// after every call, against the log left by building the database (the baseline, same run).
 
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import sharp from 'sharp';
+import { QuotaAuthorizer } from '../services/quota/authorize.ts';
+import { MemoryQuotaStore } from '../services/quota/stores/memory-quota-store.ts';
 import { openSqliteAccountStore } from '../services/quota/stores/sqlite-account-store.ts';
 import { startServer } from '../test/support/server-process.ts';
 import { percentile } from './http-load.ts';
@@ -162,11 +168,80 @@ async function buildDatabase(dir: string, size: number): Promise<Database> {
   return { size, path, secrets, bulkSeconds, create: summary(creates), resolve: summary(resolves) };
 }
 
+const LOG_CALLS = Number(process.env.BENCH_ACCOUNTS_LOG_CALLS ?? 100_000);
+const LOG_ACCOUNTS = 1000;
+const LOG_STEP_MS = 10;
+
+function fileBytes(path: string): number {
+  try {
+    return statSync(path).size;
+  } catch {
+    return 0;
+  }
+}
+
+/** The log under key traffic (see the file's header): one line. */
+async function logUnderKeyTraffic(dir: string): Promise<string> {
+  const path = join(dir, 'accounts-log.db');
+  const store = openSqliteAccountStore(path);
+  const secrets: string[] = [];
+  store.bulkCreateAccounts(
+    LOG_ACCOUNTS,
+    (i) => `log-${i}@example.com`,
+    (_i, secret) => secrets.push(secret),
+  );
+  const baseline = fileBytes(`${path}-wal`);
+  let clock = Date.UTC(2031, 0, 1);
+  const now = () => clock;
+  const high = { perMinute: 1e9, perDay: 1e9 };
+  const touches: Promise<void>[] = [];
+  // The store as it is, its touchKey calls counted (and awaited at the end).
+  const counting = new Proxy(store, {
+    get(target, prop) {
+      if (prop === 'touchKey')
+        return (keyId: string, at?: Date) => {
+          const done = target.touchKey(keyId, at);
+          touches.push(done);
+          return done;
+        };
+      const value = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  const authorizer = new QuotaAuthorizer({
+    quotaStore: new MemoryQuotaStore(now),
+    accountStore: counting,
+    limits: () => ({ anonymous: high, tiers: { free: high, pro: high } }),
+    now,
+  });
+  let largest = baseline;
+  const started = performance.now();
+  for (let i = 0; i < LOG_CALLS; i++) {
+    const secret = secrets[(i * 7919) % secrets.length] as string;
+    const decision = await authorizer.authorize({
+      endpoint: 'open',
+      clientIp: '127.0.0.1',
+      authorization: `Bearer ${secret}`,
+    });
+    if (!decision.allowed) throw new Error('a bench key was refused');
+    clock += LOG_STEP_MS;
+    largest = Math.max(largest, fileBytes(`${path}-wal`));
+  }
+  await Promise.all(touches);
+  const seconds = (performance.now() - started) / 1000;
+  const after = fileBytes(`${path}-wal`);
+  const db = fileBytes(path);
+  await store.close();
+  return `write-ahead log under key traffic: ${LOG_CALLS.toLocaleString('en')} authorize() calls with keys of ${LOG_ACCOUNTS.toLocaleString('en')} accounts over ${(LOG_CALLS * LOG_STEP_MS) / 1000} s of clock (${seconds.toFixed(1)} s), ${touches.length.toLocaleString('en')} last-use writes: WAL largest ${(largest / MiB).toFixed(2)} MiB, at the end ${(after / MiB).toFixed(2)} MiB (baseline after building the database: ${(baseline / MiB).toFixed(2)} MiB; target under 8 MiB); database ${(db / MiB).toFixed(2)} MiB`;
+}
+
 export async function accountsBench(): Promise<string[]> {
   const dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-bench-accounts-'));
   const results: Figures[] = [];
+  let logLine = '';
   try {
     const databases: Database[] = [];
+    logLine = await logUnderKeyTraffic(dir);
     for (const size of SIZES) databases.push(await buildDatabase(dir, size));
     // The server at each size in turn, ROUNDS times: the machine's drift and the first server's
     // warm-up weigh on every size alike.
@@ -206,6 +281,7 @@ export async function accountsBench(): Promise<string[]> {
     lines.push(
       `  ${r.size.toLocaleString('en').padStart(9)} accounts: sign-up ${ms(r.signup)}; key detect ${ms(r.detect)}; createAccount ${ms(r.create, 3)}; resolveKey ${ms(r.resolve, 3)}; server peak RSS ${r.rssPeakMiB.toFixed(0)} MiB; ${r.bytesPerAccount.toFixed(0)} B/account on disk`,
     );
+  lines.push(logLine);
   const first = results[0];
   const last = results.at(-1);
   if (first && last && last !== first) {

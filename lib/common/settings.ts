@@ -663,6 +663,16 @@ export const SETTINGS = {
     readBy: ['quota', 'all-in-one'],
     doc: 'Console sign-ups from every address together per UTC day; past it 429/4291.',
   },
+  KEY_LAST_USED_INTERVAL_MS: {
+    section: 'policy',
+    type: 'integer',
+    default: 60_000,
+    min: 1000,
+    max: 86_400_000,
+    unit: 'ms',
+    readBy: ['quota', 'all-in-one'],
+    doc: "How often at most a key's last use (the console's \"last used\") is written: one write per key per interval, whatever the traffic, so that it does not grow the accounts store's log.",
+  },
   ACCOUNTS_FILE: {
     section: 'ports',
     type: 'string',

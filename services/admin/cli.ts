@@ -14,6 +14,7 @@ import {
   InvalidEmailError,
   isAccountTier,
   normaliseEmail,
+  StoreWriteError,
 } from '../quota/accounts/account-store.ts';
 import { maskedKey } from '../quota/accounts/api-keys.ts';
 import { accountSubject } from '../quota/authorize.ts';
@@ -21,6 +22,7 @@ import { loadQuotaConfig, type QuotaConfig } from '../quota/config.ts';
 import { AccountsFileError } from '../quota/stores/accounts-file-error.ts';
 import { openStores, type Stores } from '../quota/stores/open-stores.ts';
 import { NotReplicatedError } from '../quota/stores/redis-connection.ts';
+import { backupAccountsFile, restoreAccountsFile, StoreInUseError } from '../quota/stores/sqlite-backup.ts';
 
 const HELP = `Usage: npm run admin -- <command> [options] [--json]
 
@@ -34,11 +36,17 @@ Commands:
   usage <account>                                    tier, limits and today's usage
   prune-accounts --unused-days <n>                   delete console sign-ups older than n days that
                                                      never had a key (so never made a request)
+  backup <file>                                      embedded store: a consistent copy of ACCOUNTS_FILE,
+                                                     taken while the server runs
+  restore <file>                                     embedded store: put a backup back (server stopped;
+                                                     refused while anything has ACCOUNTS_FILE open)
 
 <account> is an account id (acc_…) or an email address.
 Stores: REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES set → Redis (REDIS_KEY_PREFIX); otherwise
 ACCOUNTS_FILE (default .data/accounts.json).
---json prints one JSON object on stdout, for scripts.`;
+--json prints one JSON object on stdout, for scripts.
+Exit codes: 0 done; 1 failed (not found, refused, not saved: nothing was changed unless it says so);
+2 bad usage or configuration.`;
 
 class UsageError extends Error {}
 class NotFound extends Error {}
@@ -254,6 +262,32 @@ async function runCommand(
   }
 }
 
+/** The embedded store's file commands (backup, restore): on ACCOUNTS_FILE itself, no store opened. */
+async function runFileCommand(
+  config: QuotaConfig,
+  command: 'backup' | 'restore',
+  args: string[],
+): Promise<{ json: unknown; text: string }> {
+  if (config.redisTarget !== undefined || config.accountsFile === undefined)
+    throw new UsageError(
+      `${command} copies the embedded store (ACCOUNTS_FILE); with Redis, back up its RDB/AOF files (docs/redis.md)`,
+    );
+  const file = args[0];
+  if (!file) throw new UsageError(`${command} <file> is required`);
+  if (command === 'backup') {
+    const { accounts, bytes } = await backupAccountsFile(config.accountsFile, file);
+    return {
+      json: { backup: file, accounts, bytes },
+      text: `backed up ${accounts} account(s) from ${config.accountsFile} to ${file} (${bytes} bytes, integrity ok)`,
+    };
+  }
+  const { accounts } = restoreAccountsFile(file, config.accountsFile);
+  return {
+    json: { restored: file, accounts },
+    text: `restored ${accounts} account(s) from ${file} into ${config.accountsFile}`,
+  };
+}
+
 async function main(argv: string[]): Promise<number> {
   let parsed: ReturnType<typeof parse>;
   try {
@@ -276,6 +310,22 @@ async function main(argv: string[]): Promise<number> {
       return 2;
     }
     throw err;
+  }
+  if (command === 'backup' || command === 'restore') {
+    try {
+      const { json, text } = await runFileCommand(config, command, args);
+      console.log(opts.json ? JSON.stringify(json, null, 2) : text);
+      return 0;
+    } catch (err) {
+      if (err instanceof UsageError) {
+        console.error(`${err.message}\n\n${HELP}`);
+        return 2;
+      }
+      const cause = (err as Error).cause ? ` (${(err as Error).cause})` : '';
+      const lead = err instanceof StoreInUseError ? '' : `${command} failed: `;
+      console.error(`${lead}${(err as Error).message}${cause}`);
+      return 1;
+    }
   }
   let stores: Stores;
   try {
@@ -304,6 +354,10 @@ async function main(argv: string[]): Promise<number> {
     }
     if (err instanceof AccountsFileError) {
       console.error(`${err.message}${err.cause ? ` (${err.cause})` : ''}`);
+      return 1;
+    }
+    if (err instanceof StoreWriteError) {
+      console.error(`not saved: ${err.message}; nothing was changed`);
       return 1;
     }
     if (err instanceof NotReplicatedError) {

@@ -9,9 +9,21 @@ import {
   type ScoringConfig,
   type UploadConfig,
 } from '../detect/config.ts';
-import { accountsFileVar, loadSignupConfig, type SignupConfig } from '../quota/config.ts';
+import {
+  accountsFileVar,
+  type KeyUseConfig,
+  loadKeyUseConfig,
+  loadSignupConfig,
+  type SignupConfig,
+} from '../quota/config.ts';
 
-export interface AllInOneConfig extends CoreConfig, PolicyConfig, UploadConfig, ScoringConfig, SignupConfig {
+export interface AllInOneConfig
+  extends CoreConfig,
+    PolicyConfig,
+    UploadConfig,
+    ScoringConfig,
+    SignupConfig,
+    KeyUseConfig {
   port: number;
   accountsFile: string;
 }
@@ -23,6 +35,7 @@ export function loadAllInOneConfig(env: Env): AllInOneConfig {
     ...loadUploadConfig(env),
     ...loadScoringConfig(env),
     ...loadSignupConfig(env),
+    ...loadKeyUseConfig(env),
     port: intSetting(env, 'PORT'),
     accountsFile: accountsFileVar(env),
   };

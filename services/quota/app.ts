@@ -17,7 +17,7 @@ import {
   QuotaAuthorizer,
   storeUnavailable,
 } from './authorize.ts';
-import type { SignupConfig } from './config.ts';
+import type { KeyUseConfig, SignupConfig } from './config.ts';
 import consoleApp from './console/app.ts';
 import extAuthz from './ext-authz.ts';
 import { MeteredAuthorizer } from './metered-authorizer.ts';
@@ -50,7 +50,7 @@ export default async function quotaApp(app: FastifyInstance, opts: QuotaAppOptio
 
 /** What the quota-and-auth service works on: the stores, chosen at a composition root. */
 export interface QuotaDeps {
-  config: CoreConfig & PolicyConfig & SignupConfig;
+  config: CoreConfig & PolicyConfig & SignupConfig & Partial<KeyUseConfig>;
   quotaStore: QuotaStore;
   /** Accounts and API keys: the file store embedded, Redis with REDIS_URL. */
   accountStore: AccountStore;
@@ -71,6 +71,9 @@ export function createAuthorizer(deps: QuotaDeps, log: Pick<FastifyBaseLogger, '
     keyQuota: deps.keyQuota,
     limits: deps.limits ?? (() => fromConfig),
     onBackgroundError: (err, what) => log.warn({ err }, `failed: ${what}`),
+    ...(deps.config.keyLastUsedIntervalMs === undefined
+      ? {}
+      : { touchIntervalMs: deps.config.keyLastUsedIntervalMs }),
   });
 }
 

@@ -137,6 +137,8 @@ export interface QuotaAuthorizerOptions {
   keyQuota?: KeyQuota;
   /** Failures of background work (recording a key's last use); the request itself is unaffected. */
   onBackgroundError?: (err: unknown, what: string) => void;
+  /** A key's last use is recorded at most once per this interval (KEY_LAST_USED_INTERVAL_MS); default TOUCH_INTERVAL_MS. */
+  touchIntervalMs?: number;
   now?: () => number;
 }
 
@@ -256,8 +258,9 @@ export class QuotaAuthorizer implements Authorizer {
   // the first is in flight); nothing about the key's validity is cached.
   #touch(keyId: string, lastUsedAt: string | null): void {
     const now = this.#now();
-    if (lastUsedAt !== null && now - Date.parse(lastUsedAt) < TOUCH_INTERVAL_MS) return;
-    if (now - (this.#touchedAt.get(keyId) ?? Number.NEGATIVE_INFINITY) < TOUCH_INTERVAL_MS) return;
+    const interval = this.#opts.touchIntervalMs ?? TOUCH_INTERVAL_MS;
+    if (lastUsedAt !== null && now - Date.parse(lastUsedAt) < interval) return;
+    if (now - (this.#touchedAt.get(keyId) ?? Number.NEGATIVE_INFINITY) < interval) return;
     if (this.#touchedAt.size >= 10_000) this.#touchedAt.clear();
     this.#touchedAt.set(keyId, now);
     this.#opts.accountStore.touchKey(keyId, new Date(now)).catch((err: unknown) => {

@@ -12,9 +12,18 @@ import { loadPolicyConfig, type PolicyConfig } from '../../lib/policy/policy-con
 import type { WindowLimits } from '../../lib/policy/rules.ts';
 
 /** What openStores needs: the Redis (core) or, without one, the embedded accounts file. */
-export interface StoresConfig extends Pick<CoreConfig, 'redisTarget' | 'redis'> {
+export interface StoresConfig extends Pick<CoreConfig, 'redisTarget' | 'redis'>, Partial<KeyUseConfig> {
   /** Embedded account store (no Redis): absolute path of the JSON file. Unset: Redis is required. */
   accountsFile?: string;
+}
+
+/** How often a key's last use is written (KEY_LAST_USED_INTERVAL_MS); default TOUCH_INTERVAL_MS. */
+export interface KeyUseConfig {
+  keyLastUsedIntervalMs: number;
+}
+
+export function loadKeyUseConfig(env: Env): KeyUseConfig {
+  return { keyLastUsedIntervalMs: intSetting(env, 'KEY_LAST_USED_INTERVAL_MS') };
 }
 
 /** The console's bound on sign-ups from all addresses together (a flood from many is bounded too). */
@@ -22,7 +31,7 @@ export interface SignupConfig {
   signupTotal: WindowLimits;
 }
 
-export interface QuotaConfig extends CoreConfig, PolicyConfig, SignupConfig {
+export interface QuotaConfig extends CoreConfig, PolicyConfig, SignupConfig, KeyUseConfig {
   accountsFile: string;
   /** Port of the quota service's own server (ext_authz + console), when run on its own. */
   quotaPort: number;
@@ -46,6 +55,7 @@ export function loadQuotaConfig(env: Env): QuotaConfig {
     ...loadCoreConfig(env),
     ...loadPolicyConfig(env),
     ...loadSignupConfig(env),
+    ...loadKeyUseConfig(env),
     accountsFile: accountsFileVar(env),
     quotaPort: intSetting(env, 'QUOTA_PORT'),
   };

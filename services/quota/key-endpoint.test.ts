@@ -221,6 +221,37 @@ describe('account quotas', () => {
   });
 });
 
+describe('last use', () => {
+  it('is written at most once per key per KEY_LAST_USED_INTERVAL_MS', async () => {
+    const t = Date.parse('2026-03-04T05:06:07.000Z');
+    vi.useFakeTimers({ toFake: ['Date'], now: t });
+    try {
+      const app = await start({ KEY_LAST_USED_INTERVAL_MS: '5000' });
+      const { key, secret } = await accountWithKey(app);
+      const usedAt = async (ms: number) => {
+        vi.setSystemTime(t + ms);
+        expect((await detect(app, `Bearer ${secret}`)).statusCode).toBe(200);
+        await new Promise((r) => setTimeout(r, 10));
+        return (await app.accountStore.getKey(key.record.id))?.lastUsedAt;
+      };
+      expect(await usedAt(0)).toBe(new Date(t).toISOString());
+      expect(await usedAt(4999)).toBe(new Date(t).toISOString());
+      expect(await usedAt(5000)).toBe(new Date(t + 5000).toISOString());
+      // The store keeps the bound by itself, whoever calls it (another replica, the admin CLI).
+      await app.accountStore.touchKey(key.record.id, new Date(t + 6000));
+      expect((await app.accountStore.getKey(key.record.id))?.lastUsedAt).toBe(
+        new Date(t + 5000).toISOString(),
+      );
+      await app.accountStore.touchKey(key.record.id, new Date(t + 10_000));
+      expect((await app.accountStore.getKey(key.record.id))?.lastUsedAt).toBe(
+        new Date(t + 10_000).toISOString(),
+      );
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
+
 describe('store failures', () => {
   it('answers 503/5001 with Retry-After when the account store fails, never an allow', async () => {
     const app = await start();

@@ -21,7 +21,7 @@ export async function embeddedApp(
   const model = new ScorerSlot();
   if (opts.classifier) model.fill(new InProcessScorer(opts.classifier, config.limits));
   const quotaStore = new MemoryQuotaStore(opts.now);
-  const accountStore = memoryAccountStore();
+  const accountStore = memoryAccountStore({ touchIntervalMs: config.keyLastUsedIntervalMs });
   const built = await buildEmbeddedApp({
     config,
     model,

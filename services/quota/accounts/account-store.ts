@@ -10,6 +10,8 @@
 // - Times are ISO-8601 strings in UTC (`new Date().toISOString()`).
 // - A store that cannot answer (Redis down, database unreadable) rejects with the underlying error; the
 //   caller maps it (authorize → 503/5001). "Not found" is `undefined`, never an exception.
+// - A write resolves only once it is stored (SQLite: its COMMIT succeeded; Redis: the server applied
+//   it); one the store refuses (disk full, read-only, out of memory) rejects with StoreWriteError.
 
 import type { AccountTier } from '../../../lib/common/account-tier.ts';
 
@@ -40,7 +42,7 @@ export interface ApiKeyRecord {
   /** Display only: the last 4 characters of the secret. */
   last4: string;
   createdAt: string;
-  /** Updated by `touchKey`; the authorizer calls it at most once a minute per key (TOUCH_INTERVAL_MS). */
+  /** Updated by `touchKey`: at most once per key per KEY_LAST_USED_INTERVAL_MS (a minute), by the store itself. */
   lastUsedAt: string | null;
   /** Set once by `revokeKey`; a revoked key never resolves again. */
   revokedAt: string | null;
@@ -78,6 +80,30 @@ export class InvalidEmailError extends Error {
   override name = 'InvalidEmailError';
 }
 
+/** The account already holds `maxActive` unrevoked keys (createKey with maxActive). */
+export class KeyLimitError extends Error {
+  override name = 'KeyLimitError';
+  readonly maxActive: number;
+  constructor(maxActive: number) {
+    super(`At most ${maxActive} active keys per account; revoke one first`);
+    this.maxActive = maxActive;
+  }
+}
+
+/**
+ * A write the store could not confirm (disk full, read-only directory, Redis out of memory or refusing
+ * writes after a failed save): it was not acknowledged, and nothing of it acts (callers answer 503/5001).
+ */
+export class StoreWriteError extends Error {
+  override name = 'StoreWriteError';
+}
+
+/** What an implementation may be told besides its connection (openStores: the settings). */
+export interface AccountStoreOptions {
+  /** A key's last use is written at most once per this interval (KEY_LAST_USED_INTERVAL_MS); default TOUCH_INTERVAL_MS. */
+  touchIntervalMs?: number;
+}
+
 export interface AccountStore {
   /**
    * Rejects with EmailTakenError when the (normalised) email exists, InvalidEmailError when it holds
@@ -94,8 +120,12 @@ export interface AccountStore {
   /** Returns the updated account, or undefined when it does not exist. */
   setPasswordHash(accountId: string, passwordHash: string): Promise<Account | undefined>;
 
-  /** Generates a new secret; undefined when the account does not exist. */
-  createKey(accountId: string, opts?: { name?: string }): Promise<CreatedKey | undefined>;
+  /**
+   * Generates a new secret; undefined when the account does not exist. With `maxActive`, rejects with
+   * KeyLimitError when the account already has that many unrevoked keys: the count and the creation
+   * are one atomic step, so concurrent creations never pass the limit together.
+   */
+  createKey(accountId: string, opts?: { name?: string; maxActive?: number }): Promise<CreatedKey | undefined>;
   /** Keys of the account, revoked ones included (they carry revokedAt), newest first. */
   listKeys(accountId: string): Promise<ApiKeyRecord[]>;
   getKey(keyId: string): Promise<ApiKeyRecord | undefined>;
@@ -110,7 +140,11 @@ export interface AccountStore {
    * unknown or revoked, or its account no longer exists. One store round trip at most, no cache.
    */
   resolveKey(secret: string): Promise<ResolvedKey | undefined>;
-  /** Records a use of the key (lastUsedAt). Best effort: callers may ignore its failure. */
+  /**
+   * Records a use of the key (lastUsedAt) unless one less than the store's interval
+   * (KEY_LAST_USED_INTERVAL_MS, default TOUCH_INTERVAL_MS) before `at` is recorded already: at most one write per key per interval, whoever calls. Best effort: callers may
+   * ignore its failure.
+   */
   touchKey(keyId: string, at?: Date): Promise<void>;
   /**
    * Removes the account with everything it owns: its keys (they never resolve again) and their
@@ -168,18 +202,39 @@ export function normaliseEmail(email: string): string {
 // does not see. Whitespace inside the address is refused separately.
 const INVISIBLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}\p{Co}\p{Cn}\p{Default_Ignorable_Code_Point}]/u;
 
+/** The first invisible or control character of `text` (see INVISIBLE) as `U+XXXX`, or undefined. */
+export function invisibleCharacter(text: string): string | undefined {
+  const found = INVISIBLE.exec(text);
+  if (!found) return undefined;
+  return `U+${(found[0].codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0')}`;
+}
+
 /**
  * Why this email cannot be an account's address (a sentence for the user), or undefined when it can.
  * Checked on the raw input and on its normalised form (NFKC can produce a space from U+00A0 etc.).
  */
 export function emailProblem(email: string): string | undefined {
   for (const form of [email, normaliseEmail(email)]) {
-    const found = INVISIBLE.exec(form);
-    if (found) {
-      const cp = (found[0].codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0');
-      return `The email contains an invisible or control character (U+${cp}); type the address again`;
-    }
+    const cp = invisibleCharacter(form);
+    if (cp) return `The email contains an invisible or control character (${cp}); type the address again`;
   }
   if (/\s/u.test(normaliseEmail(email))) return 'The email must not contain spaces';
+  return undefined;
+}
+
+/**
+ * A key name as stored: NFKC (fullwidth and compatibility forms as the letters they look like),
+ * trimmed. Names are labels, not identities: case is kept.
+ */
+export function normaliseKeyName(name: string): string {
+  return name.normalize('NFKC').trim();
+}
+
+/** Why `name` cannot be a key's name (refused like an email's invisible characters), or undefined. */
+export function keyNameProblem(name: string): string | undefined {
+  for (const form of [name, normaliseKeyName(name)]) {
+    const cp = invisibleCharacter(form);
+    if (cp) return `The key name contains an invisible or control character (${cp}); type it again`;
+  }
   return undefined;
 }

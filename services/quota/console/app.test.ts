@@ -2,6 +2,7 @@ import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fast
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { decorateClientKey } from '../../../lib/common/client-key.ts';
 import { installEnvelopeHandlers } from '../../../lib/common/envelope.ts';
+import { StoreWriteError } from '../accounts/account-store.ts';
 import { accountSubject } from '../authorize.ts';
 import { MemoryQuotaStore } from '../stores/memory-quota-store.ts';
 import { memoryAccountStore, type SqliteAccountStore } from '../stores/sqlite-account-store.ts';
@@ -26,7 +27,7 @@ const SIGNUP_TOTAL = { perMinute: 1000, perDay: 10_000 };
 async function build(
   attemptLimits?: ConsoleAttemptLimits,
   now?: () => number,
-  more: { signupTotal?: typeof SIGNUP_TOTAL; scrypt?: ScryptParams } = {},
+  more: { signupTotal?: typeof SIGNUP_TOTAL; scrypt?: ScryptParams; maxActiveKeys?: number } = {},
 ): Promise<Ctx> {
   const app = Fastify({ logger: false, trustProxy: true });
   decorateClientKey(app);
@@ -41,7 +42,7 @@ async function build(
     accountSubject,
     scrypt: more.scrypt ?? FAST_SCRYPT,
     signupTotal: more.signupTotal ?? SIGNUP_TOTAL,
-    maxActiveKeys: 3,
+    maxActiveKeys: more.maxActiveKeys ?? 3,
     ...(attemptLimits ? { attemptLimits } : {}),
   });
   await app.ready();
@@ -282,6 +283,99 @@ describe('console', () => {
     const fourth = await create();
     expect(fourth.statusCode).toBe(400);
     expect(fourth.json().code).toBe(4001);
+  });
+
+  it('keeps the active-keys limit under 100 concurrent creations: exactly the limit are made', async () => {
+    const wide = await build(undefined, () => T0, { maxActiveKeys: 20 });
+    try {
+      const { cookie, csrf } = await signUp(wide.app);
+      const answers = await Promise.all(
+        Array.from({ length: 100 }, (_, i) =>
+          wide.app.inject({
+            method: 'POST',
+            url: '/console/api/keys',
+            headers: { cookie, 'x-csrf-token': csrf },
+            payload: { name: `k${i}` },
+          }),
+        ),
+      );
+      const codes = answers.map((a) => a.statusCode);
+      expect(codes.filter((c) => c === 201)).toHaveLength(20);
+      expect(codes.filter((c) => c === 400)).toHaveLength(80);
+      expect(answers.find((a) => a.statusCode === 400)?.json().message).toBe(
+        'At most 20 active keys per account; revoke one first',
+      );
+      const [account] = await wide.accounts.listAccounts();
+      const keys = await wide.accounts.listKeys(account?.id as string);
+      expect(keys.filter((k) => k.revokedAt === null)).toHaveLength(20);
+    } finally {
+      await wide.app.close();
+    }
+  });
+
+  it('normalises key names and refuses invisible, bidi and control characters and lone surrogates', async () => {
+    const { cookie, csrf } = await signUp(ctx.app);
+    const create = (name: string) =>
+      ctx.app.inject({
+        method: 'POST',
+        url: '/console/api/keys',
+        headers: { cookie, 'x-csrf-token': csrf, 'content-type': 'application/json' },
+        // Written by hand so that a lone surrogate reaches the server as the JSON escape it is.
+        payload: `{"name":${JSON.stringify(name).replace(/[\ud800-\udfff]/g, (c) => `\\u${c.charCodeAt(0).toString(16)}`)}}`,
+      });
+    for (const bad of [
+      'ci\u202Egnp.exe', // right-to-left override
+      'ci\u200Bprod', // zero-width space
+      'ci\u2066x', // left-to-right isolate
+      'ci\u0007', // bell
+      'ci\ud800', // unpaired high surrogate
+      '\udc00ci', // unpaired low surrogate
+    ]) {
+      const res = await create(bad);
+      expect(res.statusCode, JSON.stringify(bad)).toBe(400);
+      expect(res.json().code).toBe(4001);
+      expect(res.json().message).toMatch(
+        /^The key name contains an invisible or control character \(U\+[0-9A-F]{4}\)/,
+      );
+    }
+    const fine = await create('  ＣＩ ﬁle  ');
+    expect(fine.statusCode).toBe(201);
+    expect(fine.json().data.key.name).toBe('CI file');
+  });
+
+  it('refuses a body over the console limit with that limit in the message', async () => {
+    const { cookie, csrf } = await signUp(ctx.app);
+    for (const url of ['/console/api/keys', '/console/api/login', '/console/api/signup']) {
+      const res = await ctx.app.inject({
+        method: 'POST',
+        url,
+        headers: { cookie, 'x-csrf-token': csrf, 'content-type': 'application/json' },
+        payload: JSON.stringify({ name: 'x'.repeat(70 * 1024), email: 'a@b.c', password: 'p' }),
+      });
+      expect(res.statusCode, url).toBe(400);
+      expect(res.json(), url).toEqual({
+        code: 4001,
+        message: 'Request body too large: the limit is 16384 bytes',
+      });
+    }
+  });
+
+  it('answers 503/5001 saying the change was not saved when the store refuses a write', async () => {
+    const { cookie, csrf } = await signUp(ctx.app);
+    ctx.accounts.createKey = async () => {
+      throw new StoreWriteError('the accounts database did not save the change: database or disk is full');
+    };
+    const res = await ctx.app.inject({
+      method: 'POST',
+      url: '/console/api/keys',
+      headers: { cookie, 'x-csrf-token': csrf },
+    });
+    expect(res.statusCode).toBe(503);
+    expect(res.json()).toEqual({
+      code: 5001,
+      message:
+        'The change was not saved (the account store refused the write); nothing was changed, try again later',
+    });
   });
 
   it('cannot revoke another account’s key, or a key that does not exist', async () => {

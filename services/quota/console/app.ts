@@ -40,8 +40,12 @@ import {
   EmailTakenError,
   emailProblem,
   InvalidEmailError,
+  KeyLimitError,
+  keyNameProblem,
   normaliseEmail,
+  normaliseKeyName,
   type SessionStore,
+  StoreWriteError,
 } from '../accounts/account-store.ts';
 import { maskedKey, sha256Hex } from '../accounts/api-keys.ts';
 import { keySubject } from '../authorize.ts';
@@ -119,6 +123,8 @@ const PASSWORD_MIN = 10;
 const PASSWORD_MAX = 256;
 const EMAIL_MAX = 254;
 const KEY_NAME_MAX = 64;
+/** Every console JSON body (credentials, a key name) fits in far less. */
+const CONSOLE_BODY_BYTES = 16 * 1024;
 const EMAIL_FORMAT = /^[^\s@]+@[^\s@.]+(\.[^\s@.]+)+$/;
 const TOKEN_FORMAT = /^[0-9a-f]{64}$/;
 const KEY_ID_FORMAT = /^key_[0-9a-f]{16}$/;
@@ -232,9 +238,27 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
     return sessionView(account, token);
   }
 
+  // This plugin's failures, translated before the root's envelope handler (which gets what is thrown
+  // here): a body over the console's own limit says that limit (not the detect endpoint's 50 MB), and
+  // a write the store did not save says so.
+  app.setErrorHandler(async (err: unknown) => {
+    if ((err as { code?: string }).code === 'FST_ERR_CTP_BODY_TOO_LARGE')
+      throw new ApiError('BAD_REQUEST', `Request body too large: the limit is ${CONSOLE_BODY_BYTES} bytes`, {
+        connection: 'close',
+      });
+    if (err instanceof StoreWriteError)
+      throw new ApiError(
+        'UNAVAILABLE',
+        'The change was not saved (the account store refused the write); nothing was changed, try again later',
+        { 'retry-after': '5' },
+        err,
+      );
+    throw err;
+  });
+
   // ---- JSON API (schemas.ts) ----------------------------------------------------------------------
   const read = <S extends object>(schema: S) => ({ schema, validatorCompiler: describeOnly });
-  const write = <S extends object>(schema: S) => ({ ...read(schema), bodyLimit: 16 * 1024 });
+  const write = <S extends object>(schema: S) => ({ ...read(schema), bodyLimit: CONSOLE_BODY_BYTES });
 
   // The same answer, after the same work, whether the email was free or not: 202 and no session. The
   // console logs in next (see the file's header); an existing account is left as it was.
@@ -339,10 +363,14 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
   app.post('/console/api/keys', write(createKeySchema), async (request, reply) => {
     const { account } = await requireWrite(request);
     const name = keyName(request.body);
-    const active = (await opts.accounts.listKeys(account.id)).filter((k) => k.revokedAt === null);
-    if (active.length >= maxActiveKeys)
-      throw new ApiError('BAD_REQUEST', `At most ${maxActiveKeys} active keys per account; revoke one first`);
-    const created = await opts.accounts.createKey(account.id, { name });
+    // Counted and created in one atomic step by the store: concurrent creations cannot pass the limit.
+    let created: Awaited<ReturnType<AccountStore['createKey']>>;
+    try {
+      created = await opts.accounts.createKey(account.id, { name, maxActive: maxActiveKeys });
+    } catch (err) {
+      if (err instanceof KeyLimitError) throw new ApiError('BAD_REQUEST', err.message);
+      throw err;
+    }
     if (!created) throw new ApiError('INVALID_API_KEY', 'Not logged in');
     reply.code(201);
     return ok({ key: keyView(created.record), secret: created.secret });
@@ -419,10 +447,12 @@ function keyName(body: unknown): string {
   const { name } = body;
   if (name === undefined || name === null) return '';
   if (typeof name !== 'string') throw new ApiError('BAD_REQUEST', 'The key name must be text');
-  const trimmed = name.trim();
-  if (trimmed.length > KEY_NAME_MAX)
+  // Refused like emails (controls, bidi overrides, zero-width characters, lone surrogates): a listing
+  // must show what was typed, and no name may reorder or hide the text around it.
+  const problem = keyNameProblem(name);
+  if (problem) throw new ApiError('BAD_REQUEST', problem);
+  const normalised = normaliseKeyName(name);
+  if (normalised.length > KEY_NAME_MAX)
     throw new ApiError('BAD_REQUEST', `Key names are at most ${KEY_NAME_MAX} characters`);
-  // Control characters would only make listings confusing.
-  if (/\p{Cc}/u.test(trimmed)) throw new ApiError('BAD_REQUEST', 'The key name contains control characters');
-  return trimmed;
+  return normalised;
 }

@@ -155,7 +155,14 @@ export const createKeySchema = {
   summary: 'Create an API key; its secret is in this answer only',
   body: {
     type: 'object',
-    properties: { name: { type: 'string', description: 'An optional label, at most 64 characters.' } },
+    properties: {
+      name: {
+        type: 'string',
+        description:
+          'An optional label, at most 64 characters after NFKC normalisation and trimming; control, bidi, ' +
+          'zero-width and other invisible characters and unpaired surrogates are refused (4001), as in emails.',
+      },
+    },
   },
   response: {
     201: okSchema({

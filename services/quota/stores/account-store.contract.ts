@@ -6,6 +6,7 @@ import {
   type AccountStore,
   EmailTakenError,
   InvalidEmailError,
+  KeyLimitError,
   type SessionStore,
 } from '../accounts/account-store.ts';
 import { isValidApiKeyFormat, sha256Hex } from '../accounts/api-keys.ts';
@@ -106,6 +107,31 @@ export function accountStoreContract(open: () => Promise<Store>): void {
     expect(await store.resolveKey(`nsk_live_${'0'.repeat(32)}`)).toBeUndefined();
     expect(await store.resolveKey('not a key')).toBeUndefined();
     expect(await store.createKey('acc_ffffffffffffffff')).toBeUndefined();
+  });
+
+  it('keeps maxActive under concurrent creations: exactly the limit are made, and a revocation frees one', async () => {
+    const store = await open();
+    const a = await store.createAccount({ email: 'limit@example.com', tier: 'free' });
+    const old = await store.createKey(a.id);
+    await store.revokeKey(old?.record.id as string);
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 100 }, (_, i) => store.createKey(a.id, { name: `k${i}`, maxActive: 20 })),
+    );
+    expect(outcomes.filter((o) => o.status === 'fulfilled' && o.value)).toHaveLength(20);
+    const refused = outcomes.filter((o) => o.status === 'rejected');
+    expect(refused).toHaveLength(80);
+    for (const o of refused) expect((o as PromiseRejectedResult).reason).toBeInstanceOf(KeyLimitError);
+    const keys = await store.listKeys(a.id);
+    expect(keys.filter((k) => k.revokedAt === null)).toHaveLength(20);
+    expect(keys).toHaveLength(21);
+    await expect(store.createKey(a.id, { maxActive: 20 })).rejects.toThrow(
+      'At most 20 active keys per account; revoke one first',
+    );
+    await store.revokeKey(keys[0]?.id as string);
+    expect(await store.createKey(a.id, { maxActive: 20 })).toBeDefined();
+    // Without maxActive no limit applies (the admin CLI), and an unknown account is still undefined.
+    expect(await store.createKey(a.id)).toBeDefined();
+    expect(await store.createKey('acc_ffffffffffffffff', { maxActive: 20 })).toBeUndefined();
   });
 
   it('lists keys newest first, revoked ones included, and never the secret', async () => {

@@ -12,9 +12,16 @@ import { importJsonAccounts } from './json-accounts-import.ts';
 
 /** How long a write waits for another process's transaction before failing. */
 const BUSY_TIMEOUT_MS = 5_000;
+/**
+ * The write-ahead log: checkpointed into the database by the commit that takes it past this many pages
+ * (SQLite's autocheckpoint: every write here runs to its COMMIT, so it always runs), and cut back to
+ * WAL_LIMIT_BYTES afterwards. The log holds at most the last few MiB of writes, whatever the traffic.
+ */
+const WAL_CHECKPOINT_PAGES = 1000;
+export const WAL_LIMIT_BYTES = 4 * 1024 * 1024;
 /** The page cache per connection, in KiB (SQLite's negative cache_size): bounds memory at any size. */
 export const CACHE_KIB = 8 * 1024;
-const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 1;
 const SQLITE_MAGIC = 'SQLite format 3\0';
 
 const SCHEMA = `
@@ -56,6 +63,8 @@ export function openDatabase(path: string): DatabaseSync {
       db.exec('PRAGMA journal_mode = WAL');
       // A process killed in the middle of anything keeps every commit; FULL also survives power loss.
       db.exec('PRAGMA synchronous = FULL');
+      db.exec(`PRAGMA wal_autocheckpoint = ${WAL_CHECKPOINT_PAGES}`);
+      db.exec(`PRAGMA journal_size_limit = ${WAL_LIMIT_BYTES}`);
     }
     db.exec(`PRAGMA cache_size = -${CACHE_KIB}`);
     const version = (db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version;

@@ -48,7 +48,9 @@ export async function openStores(config: StoresConfig, opts: OpenStoresOptions =
   const target = config.redisTarget;
   if (target === undefined) {
     if (config.accountsFile === undefined) throw new Error('no Redis configured and no accounts file');
-    const local = openSqliteAccountStore(config.accountsFile);
+    const local = openSqliteAccountStore(config.accountsFile, {
+      touchIntervalMs: config.keyLastUsedIntervalMs,
+    });
     const quotaStore = new MemoryQuotaStore();
     return {
       kind: 'embedded',
@@ -78,10 +80,15 @@ export async function openStores(config: StoresConfig, opts: OpenStoresOptions =
   const quotaStore = new RedisQuotaStore(quotaRedis, config.redis.keyPrefix, pending);
   // The replica's acknowledgement is bounded a little under the command's own timeout, so that a
   // missing one is reported as such rather than as a timeout.
-  const accounts = new RedisAccountStore(accountRedis, config.redis.keyPrefix, {
-    replicas: target.waitReplicas,
-    waitMs: Math.max(1, Math.floor(config.redis.commandTimeoutMs * 0.8)),
-  });
+  const accounts = new RedisAccountStore(
+    accountRedis,
+    config.redis.keyPrefix,
+    {
+      replicas: target.waitReplicas,
+      waitMs: Math.max(1, Math.floor(config.redis.commandTimeoutMs * 0.8)),
+    },
+    { touchIntervalMs: config.keyLastUsedIntervalMs },
+  );
   const stores: Stores = {
     kind: 'redis',
     quotaStore,

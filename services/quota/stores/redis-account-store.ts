@@ -18,10 +18,15 @@
 // account records on every primary (admin CLI).
 // Writes that create or change accounts, keys, tiers and revocations wait for `replication.replicas`
 // replicas (WAIT, in the same round trip); fewer acknowledgements reject (NotReplicatedError → 503).
+// A write Redis refuses (OOM: `maxmemory` reached with `noeviction`; MISCONF: a failed save with
+// stop-writes-on-bgsave-error; READONLY: a demoted primary) rejects with StoreWriteError. Each script
+// is all or nothing there: Redis decides OOM and MISCONF once, before a script's first write.
+// The active-keys limit is counted and enforced inside CREATE_KEY, in the account's slot: one step.
 
 import {
   type Account,
   type AccountStore,
+  type AccountStoreOptions,
   type AccountTier,
   type ApiKeyRecord,
   type CreatedKey,
@@ -29,11 +34,13 @@ import {
   emailProblem,
   InvalidEmailError,
   isAccountTier,
+  KeyLimitError,
   type NewAccount,
   normaliseEmail,
   type ResolvedKey,
   type Session,
   type SessionStore,
+  StoreWriteError,
 } from '../accounts/account-store.ts';
 import {
   displayParts,
@@ -43,6 +50,7 @@ import {
   newId,
   sha256Hex,
 } from '../accounts/api-keys.ts';
+import { TOUCH_INTERVAL_MS } from '../authorize.ts';
 import {
   closeRedis,
   isCluster,
@@ -65,9 +73,20 @@ redis.call('SET', KEYS[1], ARGV[1])
 return ''
 `);
 
-// KEYS: acct, key, account's keys. ARGV: id, accountId, name, prefix, last4, createdAt, hash, ms.
+// KEYS: acct, key, account's keys. ARGV: id, accountId, name, prefix, last4, createdAt, hash, ms,
+// the most active keys allowed ('' for no limit). Returns 1 created, 0 no such account, -1 at the
+// limit. The count reads each listed key's revokedAt (an account's keys, revoked ones included).
 const CREATE_KEY = new LuaScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if ARGV[9] ~= '' then
+  local active = 0
+  local prefix = string.sub(KEYS[3], 1, #KEYS[3] - 4)
+  for _, id in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+    local revoked = redis.call('HGET', prefix .. 'key:' .. id, 'revokedAt')
+    if revoked == '' then active = active + 1 end
+  end
+  if active >= tonumber(ARGV[9]) then return -1 end
+end
 redis.call('HSET', KEYS[2], 'id', ARGV[1], 'accountId', ARGV[2], 'name', ARGV[3], 'prefix', ARGV[4],
   'last4', ARGV[5], 'createdAt', ARGV[6], 'lastUsedAt', '', 'revokedAt', '', 'hash', ARGV[7])
 redis.call('ZADD', KEYS[3], ARGV[8], ARGV[1])
@@ -130,11 +149,32 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return redis.call('HGETALL', KEYS[1])
 `);
 
-// KEYS: key. ARGV: lastUsedAt.
+// KEYS: key, account's keys. ARGV: id. Takes back a key whose indexes could not be written: its
+// record and its place in the list (DEL and ZREM are allowed even when Redis is out of memory).
+const UNDO_KEY = new LuaScript(`
+redis.call('ZREM', KEYS[2], ARGV[1])
+return redis.call('DEL', KEYS[1])
+`);
+
+// KEYS: key. ARGV: lastUsedAt, the time before which a recorded use is rewritten (ISO). At most one
+// write per key per interval: a use recorded after ARGV[2] is kept.
 const TOUCH_KEY = new LuaScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'lastUsedAt', ARGV[1]) end
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local last = redis.call('HGET', KEYS[1], 'lastUsedAt')
+if last and last ~= '' and last > ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], 'lastUsedAt', ARGV[1])
 return 1
 `);
+
+/** Redis's refusals of a write (not a lost connection: that one may have run). */
+const REFUSED_WRITE = /^(OOM|MISCONF|READONLY|NOREPLICAS) /;
+
+/** A write Redis refused as StoreWriteError, with what it said; anything else as it is. */
+function refusedWrite(err: unknown): unknown {
+  if (err instanceof Error && REFUSED_WRITE.test(err.message))
+    return new StoreWriteError(`Redis did not save the change: ${err.message}`, { cause: err });
+  return err;
+}
 
 /** The key-hash index's value: where the key lives. */
 export function keyHashEntry(accountId: string, keyId: string): string {
@@ -182,12 +222,19 @@ export class RedisAccountStore implements AccountStore, SessionStore {
   readonly #redis: RedisClient;
   readonly #l: RedisLayout;
   readonly #replication: Replication;
+  readonly #touchIntervalMs: number;
 
   /** Takes ownership of the connection (closed by `close`). */
-  constructor(redis: RedisClient, keyPrefix: string, replication: Replication = NO_REPLICATION) {
+  constructor(
+    redis: RedisClient,
+    keyPrefix: string,
+    replication: Replication = NO_REPLICATION,
+    opts: AccountStoreOptions = {},
+  ) {
     this.#redis = redis;
     this.#l = new RedisLayout(keyPrefix);
     this.#replication = replication;
+    this.#touchIntervalMs = opts.touchIntervalMs ?? TOUCH_INTERVAL_MS;
   }
 
   async createAccount(input: NewAccount): Promise<Account> {
@@ -206,9 +253,16 @@ export class RedisAccountStore implements AccountStore, SessionStore {
     const emailKey = this.#l.email(account.email);
     let expected = '';
     for (let attempt = 0; attempt < 3; attempt++) {
-      const [holder] = await this.#write(emailKey, (p) =>
-        queueScript(p, CLAIM_EMAIL, [emailKey], [account.id, expected]),
-      );
+      let holder: unknown;
+      try {
+        [holder] = await this.#write(emailKey, (p) =>
+          queueScript(p, CLAIM_EMAIL, [emailKey], [account.id, expected]),
+        );
+      } catch (err) {
+        // Never indexed, so never found; removed when Redis lets us (DEL is allowed when out of memory).
+        await this.#redis.del(record).catch(() => undefined);
+        throw err;
+      }
       if (holder === '') return account;
       // Held by an account that exists: taken. Held by one that does not (a deletion cut half-way):
       // reclaimed, unless someone else claims it first.
@@ -257,7 +311,10 @@ export class RedisAccountStore implements AccountStore, SessionStore {
     return this.#setAccountField(accountId, 'passwordHash', passwordHash);
   }
 
-  async createKey(accountId: string, opts: { name?: string } = {}): Promise<CreatedKey | undefined> {
+  async createKey(
+    accountId: string,
+    opts: { name?: string; maxActive?: number } = {},
+  ): Promise<CreatedKey | undefined> {
     const secret = generateApiKey();
     const now = new Date();
     const record: ApiKeyRecord = {
@@ -284,14 +341,27 @@ export class RedisAccountStore implements AccountStore, SessionStore {
           record.createdAt,
           hash,
           String(now.getTime()),
+          opts.maxActive === undefined ? '' : String(opts.maxActive),
         ],
       ),
     );
+    if (Number(created) === -1) throw new KeyLimitError(opts.maxActive ?? 0);
     if (Number(created) !== 1) return undefined;
     const keyAccount = this.#l.keyAccount(record.id);
-    await this.#write(keyAccount, (p) => p.set(keyAccount, accountId));
     const keyHash = this.#l.keyHash(hash);
-    await this.#write(keyHash, (p) => p.set(keyHash, keyHashEntry(accountId, record.id)));
+    try {
+      await this.#write(keyAccount, (p) => p.set(keyAccount, accountId));
+      await this.#write(keyHash, (p) => p.set(keyHash, keyHashEntry(accountId, record.id)));
+    } catch (err) {
+      // Its secret is never shown, so the key is taken back (else it would stay listed, counted as
+      // active, never resolving, until revoked).
+      await UNDO_KEY.run(
+        this.#redis,
+        [this.#l.key(accountId, record.id), this.#l.accountKeys(accountId)],
+        [record.id],
+      ).catch(() => undefined);
+      throw err;
+    }
     return { record, secret };
   }
 
@@ -323,7 +393,7 @@ export class RedisAccountStore implements AccountStore, SessionStore {
     const fields = pairs(reply);
     const key = toKey(fields);
     if (key && fields.hash)
-      await DELETE_IF.run(this.#redis, [this.#l.keyHash(fields.hash)], [keyHashEntry(owner, keyId)]);
+      await this.#run(DELETE_IF, [this.#l.keyHash(fields.hash)], [keyHashEntry(owner, keyId)]);
     return key;
   }
 
@@ -345,7 +415,8 @@ export class RedisAccountStore implements AccountStore, SessionStore {
   async touchKey(keyId: string, at: Date = new Date()): Promise<void> {
     const accountId = await this.#redis.get(this.#l.keyAccount(keyId));
     if (accountId === null) return;
-    await TOUCH_KEY.run(this.#redis, [this.#l.key(accountId, keyId)], [at.toISOString()]);
+    const since = new Date(at.getTime() - this.#touchIntervalMs).toISOString();
+    await this.#run(TOUCH_KEY, [this.#l.key(accountId, keyId)], [at.toISOString(), since]);
   }
 
   async deleteAccount(accountId: string): Promise<boolean> {
@@ -366,12 +437,12 @@ export class RedisAccountStore implements AccountStore, SessionStore {
     const [existed, ...hashes] = reply as Array<number | string>;
     await Promise.all(
       ids.flatMap((id, i) => [
-        DELETE_IF.run(this.#redis, [this.#l.keyHash(String(hashes[i]))], [keyHashEntry(accountId, id)]),
-        DELETE_IF.run(this.#redis, [this.#l.keyAccount(id)], [accountId]),
+        this.#run(DELETE_IF, [this.#l.keyHash(String(hashes[i]))], [keyHashEntry(accountId, id)]),
+        this.#run(DELETE_IF, [this.#l.keyAccount(id)], [accountId]),
       ]),
     );
     // Only an entry naming this account goes (the email may belong to a newer account already).
-    if (account) await DELETE_IF.run(this.#redis, [this.#l.email(account.email)], [accountId]);
+    if (account) await this.#run(DELETE_IF, [this.#l.email(account.email)], [accountId]);
     return Number(existed) === 1;
   }
 
@@ -385,7 +456,7 @@ export class RedisAccountStore implements AccountStore, SessionStore {
         queueScript(p, PRUNE_IF_UNUSED, [record, this.#l.accountKeys(account.id)], [cutOff]),
       );
       if (!email) continue;
-      await DELETE_IF.run(this.#redis, [this.#l.email(String(email))], [account.id]);
+      await this.#run(DELETE_IF, [this.#l.email(String(email))], [account.id]);
       pruned++;
     }
     return pruned;
@@ -395,7 +466,11 @@ export class RedisAccountStore implements AccountStore, SessionStore {
     const token = generateSessionToken();
     const expiresAt = new Date(Date.now() + ttlMs).toISOString();
     const session: Session = { accountId, expiresAt };
-    await this.#redis.set(this.#l.session(sha256Hex(token)), JSON.stringify(session), 'PX', ttlMs);
+    try {
+      await this.#redis.set(this.#l.session(sha256Hex(token)), JSON.stringify(session), 'PX', ttlMs);
+    } catch (err) {
+      throw refusedWrite(err);
+    }
     return { token, expiresAt };
   }
 
@@ -407,15 +482,31 @@ export class RedisAccountStore implements AccountStore, SessionStore {
   }
 
   async deleteSession(token: string): Promise<void> {
-    await this.#redis.del(this.#l.session(sha256Hex(token)));
+    try {
+      await this.#redis.del(this.#l.session(sha256Hex(token)));
+    } catch (err) {
+      throw refusedWrite(err);
+    }
   }
 
   close(): Promise<void> {
     return closeRedis(this.#redis);
   }
 
-  #write(slotKey: string, write: Parameters<typeof writeReplicated>[3]): Promise<unknown[]> {
-    return writeReplicated(this.#redis, this.#replication, slotKey, write);
+  async #run(script: LuaScript, keys: string[], args: string[]): Promise<unknown> {
+    try {
+      return await script.run(this.#redis, keys, args);
+    } catch (err) {
+      throw refusedWrite(err);
+    }
+  }
+
+  async #write(slotKey: string, write: Parameters<typeof writeReplicated>[3]): Promise<unknown[]> {
+    try {
+      return await writeReplicated(this.#redis, this.#replication, slotKey, write);
+    } catch (err) {
+      throw refusedWrite(err);
+    }
   }
 
   async #setAccountField(accountId: string, field: string, value: string): Promise<Account | undefined> {

@@ -16,7 +16,8 @@
 //   P dev:<deviceId>            hash    requests today from a device id
 //
 // An account, its keys and its counters share a slot: the key path's second step (key not revoked →
-// account → tier → count) is one atomic script there, and subjects spread over the shards. The three
+// account → tier → count) is one atomic script there, and so is a key's creation with the account's
+// active-keys limit (count the unrevoked keys, then create); subjects spread over the shards. The three
 // indexes have one entry per email or key, each in a slot of its own (hashed from the email or the
 // key), so they spread over a Cluster's shards as the accounts do; no key gathers every account. Each
 // write to an entry is atomic within its slot, and a change that spans slots (create, revoke, delete)

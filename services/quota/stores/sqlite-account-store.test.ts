@@ -6,6 +6,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EmailTakenError } from '../accounts/account-store.ts';
 import { sha256Hex } from '../accounts/api-keys.ts';
+import { TOUCH_INTERVAL_MS } from '../authorize.ts';
 import { accountStoreContract } from './account-store.contract.ts';
 import { AccountsFileError } from './accounts-file-error.ts';
 import { jsonBackupPath } from './json-accounts-import.ts';
@@ -161,6 +162,64 @@ describe('SQLite account store: the file', () => {
     const directory = join(dir, 'a-directory');
     mkdirSync(directory);
     expect(() => openSqliteAccountStore(directory)).toThrow(AccountsFileError);
+  });
+
+  it('keeps the write-ahead log bounded through 2,000 sign-ups in a row, and the file growing with its data', async () => {
+    const path = freshPath();
+    const store = openFile(path);
+    const walBytes = () => {
+      try {
+        return statSync(`${path}-wal`).size;
+      } catch {
+        return 0;
+      }
+    };
+    let largest = 0;
+    for (let i = 0; i < 2000; i++) {
+      await store.createAccount({
+        email: `wave-${i}@example.com`,
+        tier: 'free',
+        passwordHash: `scrypt$${i}`,
+      });
+      largest = Math.max(largest, walBytes());
+    }
+    const dbBytes = statSync(path).size;
+    console.log(
+      `2,000 sign-ups: largest WAL ${largest} bytes, WAL now ${walBytes()}, database ${dbBytes} bytes`,
+    );
+    expect(largest).toBeLessThan(8 * 1024 * 1024);
+    // Checkpointed as it went: the rows are in the database file, not only in the log.
+    const copy = new DatabaseSync(path, { readOnly: true });
+    try {
+      const { n } = copy.prepare('SELECT count(*) AS n FROM accounts').get() as { n: number };
+      expect(n).toBe(2000);
+      const { free } = copy.prepare('SELECT freelist_count AS free FROM pragma_freelist_count').get() as {
+        free: number;
+      };
+      expect(free).toBe(0);
+    } finally {
+      copy.close();
+    }
+    // Some 2,000 rows of ~150 bytes and their two indexes: well under 2 MiB, however written.
+    expect(dbBytes).toBeGreaterThan(200 * 1024);
+    expect(dbBytes).toBeLessThan(2 * 1024 * 1024);
+  });
+
+  it('writes the last use of a key at most once per interval, so traffic does not grow the log', async () => {
+    const path = freshPath();
+    const store = openFile(path);
+    const a = await store.createAccount({ email: 'busy@example.com', tier: 'free' });
+    const key = await store.createKey(a.id);
+    if (!key) throw new Error('key not created');
+    const t0 = new Date('2031-01-01T00:00:00.000Z');
+    await store.touchKey(key.record.id, t0);
+    const walAfterFirst = statSync(`${path}-wal`).size;
+    for (let i = 1; i <= 1000; i++) await store.touchKey(key.record.id, new Date(t0.getTime() + i * 10));
+    expect((await store.getKey(key.record.id))?.lastUsedAt).toBe(t0.toISOString());
+    expect(statSync(`${path}-wal`).size).toBe(walAfterFirst);
+    const later = new Date(t0.getTime() + TOUCH_INTERVAL_MS);
+    await store.touchKey(key.record.id, later);
+    expect((await store.getKey(key.record.id))?.lastUsedAt).toBe(later.toISOString());
   });
 
   it('creates accounts in bulk, each with a key that resolves', async () => {

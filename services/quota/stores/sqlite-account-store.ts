@@ -6,6 +6,10 @@
 // - WAL journal, synchronous=FULL: a write is acknowledged only once it is in the log on disk, so
 //   `kill -9` (or a power cut) at any moment loses no acknowledged write, and SQLite's recovery at the
 //   next open replays or drops the log as a whole; nothing else lies beside the file to clean up.
+// - Every write is an explicit transaction whose COMMIT is checked (`#write`), its statements stepped
+//   to completion: an autocommit statement read with `.get()` is reset after its first row, and the
+//   reset's COMMIT failure (disk full, read-only) and its WAL checkpoint would both be lost. A write
+//   that cannot commit rejects with StoreWriteError and leaves nothing of itself.
 // - Several processes (the server and the admin CLI) share the file: readers never wait (WAL), a
 //   writer waits for another's transaction up to BUSY_TIMEOUT_MS. Every read goes to the database (no
 //   cache), so a key revoked or a tier changed by the CLI applies to the server's very next request.
@@ -19,6 +23,7 @@ import type { DatabaseSync } from 'node:sqlite';
 import {
   type Account,
   type AccountStore,
+  type AccountStoreOptions,
   type AccountTier,
   type ApiKeyRecord,
   type CreatedKey,
@@ -26,11 +31,13 @@ import {
   emailProblem,
   InvalidEmailError,
   isAccountTier,
+  KeyLimitError,
   type NewAccount,
   normaliseEmail,
   type ResolvedKey,
   type Session,
   type SessionStore,
+  StoreWriteError,
 } from '../accounts/account-store.ts';
 import {
   displayParts,
@@ -41,6 +48,7 @@ import {
   newId,
   sha256Hex,
 } from '../accounts/api-keys.ts';
+import { TOUCH_INTERVAL_MS } from '../authorize.ts';
 import { CACHE_KIB, openAccountsFile, openDatabase } from './accounts-database.ts';
 
 /** The page cache while creating accounts in bulk (benchmarks), in KiB. */
@@ -125,13 +133,17 @@ function prepareStatements(db: DatabaseSync) {
       `SELECT ${keyColumns} FROM api_keys k WHERE k.account_id = ? ORDER BY k.created_at DESC, k.rowid DESC`,
     ),
     keyById: p(`SELECT ${keyColumns} FROM api_keys k WHERE k.id = ?`),
+    activeKeys: p('SELECT count(*) AS n FROM api_keys WHERE account_id = ? AND revoked_at IS NULL'),
     revokeKey: p('UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?'),
     resolveKey: p(
       `SELECT ${keyColumns}, a.email, a.tier, a.password_hash, a.created_at AS account_created_at
        FROM api_keys k JOIN accounts a ON a.id = k.account_id
        WHERE k.hash = ? AND k.revoked_at IS NULL`,
     ),
-    touchKey: p('UPDATE api_keys SET last_used_at = ? WHERE id = ?'),
+    // Only when the recorded use is older than the interval: at most one write per key per interval.
+    touchKey: p(
+      'UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at <= ?)',
+    ),
     insertSession: p(
       'INSERT INTO sessions (token_hash, account_id, expires_at, expires_ms) SELECT ?, id, ?, ? FROM accounts WHERE id = ?',
     ),
@@ -144,25 +156,42 @@ function prepareStatements(db: DatabaseSync) {
 export class SqliteAccountStore implements AccountStore, SessionStore {
   readonly #db: DatabaseSync;
   readonly #s: ReturnType<typeof prepareStatements>;
+  readonly #touchIntervalMs: number;
   /** synchronous = FULL, which touchKey relaxes for its own commit only. */
   readonly #durable: boolean;
   #sessionsCreated = 0;
 
-  constructor(db: DatabaseSync) {
+  constructor(db: DatabaseSync, opts: AccountStoreOptions = {}) {
     this.#db = db;
+    this.#touchIntervalMs = opts.touchIntervalMs ?? TOUCH_INTERVAL_MS;
     this.#durable = (db.prepare('PRAGMA synchronous').get() as { synchronous: number }).synchronous === 2;
     this.#s = prepareStatements(db);
   }
 
-  /** Runs `work` in one write transaction (taken at once, so it never has to be retried). */
+  /**
+   * Runs `work` in one write transaction (taken at once, so it never has to be retried) and returns
+   * its result only once COMMIT has succeeded. A database failure (disk full, read-only, I/O) rolls
+   * everything back and rejects with StoreWriteError; the store's own refusals pass through as they are.
+   */
   #write<T>(work: () => T): T {
-    this.#db.exec('BEGIN IMMEDIATE');
     try {
-      const result = work();
-      this.#db.exec('COMMIT');
-      return result;
+      this.#db.exec('BEGIN IMMEDIATE');
+      try {
+        const result = work();
+        this.#db.exec('COMMIT');
+        return result;
+      } catch (err) {
+        if (this.#db.isTransaction) this.#db.exec('ROLLBACK');
+        throw err;
+      }
     } catch (err) {
-      if (this.#db.isTransaction) this.#db.exec('ROLLBACK');
+      if ((err as NodeJS.ErrnoException).code === 'ERR_SQLITE_ERROR')
+        throw new StoreWriteError(
+          `the accounts database did not save the change: ${(err as Error).message}`,
+          {
+            cause: err,
+          },
+        );
       throw err;
     }
   }
@@ -177,13 +206,15 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
       passwordHash: input.passwordHash ?? '',
       createdAt: new Date().toISOString(),
     };
-    const row = this.#s.claimAccount.get(
-      account.id,
-      account.email,
-      account.tier,
-      account.passwordHash,
-      account.createdAt,
-    ) as { id: string } | undefined;
+    const [row] = this.#write(() =>
+      this.#s.claimAccount.all(
+        account.id,
+        account.email,
+        account.tier,
+        account.passwordHash,
+        account.createdAt,
+      ),
+    ) as Array<{ id: string }>;
     if (row?.id !== account.id) throw new EmailTakenError(account.email);
     return account;
   }
@@ -249,14 +280,21 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
   }
 
   async setTier(accountId: string, tier: AccountTier): Promise<Account | undefined> {
-    return toAccount(this.#s.setTier.get(tier, accountId) as AccountRow | undefined);
+    const [row] = this.#write(() => this.#s.setTier.all(tier, accountId)) as unknown as AccountRow[];
+    return toAccount(row);
   }
 
   async setPasswordHash(accountId: string, passwordHash: string): Promise<Account | undefined> {
-    return toAccount(this.#s.setPassword.get(passwordHash, accountId) as AccountRow | undefined);
+    const [row] = this.#write(() =>
+      this.#s.setPassword.all(passwordHash, accountId),
+    ) as unknown as AccountRow[];
+    return toAccount(row);
   }
 
-  async createKey(accountId: string, opts: { name?: string } = {}): Promise<CreatedKey | undefined> {
+  async createKey(
+    accountId: string,
+    opts: { name?: string; maxActive?: number } = {},
+  ): Promise<CreatedKey | undefined> {
     const secret = generateApiKey();
     const record: ApiKeyRecord = {
       id: newId('key_'),
@@ -267,16 +305,24 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
       lastUsedAt: null,
       revokedAt: null,
     };
-    // Inserted only when the account exists (the SELECT yields no row otherwise), in one statement.
-    const { changes } = this.#s.insertKey.run(
-      record.id,
-      record.name,
-      record.prefix,
-      record.last4,
-      record.createdAt,
-      sha256Hex(secret),
-      accountId,
-    );
+    // Counted and inserted in one transaction: concurrent creations never pass the limit together.
+    // Inserted only when the account exists (the SELECT yields no row otherwise).
+    const changes = this.#write(() => {
+      const { maxActive } = opts;
+      if (maxActive !== undefined) {
+        const { n } = this.#s.activeKeys.get(accountId) as { n: number };
+        if (n >= maxActive) throw new KeyLimitError(maxActive);
+      }
+      return this.#s.insertKey.run(
+        record.id,
+        record.name,
+        record.prefix,
+        record.last4,
+        record.createdAt,
+        sha256Hex(secret),
+        accountId,
+      ).changes;
+    });
     return Number(changes) === 1 ? { record, secret } : undefined;
   }
 
@@ -318,10 +364,12 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
   async touchKey(keyId: string, at: Date = new Date()): Promise<void> {
     // On the request path and best effort: committed without waiting for the disk (a crash of the
     // process still keeps it; a power cut may lose the last ones), so a detect never waits for an
-    // fsync. The next durable commit makes it durable too.
+    // fsync. The next durable commit makes it durable too. A use recorded less than
+    // touchIntervalMs before `at` is kept as it is: the UPDATE changes no row and writes no log.
+    const since = new Date(at.getTime() - this.#touchIntervalMs).toISOString();
     if (this.#durable) this.#db.exec('PRAGMA synchronous = NORMAL');
     try {
-      this.#s.touchKey.run(at.toISOString(), keyId);
+      this.#write(() => this.#s.touchKey.run(at.toISOString(), keyId, since));
     } finally {
       if (this.#durable) this.#db.exec('PRAGMA synchronous = FULL');
     }
@@ -329,21 +377,24 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
 
   async deleteAccount(accountId: string): Promise<boolean> {
     // Keys and sessions go with it (ON DELETE CASCADE), in the same transaction.
-    return Number(this.#s.deleteAccount.run(accountId).changes) === 1;
+    return Number(this.#write(() => this.#s.deleteAccount.run(accountId).changes)) === 1;
   }
 
   async pruneUnusedAccounts(createdBefore: Date): Promise<number> {
     // One statement: an account that gets a key meanwhile is not deleted (the write lock orders them).
-    return Number(this.#s.pruneUnused.run(createdBefore.toISOString()).changes);
+    return Number(this.#write(() => this.#s.pruneUnused.run(createdBefore.toISOString()).changes));
   }
 
   async createSession(accountId: string, ttlMs: number): Promise<{ token: string; expiresAt: string }> {
     const token = generateSessionToken();
     const expiresMs = Date.now() + ttlMs;
     const expiresAt = new Date(expiresMs).toISOString();
-    if (++this.#sessionsCreated % SESSION_SWEEP_EVERY === 1) this.#s.sweepSessions.run(Date.now());
-    // A session of an account that does not exist (deleted meanwhile) is not kept: it would log nobody in.
-    this.#s.insertSession.run(sha256Hex(token), expiresAt, expiresMs, accountId);
+    const sweep = ++this.#sessionsCreated % SESSION_SWEEP_EVERY === 1;
+    this.#write(() => {
+      if (sweep) this.#s.sweepSessions.run(Date.now());
+      // A session of an account that does not exist (deleted meanwhile) is not kept: it would log nobody in.
+      this.#s.insertSession.run(sha256Hex(token), expiresAt, expiresMs, accountId);
+    });
     return { token, expiresAt };
   }
 
@@ -357,7 +408,7 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
   }
 
   async deleteSession(token: string): Promise<void> {
-    this.#s.deleteSession.run(sha256Hex(token));
+    this.#write(() => this.#s.deleteSession.run(sha256Hex(token)));
   }
 
   async close(): Promise<void> {
@@ -366,14 +417,14 @@ export class SqliteAccountStore implements AccountStore, SessionStore {
 }
 
 /** Accounts in memory only (tests). */
-export function memoryAccountStore(): SqliteAccountStore {
-  return new SqliteAccountStore(openDatabase(':memory:'));
+export function memoryAccountStore(opts: AccountStoreOptions = {}): SqliteAccountStore {
+  return new SqliteAccountStore(openDatabase(':memory:'), opts);
 }
 
 /**
  * The embedded store at `path` (the server, the admin CLI): creates the database when missing, imports
  * an accounts JSON file found there first. Refuses anything else rather than overwrite it.
  */
-export function openSqliteAccountStore(path: string): SqliteAccountStore {
-  return new SqliteAccountStore(openAccountsFile(path));
+export function openSqliteAccountStore(path: string, opts: AccountStoreOptions = {}): SqliteAccountStore {
+  return new SqliteAccountStore(openAccountsFile(path), opts);
 }
