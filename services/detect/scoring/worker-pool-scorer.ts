@@ -152,7 +152,7 @@ export class WorkerPoolScorer implements ImageScorer {
   }
 
   /**
-   * Inference alone on a model input a decoder process made (isolated-scorer.ts); takes ownership of
+   * Inference alone on a model input a decoder process made (routed-scorer.ts); takes ownership of
    * `tensor`. The decode fields of the answer are zero: the caller has them.
    */
   infer(tensor: Float32Array, probed: ProbedImage): Promise<ScoredImage> {
