@@ -386,7 +386,29 @@ export const SETTINGS = {
     min: 1,
     max: 64,
     readBy: SCORING,
-    doc: 'Decoder processes, each decoding one image at a time (no model), so that a kill harms no other image; each costs ~35 MiB at rest.',
+    doc: 'Decoder processes at most, each decoding one image at a time (no model), so that a kill harms no other image; started when a costly or unusual image needs one (`IN_PROCESS_MAX_PIXELS`), ended after `DECODER_IDLE_MS` without one; each costs ~35 MiB while it runs.',
+  },
+  DECODER_IDLE_MS: {
+    section: 'scoring',
+    type: 'integer',
+    // Long enough that a burst of large images does not start a process per image; short enough that
+    // ordinary traffic runs none.
+    default: 30_000,
+    min: 100,
+    max: 3_600_000,
+    unit: 'ms',
+    readBy: SCORING,
+    doc: 'A decoder process without an image for this long ends (its memory given back); the next image that needs one starts one.',
+  },
+  IN_PROCESS_MAX_PIXELS: {
+    section: 'scoring',
+    type: 'integer',
+    // 8 Mi pixels: a 4K UHD frame (3840 × 2160) and under, about the work gate's small lane.
+    default: 8_388_608,
+    min: 0,
+    max: 200_000_000,
+    readBy: SCORING,
+    doc: 'An ordinary image (docs/isolation-and-charging.md, “Which path”) of at most this many pixels is decoded in the scoring worker thread that infers it; larger, costly or unusual images in a decoder process. 0: every image in a decoder process.',
   },
   DECODE_CPU_LIMIT_MS: {
     section: 'scoring',

@@ -11,7 +11,7 @@ import { multipart } from '../../test/support/multipart.ts';
 import { DEFAULT_DIMENSION_LIMITS } from './image/types.ts';
 import { DecoderPool } from './scoring/decoder-pool.ts';
 import { InProcessScorer, type ScorerState } from './scoring/image-scorer.ts';
-import { IsolatedScorer } from './scoring/isolated-scorer.ts';
+import { RoutedScorer } from './scoring/routed-scorer.ts';
 import { WorkerPoolScorer } from './scoring/worker-pool-scorer.ts';
 
 const JPEG = readFileSync(fixture('320x240.jpg'));
@@ -394,7 +394,7 @@ describe('charging a killed decode', () => {
     // On a fixed clock: the three-a-minute window cannot roll over half-way.
     current = await embeddedApp({ env: { ANON_PER_MINUTE: '3', ANON_PER_DAY: '100' }, now: () => T0 });
     // Stand-ins (no model): a decoder that spins on a 21 px wide image and idles on a 22 px one.
-    const scorer = new IsolatedScorer(
+    const scorer = new RoutedScorer(
       await DecoderPool.create({
         processes: 3,
         inputSize: 224,
@@ -413,6 +413,8 @@ describe('charging a killed decode', () => {
         deadlineMs: 60_000,
         entry: new URL('../../test/support/recording-scorer-worker.mjs', import.meta.url),
       }),
+      // Every image to the decoder processes (these are small).
+      { maxPixels: 0 },
     );
     current.model.fill(scorer);
     const png = (width: number) =>

@@ -59,8 +59,12 @@ export interface ScoringConfig {
    * refunded, unless the decode had used its CPU limit (then 4005, charged).
    */
   scoringDeadlineMs: number;
-  /** Decoder processes (one image each at a time, no model; decoder-pool.ts). */
+  /** Decoder processes at most (one image each at a time, no model; decoder-pool.ts). */
   decoderProcesses: number;
+  /** A decoder process idle this long ends. */
+  decoderIdleMs: number;
+  /** Ordinary images up to this many pixels are decoded in the scoring worker threads (decode-route.ts). */
+  inProcessMaxPixels: number;
   /** CPU time one image's decode may take at most before its decoder is killed: 4005, charged. */
   decodeCpuLimitMs: number;
   /** MAX_TILES: tiles a long frame is scored as, at most. */
@@ -202,6 +206,8 @@ export function loadScoringConfig(env: Env): ScoringConfig {
     inferenceThreads: intSetting(env, 'INFERENCE_THREADS'),
     scoringDeadlineMs: intSetting(env, 'SCORING_DEADLINE_MS'),
     decoderProcesses: intSetting(env, 'DECODER_PROCESSES'),
+    decoderIdleMs: intSetting(env, 'DECODER_IDLE_MS'),
+    inProcessMaxPixels: intSetting(env, 'IN_PROCESS_MAX_PIXELS'),
     decodeCpuLimitMs: intSetting(env, 'DECODE_CPU_LIMIT_MS'),
     maxTiles: intSetting(env, 'MAX_TILES'),
     jpegDecoder: jpegDecoderVar(env),

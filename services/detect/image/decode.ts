@@ -55,6 +55,7 @@ import {
   frameLayout,
   isLongBox,
   isWholeFrame,
+  MARGIN_TOLERANCE,
   MIN_MARGIN_FRACTION,
 } from './frame-layout.ts';
 import { type JpegDecoder, jpegToTensor, resolveJpegDecoder } from './libjpeg/jpeg-tensor.ts';
@@ -483,11 +484,39 @@ function concat(parts: readonly Float32Array[]): Float32Array {
 }
 
 /**
+ * Whether the first or last row or column of a fast-path input is uniform as contentBox judges it (each
+ * pixel within MARGIN_TOLERANCE of the corner it compares with, on the 8-bit values it would see): if
+ * none is, contentBox finds no margin.
+ */
+function anEdgeIsUniform(tensor: Float32Array, size: number): boolean {
+  const value = (i: number) => Math.round((tensor[i] as number) * 255);
+  const near = (a: number, b: number) =>
+    Math.abs(value(a) - value(b)) <= MARGIN_TOLERANCE &&
+    Math.abs(value(a + 1) - value(b + 1)) <= MARGIN_TOLERANCE &&
+    Math.abs(value(a + 2) - value(b + 2)) <= MARGIN_TOLERANCE;
+  const uniform = (start: number, step: number, ref: number) => {
+    for (let k = 0; k < size; k++) if (!near(start + k * step, ref)) return false;
+    return true;
+  };
+  const first = 0;
+  const last = (size * size - 1) * 3;
+  return (
+    uniform(first, 3, first) || // top row, against the top-left pixel
+    uniform((size - 1) * size * 3, 3, last) || // bottom row, against the bottom-right pixel
+    uniform(first, size * 3, first) || // left column
+    uniform((size - 1) * 3, size * 3, last) // right column
+  );
+}
+
+/**
  * Whether a fast-path input (NHWC [1, size, size, 3] in [0, 1]) shows a uniform margin: bilinear
  * resizing keeps a uniform run uniform, so a margin of the frame shows as one of the input at the
  * same share of its edge (less a line of interpolation at its border). Half the share is asked for.
  */
 function showsMargins(tensor: Float32Array, size: number): boolean {
+  // A margin starts at an edge: with no edge line uniform (most photos) there is none, and the whole
+  // input need not be converted and walked.
+  if (!anEdgeIsUniform(tensor, size)) return false;
   const rgb = new Uint8Array(size * size * 3);
   for (let i = 0; i < rgb.length; i++) rgb[i] = Math.round((tensor[i] as number) * 255);
   const box = contentBox(rgb, size, size, MIN_MARGIN_FRACTION / 2);

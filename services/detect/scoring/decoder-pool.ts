@@ -1,7 +1,8 @@
-// A fixed pool of decoder processes (decoder-process.ts), each decoding ONE image at a time into its
-// model input; inference stays in the scoring worker threads (worker-pool-scorer.ts), which are then
-// never terminated in the middle of an ONNX run. Decoding is the step whose cost depends on what the
-// image is, so it is the step that may be killed:
+// A bounded pool of decoder processes (decoder-process.ts), each decoding ONE image at a time into its
+// model input, for the images decode-route.ts does not let a scoring worker thread decode: large,
+// costly or unusual ones. Inference stays in the scoring worker threads (worker-pool-scorer.ts), which
+// are then never terminated in the middle of an ONNX run. Decoding is the step whose cost depends on
+// what the image is, so it is the step that may be killed:
 //
 // - an image whose decode has used more CPU time than any ordinary image of its size needs
 //   (decodeCpuLimitMs, at most `cpuLimitMs`) is killed there (SIGKILL) and answered 4005: its cost is
@@ -12,8 +13,10 @@
 // - a process that dies on its own takes only its own image down (503, refunded: one image at a time,
 //   but the kernel's OOM killer chooses by size, not by blame).
 //
-// The killed process is replaced at once, and its image's memory is reported (`stillHeld`) as held
-// until the process has really exited, so the work gate does not admit the next image on top of it.
+// Decoders are started when an image finds none free (at most `processes`), and end after `idleMs`
+// without an image: ordinary traffic runs none, and pays no runtime for them. A killed process's image
+// memory is reported (`stillHeld`) as held until the process has really exited, so the work gate does
+// not admit the next image on top of it, and every ended process is listed (`pids`) until then.
 // CPU time is read from /proc/<pid>/stat (the process's threads together, libvips' included); where
 // there is no /proc only the wall deadline applies.
 
@@ -73,7 +76,9 @@ export function decodeCpuLimitMs(byteLength: number, probed: ProbedImage, capMs:
  */
 const HEAVY_DECODE_CPU_MS = 1_000;
 
-/** How long a decoder that failed to start waits before the next try. */
+const DEFAULT_IDLE_MS = SETTINGS.DECODER_IDLE_MS.default;
+
+/** How long after a decoder failed to start the next one is tried. */
 const RESPAWN_AFTER_MS = 1_000;
 
 /** Linux's USER_HZ: the unit of utime and stime in /proc/<pid>/stat (fixed by the kernel ABI). */
@@ -87,7 +92,10 @@ export interface DecodedImage {
 }
 
 export interface DecoderPoolOptions {
+  /** Decoders running at most (DECODER_PROCESSES); each is started when an image needs one. */
   processes: number;
+  /** A decoder without an image for this long ends (DECODER_IDLE_MS; default: its default). */
+  idleMs?: number;
   /** Whose model input to make (an ensemble: each member's, one after another). */
   model?: ModelChoice;
   inputSize: number;
@@ -148,7 +156,12 @@ export class DecoderPool {
   /** Decoders that may hold a heavy image at once: one stays free for the others when there are two. */
   readonly #maxHeavy: number;
   readonly #queue: Job[] = [];
+  /** Decoders starting or running. */
   readonly #slots = new Set<Slot>();
+  /** Decoders ended by the pool (idle, killed) whose process has not exited yet. */
+  readonly #exiting = new Set<Slot>();
+  /** After a decoder failed to start: no new one is tried before this time (performance.now()). */
+  #failedUntil = 0;
   #nextId = 1;
   #closed = false;
 
@@ -157,11 +170,16 @@ export class DecoderPool {
     this.#maxHeavy = Math.max(1, opts.processes - 1);
   }
 
-  /** Resolves once every decoder has decoded its warm-up image; rejects if any cannot. */
+  /**
+   * Starts one decoder to show that decoders can start (rejects if it cannot), then ends it: decoders
+   * are started when an image needs one, and end when idle.
+   */
   static async create(opts: DecoderPoolOptions): Promise<DecoderPool> {
     const pool = new DecoderPool(opts);
     try {
-      await Promise.all(Array.from({ length: opts.processes }, () => pool.#spawn()));
+      const slot = await pool.#spawn();
+      pool.#end(slot);
+      await slot.exited;
     } catch (err) {
       await pool.close();
       throw err;
@@ -169,15 +187,16 @@ export class DecoderPool {
     return pool;
   }
 
-  /** Ready while a decoder can take an image. */
+  /** Ready unless a decoder failed to start less than RESPAWN_AFTER_MS ago (and none has since). */
   get ready(): boolean {
-    for (const slot of this.#slots) if (slot.ready) return true;
-    return false;
+    return !this.#closed && performance.now() >= this.#failedUntil;
   }
 
-  /** The decoders' process ids (the bench sums their memory with the server's). */
+  /** The decoders' process ids, those ended but not yet exited included (their memory is still held). */
   get pids(): number[] {
-    return [...this.#slots].flatMap((slot) => (slot.child.pid === undefined ? [] : [slot.child.pid]));
+    return [...this.#slots, ...this.#exiting].flatMap((slot) =>
+      slot.child.pid === undefined ? [] : [slot.child.pid],
+    );
   }
 
   /**
@@ -203,17 +222,15 @@ export class DecoderPool {
   async close(): Promise<void> {
     this.#closed = true;
     for (const job of this.#queue.splice(0)) job.reject(new ApiError('UNAVAILABLE', 'Scorer is shut down'));
-    const slots = [...this.#slots];
-    this.#slots.clear();
-    for (const slot of slots) {
+    for (const slot of [...this.#slots]) {
       this.#settle(slot)?.reject(new ApiError('UNAVAILABLE', 'Scorer is shut down'));
-      slot.ending = true;
-      slot.child.kill('SIGKILL');
+      this.#end(slot);
     }
-    await Promise.all(slots.map((slot) => slot.exited));
+    await Promise.all([...this.#exiting].map((slot) => slot.exited));
   }
 
-  #spawn(): Promise<void> {
+  /** Resolves with the decoder once it has decoded its warm-up image; rejects if it cannot. */
+  #spawn(): Promise<Slot> {
     const data: DecoderProcessData = {
       ...(this.#opts.model !== undefined && { model: this.#opts.model }),
       inputSize: this.#opts.inputSize,
@@ -230,17 +247,16 @@ export class DecoderPool {
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     const slot: Slot = { child, ready: false, job: undefined, exited, ending: false, timers: [] };
     this.#slots.add(slot);
-    return new Promise<void>((resolve, reject) => {
+    return new Promise<Slot>((resolve, reject) => {
       child.on('message', (reply: DecodeReply | { ready: true } | { fatal: string }) => {
         if ('ready' in reply) {
           slot.ready = true;
+          this.#failedUntil = 0;
           this.#dispatch();
-          return resolve();
+          return resolve(slot);
         }
         if ('fatal' in reply) {
-          this.#slots.delete(slot);
-          slot.ending = true;
-          child.kill('SIGKILL');
+          this.#end(slot);
           return reject(new Error(`decoder process failed to start: ${reply.fatal}`));
         }
         this.#finish(slot, reply);
@@ -253,7 +269,21 @@ export class DecoderPool {
     });
   }
 
-  /** A decoder that ended without being told to: its image gets 503 (refunded), a fresh one replaces it. */
+  /**
+   * Ends a decoder the pool no longer wants (idle, killed, closing): SIGKILL, out of the pool at once,
+   * its pid listed until the process has exited.
+   */
+  #end(slot: Slot): void {
+    if (!this.#slots.delete(slot)) return;
+    for (const timer of slot.timers) clearTimeout(timer);
+    slot.timers = [];
+    slot.ending = true;
+    this.#exiting.add(slot);
+    void slot.exited.then(() => this.#exiting.delete(slot));
+    slot.child.kill('SIGKILL');
+  }
+
+  /** A decoder that ended without being told to: its image gets 503 (refunded), the next image a fresh one. */
   #lost(slot: Slot, cause: Error, rejectStart: (err: Error) => void): void {
     if (!this.#slots.delete(slot)) return;
     if (!slot.ready) {
@@ -263,17 +293,14 @@ export class DecoderPool {
     this.#settle(slot)?.reject(
       new ApiError('UNAVAILABLE', 'Decoding failed; try again', { 'retry-after': '1' }, cause),
     );
-    this.#replace(cause);
+    this.#replaced(cause);
   }
 
-  #replace(cause: Error): void {
+  /** Logs a decoder lost or killed; the images waiting get a fresh one (#dispatch starts it). */
+  #replaced(cause: Error): void {
     if (this.#closed) return;
     this.#opts.onProcessError?.(cause);
-    this.#spawn()
-      .then(() => this.#dispatch())
-      // A decoder that cannot start now is tried again (each failure logged), so the pool does not
-      // shrink for good.
-      .catch((err: Error) => setTimeout(() => this.#replace(err), RESPAWN_AFTER_MS).unref());
+    this.#dispatch();
   }
 
   /** Takes the slot's job off it (timers cleared), for the caller to answer. */
@@ -287,17 +314,15 @@ export class DecoderPool {
 
   /**
    * Ends a decoder holding an image too long: SIGKILL, its image answered `error`, its memory reported
-   * held until the process has exited, a fresh decoder in its place.
+   * held until the process has exited.
    */
   #kill(slot: Slot, error: ApiError): void {
-    if (!this.#slots.delete(slot)) return;
+    if (!this.#slots.has(slot)) return;
     const job = this.#settle(slot);
-    slot.ending = true;
-    slot.child.kill('SIGKILL');
+    this.#end(slot);
     job?.stillHeld?.(slot.exited);
     job?.reject(error);
-    this.#replace(error.cause instanceof Error ? error.cause : new Error(error.message));
-    this.#dispatch();
+    this.#replaced(error.cause instanceof Error ? error.cause : new Error(error.message));
   }
 
   #watch(slot: Slot, job: Job): void {
@@ -337,30 +362,74 @@ export class DecoderPool {
   }
 
   #dispatch(): void {
+    if (this.#closed) return;
+    let heavy = 0;
+    for (const slot of this.#slots) if (slot.job?.heavy) heavy += 1;
+    // Jobs no decoder may take yet, but a new one could (a heavy job past #maxHeavy waits for a heavy one).
+    let unserved = 0;
     for (let i = 0; i < this.#queue.length; ) {
       const job = this.#queue[i] as Job;
-      const slot = this.#slotFor(job);
+      if (job.heavy && heavy >= this.#maxHeavy) {
+        i++;
+        continue;
+      }
+      const slot = this.#freeSlot();
       if (!slot) {
+        unserved += 1;
         i++;
         continue;
       }
       this.#queue.splice(i, 1);
+      if (job.heavy) heavy += 1;
       slot.job = job;
+      for (const timer of slot.timers) clearTimeout(timer);
+      slot.timers = [];
       this.#watch(slot, job);
       const request: DecodeRequest = { id: job.id, bytes: job.bytes, probed: job.probed };
       slot.child.send(request);
     }
+    this.#startFor(unserved);
+    for (const slot of this.#slots) if (slot.ready && !slot.job && slot.timers.length === 0) this.#idle(slot);
   }
 
-  #slotFor(job: Job): Slot | undefined {
-    let heavy = 0;
-    let free: Slot | undefined;
-    for (const slot of this.#slots) {
-      if (slot.job?.heavy) heavy += 1;
-      if (slot.ready && !slot.job) free ??= slot;
+  /** Starts decoders for `unserved` waiting images, beside those starting already, up to `processes`. */
+  #startFor(unserved: number): void {
+    let starting = 0;
+    for (const slot of this.#slots) if (!slot.ready) starting += 1;
+    let wanted = Math.min(unserved - starting, this.#opts.processes - this.#slots.size);
+    if (wanted <= 0) return;
+    if (performance.now() < this.#failedUntil) {
+      // The last decoder could not start: images no running decoder can take get 503 now rather
+      // than wait for one that may never come.
+      if (this.#slots.size === 0) this.#refuseWaiting();
+      return;
     }
-    if (job.heavy && heavy >= this.#maxHeavy) return undefined;
-    return free;
+    for (; wanted > 0; wanted--) {
+      this.#spawn().catch((err: Error) => {
+        this.#failedUntil = performance.now() + RESPAWN_AFTER_MS;
+        this.#opts.onProcessError?.(err);
+        if (this.#slots.size === 0) this.#refuseWaiting();
+      });
+    }
+  }
+
+  #refuseWaiting(): void {
+    for (const job of this.#queue.splice(0))
+      job.reject(new ApiError('UNAVAILABLE', 'Decoding failed; try again', { 'retry-after': '1' }));
+  }
+
+  /** A decoder without an image ends after `idleMs` without one. */
+  #idle(slot: Slot): void {
+    const timer = setTimeout(() => {
+      if (!slot.job) this.#end(slot);
+    }, this.#opts.idleMs ?? DEFAULT_IDLE_MS);
+    timer.unref();
+    slot.timers = [timer];
+  }
+
+  #freeSlot(): Slot | undefined {
+    for (const slot of this.#slots) if (slot.ready && !slot.job) return slot;
+    return undefined;
   }
 
   #finish(slot: Slot, reply: DecodeReply): void {

@@ -1,5 +1,5 @@
-// One scoring worker thread: inference (and, without decoder processes, decoding) off the main event
-// loop. Messages: {id, bytes, probed, solo, tensor?} in — with `tensor`, a model input a decoder
+// One scoring worker thread: inference, and the decoding of ordinary images (decode-route.ts), off the
+// main event loop. Messages: {id, bytes, probed, solo, tensor?} in — with `tensor`, a model input a decoder
 // process made, only inference runs — and {id, ok, ...scored} or {id, ok: false, code?, message} out.
 //
 // A single-threaded ONNX Runtime session, used while other images are being scored too (every core is
@@ -25,6 +25,8 @@ export interface ScorerWorkerData {
   soloThreads: number;
   limits: DimensionLimits;
   jpegDecoder: JpegDecoder;
+  /** Margins trimmed and long frames tiled, up to this many tiles, as the decoder processes do. */
+  maxTiles: number;
 }
 
 export interface ScoreRequest {
@@ -53,6 +55,7 @@ try {
     await createOnnxClassifier({ model: data.model, intraOpThreads: 1 }),
     data.limits,
     data.jpegDecoder,
+    data.maxTiles,
   );
   const solo =
     data.soloThreads > 1
@@ -60,6 +63,7 @@ try {
           await createOnnxClassifier({ model: data.model, intraOpThreads: data.soloThreads }),
           data.limits,
           data.jpegDecoder,
+          data.maxTiles,
         )
       : shared;
   // One warm-up image through the whole unit of work (each session) before reporting ready: the first

@@ -1,6 +1,7 @@
-// Builds the scorer the configuration describes: decoder processes (one image each) and inference
-// worker threads with one ONNX session each, from the checksummed model file `npm run models` built; a
-// missing or stale file fails here, before any worker starts.
+// Builds the scorer the configuration describes: worker threads with one ONNX session each, which
+// decode ordinary images and infer every one, and decoder processes (one image each) for the others;
+// the model from the checksummed file `npm run models` built: a missing or stale file fails here,
+// before any worker starts.
 
 import type { FastifyBaseLogger } from 'fastify';
 import { inputSizeOf, isNsfwjsModel, modelMembers } from '../../../lib/policy/model-catalogue.ts';
@@ -9,7 +10,7 @@ import { libjpegUnavailable, resolveJpegDecoder } from '../image/libjpeg/jpeg-te
 import { verifiedModelFile } from '../model/model-file.ts';
 import { DecoderPool } from './decoder-pool.ts';
 import type { ImageScorer } from './image-scorer.ts';
-import { IsolatedScorer } from './isolated-scorer.ts';
+import { RoutedScorer } from './routed-scorer.ts';
 import type { ScorerSlot } from './scorer-slot.ts';
 import { type WorkerPoolOptions, WorkerPoolScorer } from './worker-pool-scorer.ts';
 
@@ -31,6 +32,7 @@ export function scoringPoolOptions(
     intraOpThreads: config.inferenceThreads,
     limits: config.limits,
     jpegDecoder: resolveJpegDecoder(config.jpegDecoder),
+    maxTiles: config.maxTiles,
     deadlineMs: config.scoringDeadlineMs,
   };
 }
@@ -64,6 +66,7 @@ export async function loadScorer(
     WorkerPoolScorer.create({ ...options, deadlineMs: INFERENCE_DEADLINE_MS, onWorkerError }),
     DecoderPool.create({
       processes: config.decoderProcesses,
+      idleMs: config.decoderIdleMs,
       model: config.model,
       inputSize: inputSizeOf(config.model),
       limits: config.limits,
@@ -74,7 +77,7 @@ export async function loadScorer(
       onProcessError: onWorkerError,
     }),
   ]);
-  return new IsolatedScorer(decoders, inference);
+  return new RoutedScorer(decoders, inference, { maxPixels: config.inProcessMaxPixels });
 }
 
 /**

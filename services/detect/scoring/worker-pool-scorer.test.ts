@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiError } from '../../../lib/common/errors.ts';
+import { SETTINGS } from '../../../lib/common/settings.ts';
 import { stuckThreadCount } from '../../../lib/common/stuck-threads.ts';
 import { fixture } from '../../../test/fixtures/corpus.ts';
 import { eventually } from '../../../test/support/eventually.ts';
@@ -36,7 +37,13 @@ describe('WorkerPoolScorer', () => {
       limits: DEFAULT_DIMENSION_LIMITS,
       deadlineMs: DEADLINE_MS,
     });
-    local = new InProcessScorer(await createOnnxClassifier({ model: 'mobilenet_v2' }));
+    // Margins trimmed and long frames tiled, as the workers do.
+    local = new InProcessScorer(
+      await createOnnxClassifier({ model: 'mobilenet_v2' }),
+      undefined,
+      undefined,
+      SETTINGS.MAX_TILES.default,
+    );
   });
   afterAll(async () => {
     await pool?.close();

@@ -1,9 +1,9 @@
 // A fixed pool of scoring worker threads, one ONNX session each. onnxruntime-node runs a session
 // synchronously on its calling thread: on the main thread it would stall every other request (health
 // included). Here the main thread only does I/O, sniffing and header probes, and each core can infer.
-// The server hands these workers model inputs only (`infer`): images are decoded in decoder processes
-// (decoder-pool.ts), so that a decode can be killed without terminating a thread that runs a session —
-// which aborts the whole process. `score` (decode and inference in the worker) serves tools and tests.
+// The workers decode ordinary images themselves (`score`: the header bounds their cost, decode-route.ts)
+// and infer the model inputs decoder processes made of the others (`infer`, decoder-pool.ts): a costly
+// decode must be killable, and terminating a thread that runs a session aborts the whole process.
 //
 // Supervision: a worker that dies takes only its own images down (5001), and so does a worker that
 // holds an image past the scoring deadline — it is terminated and a fresh one takes its place, so no
@@ -14,6 +14,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import { ApiError } from '../../../lib/common/errors.ts';
+import { SETTINGS } from '../../../lib/common/settings.ts';
 import { markThreadStuck } from '../../../lib/common/stuck-threads.ts';
 import { inputSizeOf, type ModelChoice } from '../../../lib/policy/model-catalogue.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
@@ -100,6 +101,8 @@ export interface WorkerPoolOptions {
   limits: DimensionLimits;
   /** How the workers decode JPEGs (already resolved: see resolveJpegDecoder). Default `sharp`. */
   jpegDecoder?: JpegDecoder;
+  /** Tiles a long frame is scored as, at most, after its margins are trimmed (MAX_TILES; default: its default). */
+  maxTiles?: number;
   /** Called when a worker dies and is replaced (for logging). */
   onWorkerError?: (err: Error) => void;
   /** The worker script; tests substitute one that misbehaves. Default: the ONNX scoring worker. */
@@ -149,7 +152,7 @@ export class WorkerPoolScorer implements ImageScorer {
   }
 
   /**
-   * Inference alone on a model input a decoder process made (isolated-scorer.ts); takes ownership of
+   * Inference alone on a model input a decoder process made (routed-scorer.ts); takes ownership of
    * `tensor`. The decode fields of the answer are zero: the caller has them.
    */
   infer(tensor: Float32Array, probed: ProbedImage): Promise<ScoredImage> {
@@ -235,6 +238,7 @@ export class WorkerPoolScorer implements ImageScorer {
       soloThreads: solo ? this.#opts.intraOpThreads : 1,
       limits: this.#opts.limits,
       jpegDecoder: this.#opts.jpegDecoder ?? 'sharp',
+      maxTiles: this.#opts.maxTiles ?? SETTINGS.MAX_TILES.default,
     };
     const worker = new Worker(this.#opts.entry ?? ENTRY, { workerData: data });
     const slot: Slot = { worker, solo, jobs: new Map(), ready: false };
