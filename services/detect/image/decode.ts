@@ -490,6 +490,6 @@ function concat(parts: readonly Float32Array[]): Float32Array {
 function showsMargins(tensor: Float32Array, size: number): boolean {
   const rgb = new Uint8Array(size * size * 3);
   for (let i = 0; i < rgb.length; i++) rgb[i] = Math.round((tensor[i] as number) * 255);
-  const box = contentBox(rgb, size, size, MIN_MARGIN_FRACTION / 2);
+  const box = contentBox(rgb, size, size, undefined, MIN_MARGIN_FRACTION / 2);
   return box.width !== size || box.height !== size;
 }
