@@ -85,6 +85,31 @@ function isFlatLine(rgb: Uint8Array, start: number, step: number, count: number)
   return true;
 }
 
+/**
+ * isFlatLine of every column of a frame, read row by row (a column read down a wide strip would touch
+ * a cache line per pixel: 30,000 × 400 took 2.5 s so, ~0.1 s this way). 1: flat.
+ */
+function flatColumns(rgb: Uint8Array, width: number, height: number): Uint8Array {
+  const sums = new Float64Array(width * 3);
+  for (let y = 0, p = 0; y < height; y++)
+    for (let i = 0; i < width * 3; i++, p++) sums[i] += rgb[p] as number;
+  for (let i = 0; i < sums.length; i++) sums[i] = (sums[i] as number) / height;
+  const outliers = new Uint32Array(width);
+  for (let y = 0, p = 0; y < height; y++) {
+    for (let x = 0; x < width; x++, p += 3) {
+      const m = x * 3;
+      if (
+        Math.abs((rgb[p] as number) - (sums[m] as number)) > FLAT_TOLERANCE ||
+        Math.abs((rgb[p + 1] as number) - (sums[m + 1] as number)) > FLAT_TOLERANCE ||
+        Math.abs((rgb[p + 2] as number) - (sums[m + 2] as number)) > FLAT_TOLERANCE
+      )
+        outliers[x] = (outliers[x] as number) + 1;
+    }
+  }
+  const allowed = Math.floor(FLAT_OUTLIER_SHARE * height);
+  return outliers.map((n) => (n <= allowed ? 1 : 0));
+}
+
 const sameBox = (a: Box, b: Box): boolean =>
   a.left === b.left && a.top === b.top && a.width === b.width && a.height === b.height;
 
@@ -195,8 +220,9 @@ export function contentRuns(rgb: Uint8Array, width: number, height: number, maxR
   const horizontal = width >= height;
   const long = horizontal ? width : height;
   const short = horizontal ? height : width;
+  const columns = horizontal ? flatColumns(rgb, width, height) : undefined;
   const lineFlat = (i: number): boolean =>
-    horizontal ? isFlatLine(rgb, i * 3, width * 3, height) : isFlatLine(rgb, i * width * 3, 3, width);
+    columns ? columns[i] === 1 : isFlatLine(rgb, i * width * 3, 3, width);
   const gap = Math.max(1, Math.round(SEGMENT_GAP * short));
   let runs: Array<[number, number]> = [];
   for (let i = 0; i < long; ) {
