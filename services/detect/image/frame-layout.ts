@@ -92,7 +92,7 @@ function isFlatLine(rgb: Uint8Array, start: number, step: number, count: number)
 function flatColumns(rgb: Uint8Array, width: number, height: number): Uint8Array {
   const sums = new Float64Array(width * 3);
   for (let y = 0, p = 0; y < height; y++)
-    for (let i = 0; i < width * 3; i++, p++) sums[i] += rgb[p] as number;
+    for (let i = 0; i < width * 3; i++, p++) sums[i] = (sums[i] as number) + (rgb[p] as number);
   for (let i = 0; i < sums.length; i++) sums[i] = (sums[i] as number) / height;
   const outliers = new Uint32Array(width);
   for (let y = 0, p = 0; y < height; y++) {
@@ -107,7 +107,7 @@ function flatColumns(rgb: Uint8Array, width: number, height: number): Uint8Array
     }
   }
   const allowed = Math.floor(FLAT_OUTLIER_SHARE * height);
-  return outliers.map((n) => (n <= allowed ? 1 : 0));
+  return Uint8Array.from(outliers, (n) => (n <= allowed ? 1 : 0));
 }
 
 const sameBox = (a: Box, b: Box): boolean =>
