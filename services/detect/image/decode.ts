@@ -15,7 +15,7 @@
 // - EXIF / TIFF orientation applied (autoOrient), so the model sees the image upright;
 // - CMYK, CIELAB, 16-bit, grey and palette images converted to 8-bit sRGB (embedded ICC profiles
 //   honoured by sharp's default colour management, as a colour-managed browser would);
-// - first frame / page only (`pages: 1, page: 0`);
+// - first frame / page only (`pages: 1, page: 0`), unless `maxFramesScored` asks for more (frames.ts);
 // - ALPHA is flattened onto WHITE by default ('black' is an option). Why white:
 //   * nsfwjs itself defines no flattening. In a browser, tf.browser.fromPixels draws the image on a
 //     canvas, reads getImageData and keeps R, G, B: canvas stores are premultiplied, so fully
