@@ -16,7 +16,7 @@ import { summarize } from '../model/classifier.ts';
 import { createOnnxClassifier } from '../model/onnx-classifier.ts';
 import { InProcessScorer } from '../scoring/image-scorer.ts';
 import { toModelInput } from './decode.ts';
-import { framesToScore, MAX_DECODED_FRAME_PIXELS, sampledFrames } from './frames.ts';
+import { framesToScore, MAX_DECODED_FRAME_PIXELS, MAX_WEBP_FRAMES_SAMPLED, sampledFrames } from './frames.ts';
 import { probeHeader } from './probe.ts';
 import { sniffFormat } from './sniff.ts';
 import { DEFAULT_DIMENSION_LIMITS } from './types.ts';
@@ -145,5 +145,17 @@ describe('the cost of frames scored, from the header', () => {
     const small = await claimedGif(8, 1000);
     expect(framesToScore(small, probeHeader(small, 'gif'), 8, DEFAULT_DIMENSION_LIMITS)).toHaveLength(8);
     expect(36 * 1_000_000).toBeLessThan(MAX_DECODED_FRAME_PIXELS);
+  });
+
+  it('refuses several frames of a WebP of more than MAX_WEBP_FRAMES_SAMPLED frames, not its first alone', () => {
+    const probed = { format: 'webp', width: 10, height: 10, frames: MAX_WEBP_FRAMES_SAMPLED + 1 } as const;
+    const none = new Uint8Array(0);
+    expect(framesToScore(none, probed, 1, DEFAULT_DIMENSION_LIMITS)).toEqual([0]);
+    expect(() => framesToScore(none, probed, 8, DEFAULT_DIMENSION_LIMITS)).toThrow(
+      /over the limit of 2048 frames/,
+    );
+    expect(
+      framesToScore(none, { ...probed, frames: MAX_WEBP_FRAMES_SAMPLED }, 8, DEFAULT_DIMENSION_LIMITS),
+    ).toHaveLength(8);
   });
 });
