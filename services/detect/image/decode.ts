@@ -490,6 +490,12 @@ async function inputsOfFrame(
 }
 
 /**
+ * Model inputs all the frames scored of one image may make together, at most (MAX_TILES each, fewer
+ * when MAX_FRAMES_SCORED × MAX_TILES is more): 64 of mobilenet_v2 hold 37 MiB.
+ */
+export const MAX_INPUTS_OF_FRAMES = 64;
+
+/**
  * Several frames of an animation or pages of a TIFF (frames.ts), each decoded, laid out and made into
  * inputs as a still frame is, one frame at a time (one frame's pixels held at once); `inputFrames`
  * says which frame each input came from.
@@ -504,12 +510,18 @@ async function framesToModelInput(
 ): Promise<ModelInput> {
   const parts: Float32Array[] = [];
   const inputFrames: number[] = [];
+  // Boxes per frame shared out so that the frames together stay within MAX_INPUTS_OF_FRAMES inputs.
+  const perFrame =
+    opts.maxTiles === undefined
+      ? undefined
+      : Math.max(1, Math.min(opts.maxTiles, Math.floor(MAX_INPUTS_OF_FRAMES / indices.length)));
+  const frameOpts = perFrame === undefined ? opts : { ...opts, maxTiles: perFrame };
   let decodeMs = 0;
   let resizeMs = 0;
   const add = async (index: number, decoded: DecodedRgb, decodedAt: number): Promise<void> => {
     const t1 = performance.now();
     decodeMs += t1 - decodedAt;
-    const { tensor, inputs } = await inputsOfFrame(decoded, size, opts);
+    const { tensor, inputs } = await inputsOfFrame(decoded, size, frameOpts);
     parts.push(tensor);
     for (let k = 0; k < inputs; k++) inputFrames.push(index);
     resizeMs += performance.now() - t1;
