@@ -95,10 +95,18 @@ export function unpackedSource(source: BenignSource, cache = benignCacheDir()): 
   const deb = path.join(debs, `${source.package}_${source.version.replace(/^\d+:/, '')}_all.deb`);
   if (!existsSync(deb) || sha256Of(deb) !== source.sha256) {
     rmSync(deb, { force: true });
-    execFileSync('apt-get', ['download', `${source.package}=${source.version}`], {
-      cwd: debs,
-      stdio: 'inherit',
-    });
+    const download = () =>
+      execFileSync('apt-get', ['download', `${source.package}=${source.version}`], {
+        cwd: debs,
+        stdio: 'inherit',
+      });
+    try {
+      download();
+    } catch {
+      // A machine whose package lists were never fetched (a fresh one) knows no version yet.
+      execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit' });
+      download();
+    }
   }
   const got = sha256Of(deb);
   if (got !== source.sha256) {
