@@ -432,6 +432,17 @@ export const SETTINGS = {
     readBy: SCORING,
     doc: 'A frame more than 2.5 times as long as its short edge is scored as overlapping near-square tiles along its long side, at most this many (each one inference; longer frames get longer tiles), and answers its highest tile’s scores; 1: never tiled. docs/models.md, “Tiles and margins”.',
   },
+  MAX_FRAMES_SCORED: {
+    section: 'scoring',
+    type: 'integer',
+    // The spec scores the first frame only; more is the operator's choice (image/frames.ts).
+    default: 1,
+    min: 1,
+    max: 64,
+    readBy: SCORING,
+    chart: { key: 'maxFramesScored' },
+    doc: 'Frames of an animated GIF, WebP or APNG (pages of a TIFF) scored, at most, taken evenly from the first to the last; the highest answers and `image.frames_scored` / `image.decisive_frame` say which. 1: the first frame only (spec). Decoding them is bounded from the header (200 MP of frames, else 400/4004). docs/image-cost.md, “Tiles, borders and frames”.',
+  },
   JPEG_DECODER: {
     section: 'scoring',
     type: 'enum',

@@ -92,6 +92,8 @@ describe('successful detection', () => {
         height: 240,
         bytes: JPEG.length,
         frames: 1,
+        frames_scored: 1,
+        decisive_frame: 0,
       },
       timing_ms: expect.any(Number),
     });

@@ -234,6 +234,7 @@ async function detect(request: FastifyRequest, _reply: FastifyReply, opts: Detec
       sha256: intake.sha256,
       bytes: byteLength,
       timingMs,
+      frames: scored.frames,
     }),
   );
 }

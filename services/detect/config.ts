@@ -69,6 +69,8 @@ export interface ScoringConfig {
   decodeCpuLimitMs: number;
   /** MAX_TILES: tiles a long frame is scored as, at most. */
   maxTiles: number;
+  /** MAX_FRAMES_SCORED: frames of an animation (pages of a TIFF) scored, at most; 1: the first only. */
+  maxFramesScored: number;
   /** JPEG_DECODER: the libjpeg fast path (`auto`: where it was built), or sharp for every JPEG. */
   jpegDecoder: JpegDecoderChoice;
 }
@@ -210,6 +212,7 @@ export function loadScoringConfig(env: Env): ScoringConfig {
     inProcessMaxPixels: intSetting(env, 'IN_PROCESS_MAX_PIXELS'),
     decodeCpuLimitMs: intSetting(env, 'DECODE_CPU_LIMIT_MS'),
     maxTiles: intSetting(env, 'MAX_TILES'),
+    maxFramesScored: intSetting(env, 'MAX_FRAMES_SCORED'),
     jpegDecoder: jpegDecoderVar(env),
   };
 }

@@ -3,6 +3,7 @@
 import { okSchema } from '../../lib/common/envelope.ts';
 import type { ProbedImage } from './image/types.ts';
 import { type ModelScores, summarize } from './model/classifier.ts';
+import type { FramesScored } from './model/tiled-classify.ts';
 
 export type Decision = 'allow' | 'review' | 'block';
 
@@ -15,7 +16,18 @@ export interface DetectionResult {
   decision: Decision;
   scores: { nsfw: number; sfw: number };
   thresholds: Thresholds;
-  image: { sha256: string; format: string; width: number; height: number; bytes: number; frames: number };
+  image: {
+    sha256: string;
+    format: string;
+    width: number;
+    height: number;
+    bytes: number;
+    frames: number;
+    /** Frames scored (MAX_FRAMES_SCORED; 1 by default: the first, as the spec says). */
+    frames_scored: number;
+    /** The 0-based index of the frame whose scores answer. */
+    decisive_frame: number;
+  };
   timing_ms: number;
 }
 
@@ -35,6 +47,8 @@ export function buildResult(args: {
   sha256: string;
   bytes: number;
   timingMs: number;
+  /** Several frames scored; unset: the first frame alone. */
+  frames?: FramesScored | undefined;
 }): DetectionResult {
   const { nsfw, sfw } = summarize(args.scores);
   const scores = { nsfw: clamp01(nsfw), sfw: clamp01(sfw) };
@@ -49,6 +63,8 @@ export function buildResult(args: {
       height: args.probed.height,
       bytes: args.bytes,
       frames: args.probed.frames,
+      frames_scored: args.frames?.scored ?? 1,
+      decisive_frame: args.frames?.decisive ?? 0,
     },
     timing_ms: Math.round(args.timingMs * 100) / 100,
   };
@@ -69,7 +85,7 @@ export const detectionResponseSchema = okSchema({
     },
     image: {
       type: 'object',
-      required: ['sha256', 'format', 'width', 'height', 'bytes', 'frames'],
+      required: ['sha256', 'format', 'width', 'height', 'bytes', 'frames', 'frames_scored', 'decisive_frame'],
       properties: {
         sha256: { type: 'string' },
         format: { type: 'string' },
@@ -77,6 +93,14 @@ export const detectionResponseSchema = okSchema({
         height: { type: 'integer' },
         bytes: { type: 'integer' },
         frames: { type: 'integer' },
+        frames_scored: {
+          type: 'integer',
+          description: 'Frames scored: 1 (the first) unless the operator set MAX_FRAMES_SCORED higher.',
+        },
+        decisive_frame: {
+          type: 'integer',
+          description: 'Index (0-based) of the scored frame whose scores answer: 0 when one frame is scored.',
+        },
       },
     },
     timing_ms: { type: 'number' },

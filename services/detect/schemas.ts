@@ -73,6 +73,8 @@ const success = {
           height: 768,
           bytes: 183422,
           frames: 1,
+          frames_scored: 1,
+          decisive_frame: 0,
         },
         timing_ms: 38.4,
       },

@@ -193,6 +193,7 @@ REDIS_CLUSTER_NODES, with REDIS_PASSWORD read by the service itself.
 - { name: OVERLOAD_RETRY_AFTER_SECONDS, value: {{ $c.overloadRetryAfterSeconds | int64 | quote }} }
 - { name: SCORING_WORKERS, value: {{ $c.scoringWorkers | int64 | quote }} }
 - { name: INFERENCE_THREADS, value: {{ $c.inferenceThreads | int64 | quote }} }
+- { name: MAX_FRAMES_SCORED, value: {{ $c.maxFramesScored | int64 | quote }} }
 - { name: LOG_LEVEL, value: {{ $c.logLevel | quote }} }
 - { name: SHUTDOWN_GRACE_MS, value: {{ $c.shutdownGraceMs | int64 | quote }} }
 - { name: SHUTDOWN_DELAY_MS, value: {{ $c.shutdownDelayMs | int64 | quote }} }

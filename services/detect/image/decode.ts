@@ -15,7 +15,7 @@
 // - EXIF / TIFF orientation applied (autoOrient), so the model sees the image upright;
 // - CMYK, CIELAB, 16-bit, grey and palette images converted to 8-bit sRGB (embedded ICC profiles
 //   honoured by sharp's default colour management, as a colour-managed browser would);
-// - first frame / page only (`pages: 1, page: 0`);
+// - first frame / page only (`pages: 1, page: 0`), unless `maxFramesScored` asks for more (frames.ts);
 // - ALPHA is flattened onto WHITE by default ('black' is an option). Why white:
 //   * nsfwjs itself defines no flattening. In a browser, tf.browser.fromPixels draws the image on a
 //     canvas, reads getImageData and keeps R, G, B: canvas stores are premultiplied, so fully
@@ -48,6 +48,7 @@ import {
   type ModelName,
   modelMembers,
 } from '../../../lib/policy/model-catalogue.ts';
+import { apngFrames } from './apng.ts';
 import { decodeBmp } from './bmp.ts';
 import {
   contentBox,
@@ -58,6 +59,7 @@ import {
   MARGIN_TOLERANCE,
   MIN_MARGIN_FRACTION,
 } from './frame-layout.ts';
+import { framesToScore } from './frames.ts';
 import { type JpegDecoder, jpegToTensor, resolveJpegDecoder } from './libjpeg/jpeg-tensor.ts';
 import { OPEN_NSFW_RESIZE, openNsfwInput } from './open-nsfw-input.ts';
 import { checkImageData } from './probe.ts';
@@ -108,6 +110,13 @@ export interface DecodeOptions {
    * nsfwjs sees it (what the parity tests compare).
    */
   maxTiles?: number;
+  /** decodeRgb only: the frame / page to decode (GIF, WebP, TIFF). Default 0, the first. */
+  page?: number;
+  /**
+   * toModelInput only: frames of an animation or pages of a TIFF to score, at most (frames.ts;
+   * MAX_FRAMES_SCORED). Unset or 1: the first frame only (spec).
+   */
+  maxFramesScored?: number;
 }
 
 export interface DecodedRgb {
@@ -123,8 +132,10 @@ export interface ModelInput {
    * frame: one such input per tile, one after another (`tiles` of them).
    */
   tensor: Float32Array;
-  /** Inputs in `tensor`: 1 unless the frame was cut into tiles (frame-layout.ts). */
+  /** Inputs in `tensor`: 1 unless the frame was cut into tiles (frame-layout.ts) or several frames scored. */
   tiles: number;
+  /** Several frames scored (frames.ts): the frame index of each input in `tensor`, in order. */
+  inputFrames?: number[];
   size: number;
   /** Size of the decoded (upright, possibly shrunk-on-load) RGB image that was resized. */
   decodedWidth: number;
@@ -251,7 +262,7 @@ export async function decodeRgb(
         limitInputPixels: maxPixels,
         sequentialRead: true,
         pages: 1,
-        page: 0,
+        page: opts.page ?? 0,
         autoOrient: true,
       });
       if (opts.shrinkOnLoad && format === 'jpeg') {
@@ -390,6 +401,15 @@ export async function toModelInput(
   const nsfwjsOnly = members.length <= 1 && members.every((m) => MODEL_FAMILY[m] === 'nsfwjs');
   const { maxTiles } = opts;
   const laidOut = maxTiles !== undefined;
+  if (probed.frames > 1 && (opts.maxFramesScored ?? 1) > 1) {
+    const indices = framesToScore(
+      bytes,
+      probed,
+      opts.maxFramesScored ?? 1,
+      opts.limits ?? DEFAULT_DIMENSION_LIMITS,
+    );
+    if (indices.length > 1) return framesToModelInput(bytes, probed, size, indices, opts, t0);
+  }
   if (
     probed.format === 'jpeg' &&
     nsfwjsOnly &&
@@ -424,24 +444,11 @@ export async function toModelInput(
   const targetSize = Math.max(size, ...members.map((m) => resizeTargetOf(m)));
   const decoded = await decodeRgb(bytes, probed, { targetSize, ...opts });
   const t1 = performance.now();
-  const boxes = laidOut
-    ? frameLayout(decoded.rgb, decoded.width, decoded.height, maxTiles)
-    : [{ left: 0, top: 0, width: decoded.width, height: decoded.height }];
-  const inputOf = (d: DecodedRgb): Promise<Float32Array> | Float32Array =>
-    nsfwjsOnly ? resizeToTensor(d.rgb, d.width, d.height, size) : inputOfMembers(d, members);
-  const tensor = isWholeFrame(boxes, decoded.width, decoded.height)
-    ? await inputOf(decoded)
-    : concat(
-        await Promise.all(
-          boxes.map((box) =>
-            inputOf({ rgb: cropRgb(decoded.rgb, decoded.width, box), width: box.width, height: box.height }),
-          ),
-        ),
-      );
+  const { tensor, inputs } = await inputsOfFrame(decoded, size, opts);
   const t2 = performance.now();
   return {
     tensor,
-    tiles: boxes.length,
+    tiles: inputs,
     size,
     decodedWidth: decoded.width,
     decodedHeight: decoded.height,
@@ -453,6 +460,122 @@ export async function toModelInput(
 }
 
 const DEFAULT_JPEG_DECODER = (): JpegDecoder => resolveJpegDecoder('auto');
+
+/**
+ * The model inputs of one decoded frame, one after another: the whole frame as nsfwjs sees it, or, with
+ * `maxTiles`, the boxes frameLayout picks (its content, tiles of a strip), each model's input of each.
+ */
+async function inputsOfFrame(
+  decoded: DecodedRgb,
+  size: number,
+  opts: DecodeOptions,
+): Promise<{ tensor: Float32Array; inputs: number }> {
+  const members = opts.model ? modelMembers(opts.model) : [];
+  const nsfwjsOnly = members.length <= 1 && members.every((m) => MODEL_FAMILY[m] === 'nsfwjs');
+  const boxes =
+    opts.maxTiles !== undefined
+      ? frameLayout(decoded.rgb, decoded.width, decoded.height, opts.maxTiles)
+      : [{ left: 0, top: 0, width: decoded.width, height: decoded.height }];
+  const inputOf = (d: DecodedRgb): Promise<Float32Array> | Float32Array =>
+    nsfwjsOnly ? resizeToTensor(d.rgb, d.width, d.height, size) : inputOfMembers(d, members);
+  const tensor = isWholeFrame(boxes, decoded.width, decoded.height)
+    ? await inputOf(decoded)
+    : concat(
+        await Promise.all(
+          boxes.map((box) =>
+            inputOf({ rgb: cropRgb(decoded.rgb, decoded.width, box), width: box.width, height: box.height }),
+          ),
+        ),
+      );
+  return { tensor, inputs: boxes.length };
+}
+
+/**
+ * Model inputs all the frames scored of one image may make together, at most (MAX_TILES each, fewer
+ * when MAX_FRAMES_SCORED × MAX_TILES is more): 64 of mobilenet_v2 hold 37 MiB.
+ */
+export const MAX_INPUTS_OF_FRAMES = 64;
+
+/**
+ * Several frames of an animation or pages of a TIFF (frames.ts), each decoded, laid out and made into
+ * inputs as a still frame is, one frame at a time (one frame's pixels held at once); `inputFrames`
+ * says which frame each input came from.
+ */
+async function framesToModelInput(
+  bytes: Buffer,
+  probed: ProbedImage,
+  size: number,
+  indices: readonly number[],
+  opts: DecodeOptions,
+  t0: number,
+): Promise<ModelInput> {
+  const parts: Float32Array[] = [];
+  const inputFrames: number[] = [];
+  // Boxes per frame shared out so that the frames together stay within MAX_INPUTS_OF_FRAMES inputs.
+  const perFrame =
+    opts.maxTiles === undefined
+      ? undefined
+      : Math.max(1, Math.min(opts.maxTiles, Math.floor(MAX_INPUTS_OF_FRAMES / indices.length)));
+  const frameOpts = perFrame === undefined ? opts : { ...opts, maxTiles: perFrame };
+  let decodeMs = 0;
+  let resizeMs = 0;
+  const add = async (index: number, decoded: DecodedRgb, decodedAt: number): Promise<void> => {
+    const t1 = performance.now();
+    decodeMs += t1 - decodedAt;
+    const { tensor, inputs } = await inputsOfFrame(decoded, size, frameOpts);
+    parts.push(tensor);
+    for (let k = 0; k < inputs; k++) inputFrames.push(index);
+    resizeMs += performance.now() - t1;
+  };
+  let first: DecodedRgb | undefined;
+  if (probed.format === 'png') {
+    guardDecoderInput(bytes, probed);
+    let at = t0;
+    try {
+      for await (const frame of apngFrames(bytes, indices, opts.timeoutSeconds ?? 30)) {
+        const decoded = await flattenRgba(frame.rgba, frame.width, frame.height, opts.background ?? 'white');
+        first ??= decoded;
+        await add(frame.index, decoded, at);
+        at = performance.now();
+      }
+    } catch (err) {
+      if (isApiError(err)) throw err;
+      throw undecodable(probed.format, err);
+    }
+  } else {
+    for (const index of indices) {
+      const at = performance.now();
+      const decoded = await decodeRgb(bytes, probed, { ...opts, page: index });
+      first ??= decoded;
+      await add(index, decoded, at);
+    }
+  }
+  return {
+    tensor: concat(parts),
+    tiles: inputFrames.length,
+    inputFrames,
+    size,
+    decodedWidth: first?.width ?? probed.width,
+    decodedHeight: first?.height ?? probed.height,
+    decodeMs,
+    resizeMs,
+    decoder: 'sharp',
+  };
+}
+
+/** RGBA (an APNG frame) flattened onto the alpha background as decodeRgb does, to 8-bit RGB. */
+async function flattenRgba(
+  rgba: Uint8Array,
+  width: number,
+  height: number,
+  background: AlphaBackground,
+): Promise<DecodedRgb> {
+  const { data } = await sharp(rgba, { raw: { width, height, channels: 4 } })
+    .flatten({ background: BACKGROUNDS[background] })
+    .raw({ depth: 'uchar' })
+    .toBuffer({ resolveWithObject: true });
+  return { rgb: data, width, height };
+}
 
 /** The size a model's preprocessing resizes to (what shrink-on-load must not go below). */
 const resizeTargetOf = (model: ModelName): number =>
@@ -519,6 +642,6 @@ function showsMargins(tensor: Float32Array, size: number): boolean {
   if (!anEdgeIsUniform(tensor, size)) return false;
   const rgb = new Uint8Array(size * size * 3);
   for (let i = 0; i < rgb.length; i++) rgb[i] = Math.round((tensor[i] as number) * 255);
-  const box = contentBox(rgb, size, size, MIN_MARGIN_FRACTION / 2);
+  const box = contentBox(rgb, size, size, undefined, MIN_MARGIN_FRACTION / 2);
   return box.width !== size || box.height !== size;
 }

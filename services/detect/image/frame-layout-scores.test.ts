@@ -3,10 +3,9 @@
 // written by hand:
 // - padded with 10 % white on each side, nsfwjs's squash scores it 0.0247; trimmed, it is the photo again;
 // - inside a white strip of 6 and 10 times its height (the photo at a third of its length, the strip's
-//   short edge 1.25 times the photo's long edge), the squash scores it 0.0036 and 0.0026; in tiles, the
-//   tile that holds the photo is trimmed to it and the strip scores the photo's own score (the other
-//   tiles, blank or part of the photo, score lower here). Over seven corpus photos and ratios 3–20 the
-//   tiled score stays within 0.24 of the photo's own (docs/models.md), the squash loses nearly all of it.
+//   short edge 1.25 times the photo's long edge), the squash scores it 0.0036 and 0.0026; laid out, the
+//   strip's one content run is the photo, trimmed to it, and the strip scores the photo's own score.
+//   Every border and strip of issue 45, with three models: borders-and-strips-scores.test.ts.
 
 import { readFileSync } from 'node:fs';
 import sharp from 'sharp';

@@ -194,3 +194,25 @@ export function probeTiff(r: Bytes): Dims {
   }
   return { width, height, frames };
 }
+
+/**
+ * Width and height of each of the first `count` pages of a TIFF (for what scoring several pages costs),
+ * from their directories; a page whose directory is missing or gives no size is reported 0 × 0 and
+ * refused by the caller.
+ */
+export function tiffPageSizes(bytes: Uint8Array, count: number): Array<{ width: number; height: number }> {
+  const r = new Bytes(bytes);
+  const { t, first, ifd } = firstTiffIfd(r);
+  const sizes: Array<{ width: number; height: number }> = [];
+  const seen = new Set<number>([first]);
+  let page: Ifd | undefined = ifd;
+  while (page && sizes.length < count) {
+    sizes.push({ width: tiffTagValue(r, t, page, 256) ?? 0, height: tiffTagValue(r, t, page, 257) ?? 0 });
+    const next: number = page.next;
+    if (next === 0 || seen.has(next)) break;
+    seen.add(next);
+    page = readIfd(r, t, next);
+  }
+  while (sizes.length < count) sizes.push({ width: 0, height: 0 });
+  return sizes;
+}

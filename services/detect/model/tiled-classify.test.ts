@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
 import type { Classifier, ClassScores, ModelScores } from './classifier.ts';
-import { classifyTiles, inputLength } from './tiled-classify.ts';
+import { classifyTiles, inputLength, withInputFrames } from './tiled-classify.ts';
 
 /** One input of each model: an RGB square of its size, three floats a pixel. */
 const INPUT_FLOATS: Partial<Record<ModelChoice, number>> = { mobilenet_v2: 224 * 224 * 3 };
@@ -37,15 +37,26 @@ function tiles(...firsts: Array<[number, number]>): Float32Array {
 describe('classifyTiles', () => {
   it('answers the highest tile, its sfw and classes its own', async () => {
     const c = fake('mobilenet_v2');
-    const scores = (await classifyTiles(c, tiles([0.25, 0.5], [0.75, 0], [0.5, 0.25]))) as ClassScores;
+    const scores = (await classifyTiles(c, tiles([0.25, 0.5], [0.75, 0], [0.5, 0.25]))).scores as ClassScores;
     expect(c.calls).toBe(3);
     expect(scores).toEqual({ porn: 0.75, drawing: 0, hentai: 0, sexy: 0, neutral: 0.25 });
   });
 
   it('classifies one input as it is', async () => {
     const c = fake('mobilenet_v2');
-    expect(((await classifyTiles(c, tiles([0.125, 0.5]))) as ClassScores).porn).toBe(0.125);
+    expect(((await classifyTiles(c, tiles([0.125, 0.5]))).scores as ClassScores).porn).toBe(0.125);
     expect(c.calls).toBe(1);
+  });
+
+  it('names the frame of the highest input from the trailer, and how many frames were scored', async () => {
+    const c = fake('mobilenet_v2');
+    // Frame 0 as two inputs, frame 4 as one, frame 9 as one: frame 4's is the highest.
+    const input = withInputFrames(tiles([0.25, 0], [0.5, 0], [0.75, 0], [0.125, 0]), [0, 0, 4, 9]);
+    const classified = await classifyTiles(c, input);
+    expect(c.calls).toBe(4);
+    expect((classified.scores as ClassScores).porn).toBe(0.75);
+    expect(classified.frames).toEqual({ scored: 3, decisive: 4 });
+    expect((await classifyTiles(c, tiles([0.5, 0]))).frames).toBeUndefined();
   });
 
   it('refuses an input that is not whole tiles', async () => {

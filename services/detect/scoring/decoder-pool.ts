@@ -26,6 +26,7 @@ import { fileURLToPath } from 'node:url';
 import { ApiError } from '../../../lib/common/errors.ts';
 import { SETTINGS } from '../../../lib/common/settings.ts';
 import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
+import { pixelsToDecode } from '../image/frames.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import type { DecodeReply, DecodeRequest, DecoderProcessData } from './decoder-process.ts';
@@ -62,11 +63,15 @@ const ORDINARY_DECODE_NS_PER_BYTE = 10;
  * image refused as costlier than any ordinary image of its size: what an ordinary image of its size and
  * length may cost, and never more than `capMs` (DECODE_CPU_LIMIT_MS).
  */
-export function decodeCpuLimitMs(byteLength: number, probed: ProbedImage, capMs: number): number {
+export function decodeCpuLimitMs(
+  byteLength: number,
+  probed: ProbedImage,
+  capMs: number,
+  pixels = probed.width * probed.height,
+): number {
   const ordinary =
     ORDINARY_DECODE_FLOOR_MS +
-    (probed.width * probed.height * ORDINARY_DECODE_NS_PER_PIXEL + byteLength * ORDINARY_DECODE_NS_PER_BYTE) /
-      1e6;
+    (pixels * ORDINARY_DECODE_NS_PER_PIXEL + byteLength * ORDINARY_DECODE_NS_PER_BYTE) / 1e6;
   return Math.min(capMs, Math.ceil(ordinary));
 }
 
@@ -103,6 +108,8 @@ export interface DecoderPoolOptions {
   jpegDecoder: JpegDecoder;
   /** Tiles a long frame is scored as, at most, after its margins are trimmed (MAX_TILES; default: its default). */
   maxTiles?: number;
+  /** Frames of an animation scored, at most (MAX_FRAMES_SCORED; default: its default, the first only). */
+  maxFramesScored?: number;
   /** Wall time one image may hold a decoder, from hand-over (SCORING_DEADLINE_MS). */
   deadlineMs: number;
   /** CPU time one image's decode may take at most (DECODE_CPU_LIMIT_MS); less for a small image (decodeCpuLimitMs). */
@@ -212,7 +219,13 @@ export class DecoderPool {
   ): Promise<DecodedImage> {
     if (this.#closed) return Promise.reject(new ApiError('UNAVAILABLE', 'Scorer is shut down'));
     return new Promise<DecodedImage>((resolve, reject) => {
-      const cpuLimitMs = decodeCpuLimitMs(bytes.byteLength, probed, this.#opts.cpuLimitMs);
+      // Several frames scored decode several frames (image/frames.ts): each is an ordinary decode.
+      const cpuLimitMs = decodeCpuLimitMs(
+        bytes.byteLength,
+        probed,
+        this.#opts.cpuLimitMs,
+        pixelsToDecode(bytes, probed, this.#opts.maxFramesScored ?? SETTINGS.MAX_FRAMES_SCORED.default),
+      );
       const heavy = large || cpuLimitMs > HEAVY_DECODE_CPU_MS;
       this.#queue.push({ id: this.#nextId++, bytes, probed, heavy, cpuLimitMs, stillHeld, resolve, reject });
       this.#dispatch();
@@ -237,6 +250,7 @@ export class DecoderPool {
       limits: this.#opts.limits,
       jpegDecoder: this.#opts.jpegDecoder,
       maxTiles: this.#opts.maxTiles ?? SETTINGS.MAX_TILES.default,
+      maxFramesScored: this.#opts.maxFramesScored ?? SETTINGS.MAX_FRAMES_SCORED.default,
     };
     const child = fork(fileURLToPath(this.#opts.entry ?? ENTRY), [JSON.stringify(data)], {
       serialization: 'advanced',

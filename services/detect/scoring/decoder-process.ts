@@ -24,6 +24,8 @@ export interface DecoderProcessData {
   jpegDecoder: JpegDecoder;
   /** Margins trimmed and long frames tiled, up to this many tiles (frame-layout.ts). */
   maxTiles: number;
+  /** Frames of an animation scored, at most (image/frames.ts). */
+  maxFramesScored: number;
 }
 
 export interface DecodeRequest {
@@ -44,6 +46,7 @@ const decode = {
   jpegDecoder: data.jpegDecoder,
   ...(data.model !== undefined && { model: data.model }),
   maxTiles: data.maxTiles,
+  maxFramesScored: data.maxFramesScored,
 };
 
 // The parent going away (crash, SIGKILL) closes the channel: nothing is left to decode for.

@@ -8,7 +8,7 @@ import { SHRINK_ON_LOAD_ABOVE_PIXELS } from '../image/image-cost.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import type { Classifier, ModelScores } from '../model/classifier.ts';
-import { classifyTiles } from '../model/tiled-classify.ts';
+import { classifyTiles, type FramesScored, withInputFrames } from '../model/tiled-classify.ts';
 import { releaseBuffer } from './release-buffer.ts';
 
 export interface ScoredImage {
@@ -17,6 +17,8 @@ export interface ScoredImage {
   decodeStartedAt: number;
   decodeMs: number;
   inferenceMs: number;
+  /** Several frames scored (MAX_FRAMES_SCORED > 1 on an animation): how many, and which one answered. */
+  frames?: FramesScored;
 }
 
 /**
@@ -76,7 +78,7 @@ export async function decodeForModel(
     ...decode,
     shrinkOnLoad: needsShrinkOnLoad(probed) ? 'if-declined' : false,
   });
-  return input.tensor;
+  return input.inputFrames ? withInputFrames(input.tensor, input.inputFrames) : input.tensor;
 }
 
 /** Decode and inference on the calling thread: the unit of work, also used inside each pool worker. */
@@ -96,6 +98,7 @@ export class InProcessScorer implements ImageScorer {
     limits?: DimensionLimits,
     jpegDecoder?: JpegDecoder,
     maxTiles?: number,
+    maxFramesScored?: number,
   ) {
     this.#classifier = classifier;
     this.model = classifier.name;
@@ -105,6 +108,7 @@ export class InProcessScorer implements ImageScorer {
       ...(limits ? { limits } : {}),
       ...(jpegDecoder ? { jpegDecoder } : {}),
       ...(maxTiles !== undefined ? { maxTiles } : {}),
+      ...(maxFramesScored !== undefined ? { maxFramesScored } : {}),
     };
   }
 
@@ -119,16 +123,18 @@ export class InProcessScorer implements ImageScorer {
    * Inference alone, on a model input made by decodeForModel (one input per tile of a long frame: the
    * highest tile answers); takes ownership of `tensor`.
    */
-  async infer(tensor: Float32Array): Promise<{ scores: ModelScores; inferenceMs: number }> {
+  async infer(
+    tensor: Float32Array,
+  ): Promise<{ scores: ModelScores; inferenceMs: number; frames?: FramesScored }> {
     const inferenceStartedAt = epochNow();
-    let scores: ModelScores;
+    let classified: Awaited<ReturnType<typeof classifyTiles>>;
     try {
-      scores = await classifyTiles(this.#classifier, tensor);
+      classified = await classifyTiles(this.#classifier, tensor);
     } finally {
       // The input tensor is ours alone (made by toModelInput) and done with.
       releaseBuffer(tensor);
     }
-    return { scores, inferenceMs: epochNow() - inferenceStartedAt };
+    return { ...classified, inferenceMs: epochNow() - inferenceStartedAt };
   }
 
   close(): Promise<void> {

@@ -74,6 +74,7 @@ export async function loadScorer(
       deadlineMs: config.scoringDeadlineMs,
       cpuLimitMs: config.decodeCpuLimitMs,
       maxTiles: config.maxTiles,
+      maxFramesScored: config.maxFramesScored,
       onProcessError: onWorkerError,
     }),
   ]);

@@ -352,8 +352,8 @@ export class WorkerPoolScorer implements ImageScorer {
     if (job) {
       clearTimeout(job.deadline);
       if (reply.ok) {
-        const { scores, decodeStartedAt, decodeMs, inferenceMs } = reply;
-        job.resolve({ scores, decodeStartedAt, decodeMs, inferenceMs });
+        const { scores, decodeStartedAt, decodeMs, inferenceMs, frames } = reply;
+        job.resolve({ scores, decodeStartedAt, decodeMs, inferenceMs, ...(frames && { frames }) });
       } else job.reject(errorFromReply(reply));
     }
     this.#dispatch();
