@@ -54,9 +54,9 @@ import {
   contentBox,
   cropRgb,
   frameLayout,
+  isFlatLine,
   isLongBox,
   isWholeFrame,
-  MARGIN_TOLERANCE,
   MIN_MARGIN_FRACTION,
 } from './frame-layout.ts';
 import { framesToScore } from './frames.ts';
@@ -607,27 +607,23 @@ function concat(parts: readonly Float32Array[]): Float32Array {
 }
 
 /**
- * Whether the first or last row or column of a fast-path input is uniform as contentBox judges it (each
- * pixel within MARGIN_TOLERANCE of the corner it compares with, on the 8-bit values it would see): if
- * none is, contentBox finds no margin.
+ * Whether the first or last row or column of a fast-path input is flat as contentBox judges a line
+ * (isFlatLine, on the 8-bit values it would see): if none is, contentBox peels no margin, and the whole
+ * input need not be converted and walked.
  */
-function anEdgeIsUniform(tensor: Float32Array, size: number): boolean {
-  const value = (i: number) => Math.round((tensor[i] as number) * 255);
-  const near = (a: number, b: number) =>
-    Math.abs(value(a) - value(b)) <= MARGIN_TOLERANCE &&
-    Math.abs(value(a + 1) - value(b + 1)) <= MARGIN_TOLERANCE &&
-    Math.abs(value(a + 2) - value(b + 2)) <= MARGIN_TOLERANCE;
-  const uniform = (start: number, step: number, ref: number) => {
-    for (let k = 0; k < size; k++) if (!near(start + k * step, ref)) return false;
-    return true;
+function anEdgeIsFlat(tensor: Float32Array, size: number): boolean {
+  const line = new Uint8Array(size * 3);
+  const flat = (start: number, step: number) => {
+    for (let k = 0; k < size; k++)
+      for (let c = 0; c < 3; c++)
+        line[k * 3 + c] = Math.round((tensor[start + k * step + c] as number) * 255);
+    return isFlatLine(line, 0, 3, size);
   };
-  const first = 0;
-  const last = (size * size - 1) * 3;
   return (
-    uniform(first, 3, first) || // top row, against the top-left pixel
-    uniform((size - 1) * size * 3, 3, last) || // bottom row, against the bottom-right pixel
-    uniform(first, size * 3, first) || // left column
-    uniform((size - 1) * 3, size * 3, last) // right column
+    flat(0, 3) || // top row
+    flat((size - 1) * size * 3, 3) || // bottom row
+    flat(0, size * 3) || // left column
+    flat((size - 1) * 3, size * 3) // right column
   );
 }
 
@@ -639,7 +635,7 @@ function anEdgeIsUniform(tensor: Float32Array, size: number): boolean {
 function showsMargins(tensor: Float32Array, size: number): boolean {
   // A margin starts at an edge: with no edge line uniform (most photos) there is none, and the whole
   // input need not be converted and walked.
-  if (!anEdgeIsUniform(tensor, size)) return false;
+  if (!anEdgeIsFlat(tensor, size)) return false;
   const rgb = new Uint8Array(size * size * 3);
   for (let i = 0; i < rgb.length; i++) rgb[i] = Math.round((tensor[i] as number) * 255);
   const box = contentBox(rgb, size, size, undefined, MIN_MARGIN_FRACTION / 2);

@@ -58,7 +58,7 @@ export const TILE_LENGTH = 1.5;
 export const SEGMENT_GAP = 0.5;
 
 /** Whether `count` RGB pixels from byte `start`, `step` bytes apart, are flat (see FLAT_TOLERANCE). */
-function isFlatLine(rgb: Uint8Array, start: number, step: number, count: number): boolean {
+export function isFlatLine(rgb: Uint8Array, start: number, step: number, count: number): boolean {
   let r = 0;
   let g = 0;
   let b = 0;

@@ -70,5 +70,7 @@ export async function classifyTiles(classifier: Classifier, input: Float32Array)
     }
   }
   const scores = best as ModelScores;
-  return inputFrames ? { scores, frames: { scored: framesScored, decisive: inputFrames[bestAt] as number } } : { scores };
+  return inputFrames
+    ? { scores, frames: { scored: framesScored, decisive: inputFrames[bestAt] as number } }
+    : { scores };
 }
