@@ -40,6 +40,18 @@ describe('decodeRoute', () => {
       });
   });
 
+  it('isolates an animation when several of its frames are scored, not its first frame alone', async () => {
+    for (const name of ['animated-loop-3.webp', 'animated-loop-3.gif']) {
+      const bytes = readFileSync(fixture(name));
+      const facts = decodeFacts(bytes, probeHeader(bytes, await sniffFormat(bytes)));
+      expect(decodeRoute(facts, { ...bounds, maxFramesScored: 1 }).path, name).toBe('in-process');
+      expect(decodeRoute(facts, { ...bounds, maxFramesScored: 8 }), name).toEqual({
+        path: 'isolated',
+        reason: `${facts.frames} frames, several of them scored`,
+      });
+    }
+  });
+
   it('isolates CMYK and metadata-heavy files', async () => {
     const expectations: Array<[string, RegExp]> = [
       ['Channel_digital_image_CMYK_color.jpg', /4 components/],

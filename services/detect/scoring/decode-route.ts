@@ -36,6 +36,11 @@ export interface DecodeRoute {
 export interface InProcessBounds {
   /** Pixels of the first frame (IN_PROCESS_MAX_PIXELS). */
   maxPixels: number;
+  /**
+   * Frames scored of an animation (MAX_FRAMES_SCORED; default 1): past one, an animation decodes
+   * several frames (image/frames.ts), a cost the first frame's header does not bound: isolated.
+   */
+  maxFramesScored?: number;
 }
 
 /**
@@ -98,6 +103,8 @@ export function decodeRoute(facts: DecodeFacts, bounds: InProcessBounds): Decode
     return isolated(`${facts.byteLength} bytes for ${pixels} pixels: more than its pixels`);
   if (facts.frames > IN_PROCESS_MAX_FRAMES)
     return isolated(`${facts.frames} frames, over ${IN_PROCESS_MAX_FRAMES}`);
+  if (facts.frames > 1 && (bounds.maxFramesScored ?? 1) > 1)
+    return isolated(`${facts.frames} frames, several of them scored`);
   const jpeg = facts.jpeg;
   if (facts.format === 'jpeg') {
     if (!jpeg) return isolated('JPEG structure unknown');

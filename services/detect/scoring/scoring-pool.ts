@@ -78,7 +78,10 @@ export async function loadScorer(
       onProcessError: onWorkerError,
     }),
   ]);
-  return new RoutedScorer(decoders, inference, { maxPixels: config.inProcessMaxPixels });
+  return new RoutedScorer(decoders, inference, {
+    maxPixels: config.inProcessMaxPixels,
+    maxFramesScored: config.maxFramesScored,
+  });
 }
 
 /**
