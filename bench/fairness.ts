@@ -1,19 +1,23 @@
 // `npm run bench -- --only fairness`: what a 1 MP image waits for beside the costliest traffic, on the
-// real server (embedded, default configuration, clients told apart by
-// X-Forwarded-For with TRUSTED_PROXY_HOPS=1):
-//   mix     8 loops of the largest allowed images (200 MP JPEG, 36 MP 16-bit PNG, 48 MP progressive JPEG,
-//           ~49 MB noise PNG), each from its own address, beside one loop of 1 MP probes;
-//   attack  two loops of the 883-scan 14142² grey progressive JPEG from ONE address, beside legitimate
-//           1 MP traffic (4 loops, other addresses): the probes' p50/p99, their 503s, what the attack
-//           got, and the peak memory of the server with its decoder processes (their PSS summed: a
-//           shared page counted once), sampled every 50 ms;
-//   attack  the same with the 3300² colour variant (2,647 scans, ~8 s of CPU for 617 KiB).
-// A header-probe limit on scans would refuse the attack before any decoding; without one, what is
-// measured here is the decoders' isolation and the CPU limit alone.
-
+// real server (embedded, default configuration, clients told apart by X-Forwarded-For with
+// TRUSTED_PROXY_HOPS=1), with the host busy: two CPU hogs at normal priority run beside the server for
+// the baseline and every phase alike (on an idle host no deadline fires; an attacker makes it busy).
+//   baseline  4 loops of 1 MP probes, alone (but for the hogs);
+//   mix       8 loops of the largest allowed images (200 MP JPEG, 36 MP 16-bit PNG, 48 MP progressive
+//             JPEG, ~49 MB noise PNG), each from its own address, beside one loop of 1 MP probes;
+//   attacks   two loops from ONE address of each scan-bound JPEG — the 14142² grey 42-scan and the
+//             30000×4472 64-scan strip (the most the former MAX_JPEG_SCAN_BLOCKS allowed, ~5.7 s of CPU
+//             each on an Intel Xeon), and the 14142² 25-scan one (the most the bound allows now) —
+//             beside 4 loops of 1 MP probes: the probes' p50/p99 and 503s, what the attack got and how
+//             many of its answers were charged (anything but a 503 is), the peak memory of the server
+//             with its decoder processes (PSS summed: a shared page counted once), sampled every 50 ms;
+//   uploads   8 loops of 40–50 MB legitimate PNGs, each from its own address, beside 4 loops of probes;
+//   walks     4 concurrent loops of the 51 MB PNG of 4.3 M empty chunks, beside a loop asking
+//             /api/public/health and /internal/live: the longest either waited.
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { loadAllInOneConfig } from '../services/all-in-one/config.ts';
-import { hostileImage, manyScanScript, writeProgressiveJpeg } from '../test/support/hostile-images.ts';
+import { type HostileImageName, hostileImage } from '../test/support/hostile-images.ts';
 import { startServer } from '../test/support/server-process.ts';
 import { percentile } from './http-load.ts';
 import { benchImages } from './images.ts';
@@ -72,6 +76,34 @@ function tally(answers: Answer[]): string {
   return [...counts].map(([k, n]) => `${n}× ${k}`).join(', ');
 }
 
+/** A process spinning on one core at normal priority. */
+function cpuHog(): ChildProcess {
+  return spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' });
+}
+
+/** Answers other than 503 count against the quota (charged); a 503 is refunded. */
+function charged(answers: Answer[]): string {
+  const answered = answers.filter((a) => a.status !== 0);
+  const kept = answered.filter((a) => a.status !== 503).length;
+  return `${kept} of ${answered.length} answered charged`;
+}
+
+async function getMs(url: string): Promise<number> {
+  const started = performance.now();
+  try {
+    await (await fetch(url)).arrayBuffer();
+  } catch {
+    // A failed probe counts as long as it took.
+  }
+  return performance.now() - started;
+}
+
+const ATTACKS: Array<[HostileImageName, string]> = [
+  ['jpeg-scan-blocks-131m-grey', '14142² grey 42-scan JPEG (131 M blocks)'],
+  ['jpeg-scan-blocks-strip-30000x4472', '30000×4472 grey 64-scan JPEG (134 M blocks)'],
+  ['jpeg-scan-blocks-at-limit-grey', '14142² grey 25-scan JPEG (78 M blocks: the most allowed now)'],
+];
+
 export async function fairnessSection(seconds: number): Promise<Array<[string, string]>> {
   const config = loadAllInOneConfig(process.env);
   const lines: Array<[string, string]> = [];
@@ -83,13 +115,12 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
     texture(4096, 4000, 3).png({ compressionLevel: 1 }).toBuffer(),
   ]);
   const types = ['image/jpeg', 'image/jpeg', 'image/png', 'image/png'];
-  const attack = writeProgressiveJpeg({
-    width: 14142,
-    height: 14142,
-    components: 1,
-    scans: manyScanScript(1),
-  });
-  const colour = await hostileImage('jpeg-many-scans-colour-3300');
+  const bigPngs = await Promise.all([
+    texture(4096, 4000, 3).png({ compressionLevel: 1 }).toBuffer(),
+    texture(4096, 3400, 3).png({ compressionLevel: 1 }).toBuffer(),
+  ]);
+  const chunky = await hostileImage('png-4m-empty-chunks');
+  const hogs = [cpuHog(), cpuHog()];
   const server = await startServer({
     ANON_PER_MINUTE: '1000000',
     ANON_PER_DAY: '1000000',
@@ -108,10 +139,22 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
     let n = 0;
     const probe = (address: string) => () =>
       post(url, probes[n++ % probes.length] as Buffer, 'image/jpeg', address);
-
-    // Phase 1: the largest allowed images, 8 at a time, each loop from its own address.
-    let end = performance.now() + seconds * 1000;
+    let end = 0;
     const over = () => performance.now() > end;
+    const legitLoops = (prefix: string) =>
+      Array.from({ length: 4 }, (_, i) => loop(over, probe(`${prefix}.${i + 1}`)));
+
+    // Baseline: the probes alone, beside the hogs.
+    end = performance.now() + seconds * 1000;
+    const baseline = (await Promise.all(legitLoops('10.8.0'))).flat();
+    lines.push([
+      'fairness (2 CPU hogs beside the server throughout): baseline, 1 MP probes (4 loops)',
+      latency(baseline),
+    ]);
+
+    // The largest allowed images, 8 at a time, each loop from its own address.
+    peak = treeMemory(pid);
+    end = performance.now() + seconds * 1000;
     const [probeAnswers, ...mix] = await Promise.all([
       loop(over, probe('10.1.0.1')),
       ...Array.from({ length: 8 }, (_, i) =>
@@ -119,7 +162,7 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
       ),
     ]);
     lines.push(
-      ['fairness: 1 MP probe beside 8 loops of the largest images', latency(probeAnswers ?? [])],
+      ['1 MP probe beside 8 loops of the largest images', latency(probeAnswers ?? [])],
       ['  the largest images', tally(mix.flat())],
       [
         '  peak memory, server + decoders (PSS)',
@@ -127,53 +170,78 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
       ],
     );
 
-    // Phase 2: two loops of the many-scan JPEG from one address, beside legitimate traffic.
-    peak = treeMemory(pid);
-    end = performance.now() + seconds * 2 * 1000;
-    const [attacks, ...legit] = await Promise.all([
-      Promise.all([
-        loop(over, () => post(url, attack, 'image/jpeg', '10.6.6.6')),
-        loop(over, () => post(url, attack, 'image/jpeg', '10.6.6.6')),
-      ]).then((a) => a.flat()),
-      ...Array.from({ length: 4 }, (_, i) => loop(over, probe(`10.3.0.${i + 1}`))),
+    // Two loops of each scan-bound JPEG from one address, beside legitimate traffic.
+    for (const [name, about] of ATTACKS) {
+      const attack = await hostileImage(name);
+      peak = treeMemory(pid);
+      end = performance.now() + seconds * 1000;
+      const [attacks, ...legit] = await Promise.all([
+        Promise.all([1, 2].map(() => loop(over, () => post(url, attack, 'image/jpeg', '10.6.6.6')))).then(
+          (a) => a.flat(),
+        ),
+        ...legitLoops('10.3.0'),
+      ]);
+      lines.push(
+        [`attack: 1 MP probes (4 loops) beside 2 loops of the ${about}`, latency(legit.flat())],
+        [
+          '  the attack (one address)',
+          `${tally(attacks)}; ${charged(attacks)} (${(attack.length / 1024).toFixed(0)} KiB each)`,
+        ],
+        [
+          '  peak memory, server + decoders (PSS)',
+          `${Math.round(peak / MiB)} MiB  (chart limit ${CHART_MEMORY_LIMIT_MIB} MiB; decode budget ${Math.round(config.concurrency.decodeBytes / MiB)} MiB)`,
+        ],
+      );
+    }
+
+    // Large legitimate uploads: 8 loops of 40–50 MB PNGs, each from its own address.
+    end = performance.now() + seconds * 1000;
+    const [uploads, ...legitBeside] = await Promise.all([
+      Promise.all(
+        Array.from({ length: 8 }, (_, i) =>
+          loop(over, () => post(url, bigPngs[i % 2] as Buffer, 'image/png', `10.5.0.${i + 1}`)),
+        ),
+      ).then((a) => a.flat()),
+      ...legitLoops('10.4.0'),
     ]);
     lines.push(
       [
-        'attack: legitimate 1 MP traffic (4 loops) beside 2 loops of the 883-scan JPEG',
-        latency(legit.flat()),
+        `uploads: 1 MP probes (4 loops) beside 8 loops of ${bigPngs.map((b) => (b.length / 1e6).toFixed(0)).join('/')} MB PNGs`,
+        latency(legitBeside.flat()),
       ],
-      ['  the attack (one address)', `${tally(attacks)} (${(attack.length / 1024).toFixed(0)} KiB each)`],
-      [
-        '  peak memory, server + decoders (PSS)',
-        `${Math.round(peak / MiB)} MiB  (chart limit ${CHART_MEMORY_LIMIT_MIB} MiB; decode budget ${Math.round(config.concurrency.decodeBytes / MiB)} MiB)`,
-      ],
+      ['  the large PNGs', tally(uploads)],
     );
 
-    // Phase 3: the small variant (3300² colour, 2,647 scans: ~8 s of CPU each), killed at the CPU an
-    // ordinary image of its size needs.
-    peak = treeMemory(pid);
+    // Header walks: 4 concurrent loops of the 4.3 M-chunk PNG beside the health and liveness probes.
     end = performance.now() + seconds * 1000;
-    const [smallAttacks, ...legitBeside] = await Promise.all([
-      Promise.all([1, 2].map(() => loop(over, () => post(url, colour, 'image/jpeg', '10.7.7.7')))).then((a) =>
-        a.flat(),
-      ),
-      ...Array.from({ length: 4 }, (_, i) => loop(over, probe(`10.4.0.${i + 1}`))),
+    let longest = 0;
+    let asked = 0;
+    const [, walks] = await Promise.all([
+      (async () => {
+        while (!over()) {
+          const ms = await getMs(`${server.url}${asked++ % 2 ? '/internal/live' : '/api/public/health'}`);
+          longest = Math.max(longest, ms);
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      })(),
+      Promise.all(
+        Array.from({ length: 4 }, (_, i) =>
+          loop(over, () => post(url, chunky, 'image/png', `10.7.0.${i + 1}`)),
+        ),
+      ).then((a) => a.flat()),
     ]);
     clearInterval(sampler);
     lines.push(
       [
-        'attack: legitimate 1 MP traffic (4 loops) beside 2 loops of the 3300² 2,647-scan JPEG',
-        latency(legitBeside.flat()),
+        'walks: longest /api/public/health or /internal/live answer beside 4 loops of the 4.3 M-chunk PNG',
+        `${longest.toFixed(0)} ms (${asked} asked)`,
       ],
-      [
-        '  the attack (one address)',
-        `${tally(smallAttacks)} (${(colour.length / 1024).toFixed(0)} KiB each)`,
-      ],
-      ['  peak memory, server + decoders (PSS)', `${Math.round(peak / MiB)} MiB`],
+      ['  the 4.3 M-chunk PNGs', `${tally(walks)} (${(chunky.length / 1e6).toFixed(0)} MB each)`],
       ['  server alive at the end', String(server.proc.exitCode === null)],
     );
     return lines;
   } finally {
+    for (const hog of hogs) hog.kill('SIGKILL');
     await server.stop();
   }
 }

@@ -49,6 +49,8 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     intake: intakeLimitsFrom(config),
     maxFileBytes: policy.maxFileBytes,
     limits: config.limits,
+    scoringDeadlineMs: config.scoringDeadlineMs,
+    maxTiles: config.maxTiles,
   });
   await registerConsole(app, live);
   return { app, gate, modelToLoad: modelAtBoot(policy, config) };

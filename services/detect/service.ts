@@ -48,6 +48,8 @@ export async function buildDetectService(
     intake: intakeLimitsFrom(config),
     maxFileBytes: policy.maxFileBytes,
     limits: config.limits,
+    scoringDeadlineMs: config.scoringDeadlineMs,
+    maxTiles: config.maxTiles,
   });
   return {
     app,
