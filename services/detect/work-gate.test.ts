@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../lib/common/errors.ts';
-import { HEAVY_IMAGE_CPU_MS, SMALL_BODY_BYTES, WorkGate, type WorkGateOptions } from './work-gate.ts';
+import {
+  FAIR_WAIT_MS,
+  HEAVY_IMAGE_CPU_MS,
+  SMALL_BODY_BYTES,
+  WorkGate,
+  type WorkGateOptions,
+} from './work-gate.ts';
 
 function deferred() {
   let resolve!: () => void;
@@ -345,6 +351,40 @@ describe('WorkGate: fair queue by predicted cost and client', () => {
     await Promise.all(runs);
     // It waited behind one heavy image (the one running), not three.
     expect(order).toEqual(['heavy-1', 'light', 'heavy-2', 'heavy-3']);
+  });
+
+  it('serves a costly image that has waited FAIR_WAIT_MS ahead of newer light ones', async () => {
+    let clock = 0;
+    const g = new WorkGate(
+      {
+        active: 1,
+        uploads: 8,
+        uploadsPerClient: 8,
+        uploadBytes: 1000,
+        decodeBytes: 1000,
+        retryAfterSeconds: 1,
+      },
+      () => clock,
+    );
+    const order: string[] = [];
+    const first = deferred();
+    const runs = [
+      g.score(
+        async () => {
+          order.push('light-0');
+          await first.promise;
+        },
+        0,
+        'c0',
+        10,
+      ),
+      g.score(async () => void order.push('heavy'), 0, 'attacker', 5_000),
+    ];
+    clock = FAIR_WAIT_MS;
+    runs.push(g.score(async () => void order.push('light-1'), 0, 'c1', 10));
+    first.resolve();
+    await Promise.all(runs);
+    expect(order).toEqual(['light-0', 'heavy', 'light-1']);
   });
 
   it('alternates two clients by cost: one costly image is worth many light ones', async () => {

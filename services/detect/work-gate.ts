@@ -46,6 +46,11 @@ const SMALL_BODY_SHARE = 1 / 8;
 const SMALL_LANE_BYTES = 96 * 1024 * 1024;
 /** A large image waiting this long for room is no longer overtaken by other large ones. */
 export const PRIORITY_AFTER_MS = 2_000;
+/**
+ * An image waiting this long goes ahead of the fair queue's order (oldest first), so that a costly
+ * image is served even while lighter ones from ever new clients keep arriving.
+ */
+export const FAIR_WAIT_MS = 10_000;
 
 interface Decoding {
   memory: number;
@@ -355,7 +360,8 @@ export class WorkGate {
   }
 
   /**
-   * Starts every waiting image that fits, in fair-queue order (finish tag, then arrival); one that does
+   * Starts every waiting image that fits, in fair-queue order (finish tag, then arrival; images that
+   * have waited FAIR_WAIT_MS first, oldest first); one that does
    * not fit does not hold up the ones behind it (a small image is not kept behind a large one it fits
    * beside). A large image that has waited PRIORITY_AFTER_MS for room (not for its client's share)
    * stops later large images from overtaking it, so that the room it needs frees up: large images are
@@ -363,7 +369,13 @@ export class WorkGate {
    */
   #startWaiting(): void {
     const now = this.#now();
-    this.#waiting.sort((a, b) => a.image.finish - b.image.finish || a.image.seq - b.image.seq);
+    const aged = (image: Decoding) => now - image.since >= FAIR_WAIT_MS;
+    this.#waiting.sort((a, b) => {
+      const [x, y] = [a.image, b.image];
+      if (aged(x) !== aged(y)) return aged(x) ? -1 : 1;
+      if (aged(x)) return x.seq - y.seq;
+      return x.finish - y.finish || x.seq - y.seq;
+    });
     let largeBlocked = false;
     for (let i = 0; i < this.#waiting.length; ) {
       const next = this.#waiting[i] as { image: Decoding; start: () => void };
