@@ -15,7 +15,10 @@
 //   walks     4 concurrent loops of the 51 MB PNG of 4.3 M empty chunks, beside a loop asking
 //             /api/public/health and /internal/live: the longest either waited.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import sharp from 'sharp';
 import { loadAllInOneConfig } from '../services/all-in-one/config.ts';
 import { type HostileImageName, hostileImage } from '../test/support/hostile-images.ts';
 import { startServer } from '../test/support/server-process.ts';
@@ -37,13 +40,14 @@ interface Answer {
   ms: number;
 }
 
-async function post(url: string, body: Buffer, type: string, address: string): Promise<Answer> {
+async function post(url: string, body: Uint8Array, type: string, address: string): Promise<Answer> {
   const started = performance.now();
   try {
     const res = await fetch(url, {
       method: 'POST',
       headers: { 'content-type': type, 'x-forwarded-for': address },
-      body: new Uint8Array(body),
+      // A Buffer may be a slice of a shared pool: sent as a copy of its own bytes.
+      body: Buffer.isBuffer(body) ? new Uint8Array(body) : (body as Uint8Array<ArrayBuffer>),
     });
     const { code } = (await res.json()) as { code: number };
     return { status: res.status, code, ms: performance.now() - started };
@@ -88,14 +92,53 @@ function charged(answers: Answer[]): string {
   return `${kept} of ${answered.length} answered charged`;
 }
 
-async function getMs(url: string): Promise<number> {
-  const started = performance.now();
+/**
+ * Asks /api/public/health and /internal/live in turn, every 20 ms for `ms`, from a process of its own
+ * (so that the bench's own uploads do not delay it): the longest answer and how many were asked.
+ */
+function healthProber(base: string, ms: number): Promise<{ longest: number; asked: number }> {
+  const script = `
+    const [base, ms] = [process.argv[1], Number(process.argv[2])];
+    const end = performance.now() + ms;
+    let longest = 0, asked = 0;
+    while (performance.now() < end) {
+      const started = performance.now();
+      try { await (await fetch(base + (asked++ % 2 ? '/internal/live' : '/api/public/health'))).arrayBuffer(); } catch {}
+      longest = Math.max(longest, performance.now() - started);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    process.stdout.write(JSON.stringify({ longest, asked }));`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script, base, String(ms)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    out += chunk.toString();
+  });
+  return new Promise((resolve, reject) =>
+    child.once('exit', (code) =>
+      code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`health prober exited ${code}`)),
+    ),
+  );
+}
+
+const stall = ({ longest, asked }: { longest: number; asked: number }) =>
+  `${longest.toFixed(0)} ms (${asked} asked)`;
+
+/** The server's longest event-loop delay between `from` and `to` (epoch ms), from bench/loop-stall.mjs. */
+function loopStall(file: string, from: number, to: number): string {
+  let text = '';
   try {
-    await (await fetch(url)).arrayBuffer();
+    text = readFileSync(file, 'utf8');
   } catch {
-    // A failed probe counts as long as it took.
+    return 'not measured';
   }
-  return performance.now() - started;
+  const windows = text
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as [number, number])
+    .filter(([at]) => at >= from && at <= to + 250);
+  return `${Math.max(0, ...windows.map(([, ms]) => ms)).toFixed(0)} ms (${windows.length} windows of 250 ms)`;
 }
 
 const ATTACKS: Array<[HostileImageName, string]> = [
@@ -115,17 +158,33 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
     texture(4096, 4000, 3).png({ compressionLevel: 1 }).toBuffer(),
   ]);
   const types = ['image/jpeg', 'image/jpeg', 'image/png', 'image/png'];
-  const bigPngs = await Promise.all([
-    texture(4096, 4000, 3).png({ compressionLevel: 1 }).toBuffer(),
-    texture(4096, 3400, 3).png({ compressionLevel: 1 }).toBuffer(),
-  ]);
+  // Noise: incompressible, so 40–50 MB files (a texture compresses to 4–5 MB).
+  const noisePng = (width: number, height: number) =>
+    sharp({
+      create: {
+        width,
+        height,
+        channels: 3,
+        background: '#808080',
+        noise: { type: 'gaussian', mean: 128, sigma: 60 },
+      },
+    })
+      .png({ compressionLevel: 1 })
+      .toBuffer();
+  const bigPngs = await Promise.all([noisePng(4096, 4000), noisePng(3800, 3600)]);
   const chunky = await hostileImage('png-4m-empty-chunks');
+  const bigBodies = bigPngs.map((png) => new Uint8Array(png));
   const hogs = [cpuHog(), cpuHog()];
+  const stallDir = mkdtempSync(join(tmpdir(), 'fairness-stall-'));
+  const stallFile = join(stallDir, 'loop.jsonl');
+  const preload = new URL('./loop-stall.mjs', import.meta.url).href;
   const server = await startServer({
     ANON_PER_MINUTE: '1000000',
     ANON_PER_DAY: '1000000',
     TRUSTED_PROXY_HOPS: '1',
     LOG_LEVEL: 'warn',
+    NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${preload}`.trim(),
+    LOOP_STALL_FILE: stallFile,
   });
   try {
     const url = `${server.url}/api/public/detect`;
@@ -146,11 +205,19 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
 
     // Baseline: the probes alone, beside the hogs.
     end = performance.now() + seconds * 1000;
-    const baseline = (await Promise.all(legitLoops('10.8.0'))).flat();
-    lines.push([
-      'fairness (2 CPU hogs beside the server throughout): baseline, 1 MP probes (4 loops)',
-      latency(baseline),
+    let from = Date.now();
+    const [quiet, ...baseline] = await Promise.all([
+      healthProber(server.url, seconds * 1000),
+      ...legitLoops('10.8.0'),
     ]);
+    lines.push(
+      [
+        'fairness (2 CPU hogs beside the server throughout): baseline, 1 MP probes (4 loops)',
+        latency(baseline.flat()),
+      ],
+      ['  longest /api/public/health or /internal/live answer beside them', stall(quiet)],
+      ["  the server's longest event-loop delay", loopStall(stallFile, from, Date.now())],
+    );
 
     // The largest allowed images, 8 at a time, each loop from its own address.
     peak = treeMemory(pid);
@@ -196,13 +263,13 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
 
     // Large legitimate uploads: 8 loops of 40–50 MB PNGs, each from its own address.
     end = performance.now() + seconds * 1000;
-    const [uploads, ...legitBeside] = await Promise.all([
+    const [legitBeside, uploads] = await Promise.all([
+      Promise.all(legitLoops('10.4.0')),
       Promise.all(
         Array.from({ length: 8 }, (_, i) =>
-          loop(over, () => post(url, bigPngs[i % 2] as Buffer, 'image/png', `10.5.0.${i + 1}`)),
+          loop(over, () => post(url, bigBodies[i % 2] as Uint8Array, 'image/png', `10.5.0.${i + 1}`)),
         ),
       ).then((a) => a.flat()),
-      ...legitLoops('10.4.0'),
     ]);
     lines.push(
       [
@@ -214,16 +281,9 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
 
     // Header walks: 4 concurrent loops of the 4.3 M-chunk PNG beside the health and liveness probes.
     end = performance.now() + seconds * 1000;
-    let longest = 0;
-    let asked = 0;
-    const [, walks] = await Promise.all([
-      (async () => {
-        while (!over()) {
-          const ms = await getMs(`${server.url}${asked++ % 2 ? '/internal/live' : '/api/public/health'}`);
-          longest = Math.max(longest, ms);
-          await new Promise((resolve) => setTimeout(resolve, 20));
-        }
-      })(),
+    from = Date.now();
+    const [asked, walks] = await Promise.all([
+      healthProber(server.url, seconds * 1000),
       Promise.all(
         Array.from({ length: 4 }, (_, i) =>
           loop(over, () => post(url, chunky, 'image/png', `10.7.0.${i + 1}`)),
@@ -234,8 +294,9 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
     lines.push(
       [
         'walks: longest /api/public/health or /internal/live answer beside 4 loops of the 4.3 M-chunk PNG',
-        `${longest.toFixed(0)} ms (${asked} asked)`,
+        stall(asked),
       ],
+      ["  the server's longest event-loop delay", loopStall(stallFile, from, Date.now())],
       ['  the 4.3 M-chunk PNGs', `${tally(walks)} (${(chunky.length / 1e6).toFixed(0)} MB each)`],
       ['  server alive at the end', String(server.proc.exitCode === null)],
     );
@@ -243,5 +304,6 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
   } finally {
     for (const hog of hogs) hog.kill('SIGKILL');
     await server.stop();
+    rmSync(stallDir, { recursive: true, force: true });
   }
 }
