@@ -15,7 +15,7 @@
 //   walks     4 concurrent loops of the 51 MB PNG of 4.3 M empty chunks, beside a loop asking
 //             /api/public/health and /internal/live: the longest either waited.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
@@ -122,6 +122,53 @@ function healthProber(base: string, ms: number): Promise<{ longest: number; aske
   );
 }
 
+/**
+ * Loops POSTing each of `files` (one loop a file, each from its own address) for `ms`, from a process
+ * of its own: sending a 50 MB body holds the sender's event loop for about half a second, which would
+ * otherwise land on the probes measured here. Resolves to the answers' statuses and codes.
+ */
+function uploadLoops(
+  url: string,
+  files: string[],
+  type: string,
+  addressPrefix: string,
+  ms: number,
+): Promise<Answer[]> {
+  const script = `
+    import { readFileSync } from 'node:fs';
+    const [url, type, prefix, ms, ...files] = process.argv.slice(1);
+    const end = performance.now() + Number(ms);
+    const answers = [];
+    await Promise.all(files.map(async (file, i) => {
+      const body = new Uint8Array(readFileSync(file));
+      while (performance.now() < end) {
+        const started = performance.now();
+        try {
+          const res = await fetch(url, { method: 'POST', headers: { 'content-type': type, 'x-forwarded-for': prefix + (i + 1) }, body });
+          const { code } = await res.json();
+          answers.push({ status: res.status, code, ms: performance.now() - started });
+        } catch {
+          answers.push({ status: 0, code: -1, ms: performance.now() - started });
+        }
+      }
+    }));
+    process.stdout.write(JSON.stringify(answers));`;
+  const child = spawn(
+    process.execPath,
+    ['--input-type=module', '-e', script, url, type, addressPrefix, String(ms), ...files],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    out += chunk.toString();
+  });
+  return new Promise((resolve, reject) =>
+    child.once('exit', (code) =>
+      code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`upload loops exited ${code}`)),
+    ),
+  );
+}
+
 const stall = ({ longest, asked }: { longest: number; asked: number }) =>
   `${longest.toFixed(0)} ms (${asked} asked)`;
 
@@ -173,10 +220,14 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
       .toBuffer();
   const bigPngs = await Promise.all([noisePng(4096, 4000), noisePng(3800, 3600)]);
   const chunky = await hostileImage('png-4m-empty-chunks');
-  const bigBodies = bigPngs.map((png) => new Uint8Array(png));
   const hogs = [cpuHog(), cpuHog()];
   const stallDir = mkdtempSync(join(tmpdir(), 'fairness-stall-'));
   const stallFile = join(stallDir, 'loop.jsonl');
+  const bigFiles = bigPngs.map((png, i) => {
+    const file = join(stallDir, `large-${i}.png`);
+    writeFileSync(file, png);
+    return file;
+  });
   const preload = new URL('./loop-stall.mjs', import.meta.url).href;
   const server = await startServer({
     ANON_PER_MINUTE: '1000000',
@@ -263,32 +314,40 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
 
     // Large legitimate uploads: 8 loops of 40–50 MB PNGs, each from its own address.
     end = performance.now() + seconds * 1000;
+    from = Date.now();
     const [legitBeside, uploads] = await Promise.all([
       Promise.all(legitLoops('10.4.0')),
-      Promise.all(
-        Array.from({ length: 8 }, (_, i) =>
-          loop(over, () => post(url, bigBodies[i % 2] as Uint8Array, 'image/png', `10.5.0.${i + 1}`)),
-        ),
-      ).then((a) => a.flat()),
+      uploadLoops(
+        url,
+        Array.from({ length: 8 }, (_, i) => bigFiles[i % 2] as string),
+        'image/png',
+        '10.5.0.',
+        seconds * 1000,
+      ),
     ]);
     lines.push(
       [
         `uploads: 1 MP probes (4 loops) beside 8 loops of ${bigPngs.map((b) => (b.length / 1e6).toFixed(0)).join('/')} MB PNGs`,
         latency(legitBeside.flat()),
       ],
-      ['  the large PNGs', tally(uploads)],
+      ['  the large PNGs (8 loops from another process)', tally(uploads)],
+      ["  the server's longest event-loop delay", loopStall(stallFile, from, Date.now())],
     );
 
     // Header walks: 4 concurrent loops of the 4.3 M-chunk PNG beside the health and liveness probes.
     end = performance.now() + seconds * 1000;
     from = Date.now();
+    const chunkyFile = join(stallDir, 'chunky.png');
+    writeFileSync(chunkyFile, chunky);
     const [asked, walks] = await Promise.all([
       healthProber(server.url, seconds * 1000),
-      Promise.all(
-        Array.from({ length: 4 }, (_, i) =>
-          loop(over, () => post(url, chunky, 'image/png', `10.7.0.${i + 1}`)),
-        ),
-      ).then((a) => a.flat()),
+      uploadLoops(
+        url,
+        [chunkyFile, chunkyFile, chunkyFile, chunkyFile],
+        'image/png',
+        '10.7.0.',
+        seconds * 1000,
+      ),
     ]);
     clearInterval(sampler);
     lines.push(
