@@ -137,10 +137,10 @@ function uploadLoops(
   const script = `
     import { readFileSync } from 'node:fs';
     const [url, type, prefix, ms, ...files] = process.argv.slice(1);
+    const bodies = files.map((file) => new Uint8Array(readFileSync(file)));
     const end = performance.now() + Number(ms);
     const answers = [];
-    await Promise.all(files.map(async (file, i) => {
-      const body = new Uint8Array(readFileSync(file));
+    await Promise.all(bodies.map(async (body, i) => {
       while (performance.now() < end) {
         const started = performance.now();
         try {
