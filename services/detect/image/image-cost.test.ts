@@ -248,7 +248,7 @@ describe('header walks: bounded, in slices', () => {
     expect(() => probeHeader(bytes, 'jpeg')).toThrow(
       expect.objectContaining({
         code: 4005,
-        message: 'Undecodable JPEG image: over 65536 marker segments (no real file has so many)',
+        message: 'Undecodable JPEG image: over 8192 marker segments (no real file has so many)',
       }),
     );
   });

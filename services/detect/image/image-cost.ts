@@ -79,10 +79,10 @@ export const TIFF_PAGE_BYTES = 256;
 
 /**
  * The most marker segments a JPEG header walk visits (every APPn, COM, DQT, DHT, SOS… segment): a real
- * file has tens, a 50 MB one of 64 KB metadata segments ~800. Past it: 4005 (12.8 M empty COM segments
- * fit in 51 MB and cost ~0.5 s of walk).
+ * file has tens, a progressive one of 100 scans a few hundred, a 50 MB one of 64 KB metadata segments
+ * ~800. Past it: 4005 (12.8 M empty COM segments fit in 51 MB and cost ~0.5 s of walk).
  */
-export const MAX_JPEG_SEGMENTS = 65_536;
+export const MAX_JPEG_SEGMENTS = 8_192;
 
 /**
  * The most chunks a PNG header walk visits: a 50 MB PNG of 8 KB IDAT chunks has 6,400, of 256-byte ones

@@ -66,7 +66,7 @@ export function runWalk<T>(walk: Walk<T>): T {
 }
 
 /** The longest a walk runs before it lets the event loop turn. */
-const WALK_SLICE_MS = 10;
+const WALK_SLICE_MS = 5;
 
 /** Runs a walk, letting the event loop turn whenever it has run WALK_SLICE_MS since the last turn. */
 export async function walkInSlices<T>(walk: Walk<T>): Promise<T> {

@@ -15,7 +15,7 @@ function countBlock(walked: Walked): void {
 }
 
 /** Frames walked between two pauses of the walk. */
-const FRAME_SLICE = 16_384;
+const FRAME_SLICE = 2_048;
 
 /** Skips a chain of GIF data sub-blocks; returns the offset after the terminator, or -1 if truncated. */
 function skipSubBlocks(r: Bytes, start: number, walked: Walked): number {

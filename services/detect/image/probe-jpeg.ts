@@ -56,7 +56,8 @@ function findJpegFrame(r: Bytes): { marker: number; p: number } {
   for (let segments = 0; ; segments++) {
     if (segments > MAX_JPEG_SEGMENTS) throw tooManySegments();
     // Like libjpeg, tolerate garbage before a marker and any number of 0xFF fill bytes.
-    while (p < n && r.b[p] !== 0xff) p++;
+    p = r.b.indexOf(0xff, p);
+    if (p < 0) p = n;
     while (p < n && r.b[p] === 0xff) p++;
     if (p >= n) throw new HeaderError('no frame header (SOFn) before the end of the data');
     const marker = r.u8(p);
@@ -168,7 +169,7 @@ export function* jpegStructureWalk(bytes: Uint8Array): Walk<void> {
 /** Entropy-coded bytes searched between two pauses of the walk. */
 const SCAN_SLICE_BYTES = 1 << 20;
 /** Marker segments walked between two pauses. */
-const SEGMENT_SLICE = 4_096;
+const SEGMENT_SLICE = 1_024;
 
 function* walkJpeg(bytes: Uint8Array): Walk<JpegStructure> {
   const r = new Bytes(bytes);
@@ -207,7 +208,8 @@ function* walkJpeg(bytes: Uint8Array): Walk<JpegStructure> {
   while (p < n) {
     if (++segments > MAX_JPEG_SEGMENTS) throw tooManySegments();
     if (segments % SEGMENT_SLICE === 0) yield;
-    while (p < n && data[p] !== 0xff) p++;
+    p = data.indexOf(0xff, p);
+    if (p < 0) break;
     while (p < n && data[p] === 0xff) p++;
     if (p >= n) break;
     const m = data[p] as number;

@@ -24,7 +24,7 @@ const IEND = chunkType('IEND');
 const ACTL = chunkType('acTL');
 
 /** Chunks walked between two pauses of the walk. */
-const CHUNK_SLICE = 4_096;
+const CHUNK_SLICE = 1_024;
 
 export function probePng(r: Bytes): Dims {
   r.need(0, 8 + 8 + 13, 'IHDR chunk');
