@@ -1,19 +1,26 @@
 // `npm run bench -- --only fairness`: what a 1 MP image waits for beside the costliest traffic, on the
-// real server (embedded, default configuration, clients told apart by
-// X-Forwarded-For with TRUSTED_PROXY_HOPS=1):
-//   mix     8 loops of the largest allowed images (200 MP JPEG, 36 MP 16-bit PNG, 48 MP progressive JPEG,
-//           ~49 MB noise PNG), each from its own address, beside one loop of 1 MP probes;
-//   attack  two loops of the 883-scan 14142² grey progressive JPEG from ONE address, beside legitimate
-//           1 MP traffic (4 loops, other addresses): the probes' p50/p99, their 503s, what the attack
-//           got, and the peak memory of the server with its decoder processes (their PSS summed: a
-//           shared page counted once), sampled every 50 ms;
-//   attack  the same with the 3300² colour variant (2,647 scans, ~8 s of CPU for 617 KiB).
-// A header-probe limit on scans would refuse the attack before any decoding; without one, what is
-// measured here is the decoders' isolation and the CPU limit alone.
-
-import { readFileSync } from 'node:fs';
+// real server (embedded, default configuration, clients told apart by X-Forwarded-For with
+// TRUSTED_PROXY_HOPS=1), with the host busy: two CPU hogs at normal priority run beside the server for
+// the baseline and every phase alike (on an idle host no deadline fires; an attacker makes it busy).
+//   baseline  4 loops of 1 MP probes, alone (but for the hogs);
+//   mix       8 loops of the largest allowed images (200 MP JPEG, 36 MP 16-bit PNG, 48 MP progressive
+//             JPEG, ~49 MB noise PNG), each from its own address, beside one loop of 1 MP probes;
+//   attacks   two loops from ONE address of each scan-bound JPEG — the 14142² grey 42-scan and the
+//             30000×4472 64-scan strip (the most the former MAX_JPEG_SCAN_BLOCKS allowed, ~5.7 s of CPU
+//             each on an Intel Xeon), and the 14142² 25-scan one (the most the bound allows now) —
+//             beside 4 loops of 1 MP probes: the probes' p50/p99 and 503s, what the attack got and how
+//             many of its answers were charged (anything but a 503 is), the peak memory of the server
+//             with its decoder processes (PSS summed: a shared page counted once), sampled every 50 ms;
+//   uploads   8 loops of 40–50 MB legitimate PNGs, each from its own address, beside 4 loops of probes;
+//   walks     4 concurrent loops of the 51 MB PNG of 4.3 M empty chunks, beside a loop asking
+//             /api/public/health and /internal/live: the longest either waited.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import sharp from 'sharp';
 import { loadAllInOneConfig } from '../services/all-in-one/config.ts';
-import { hostileImage, manyScanScript, writeProgressiveJpeg } from '../test/support/hostile-images.ts';
+import { type HostileImageName, hostileImage } from '../test/support/hostile-images.ts';
 import { startServer } from '../test/support/server-process.ts';
 import { percentile } from './http-load.ts';
 import { benchImages } from './images.ts';
@@ -33,13 +40,14 @@ interface Answer {
   ms: number;
 }
 
-async function post(url: string, body: Buffer, type: string, address: string): Promise<Answer> {
+async function post(url: string, body: Uint8Array, type: string, address: string): Promise<Answer> {
   const started = performance.now();
   try {
     const res = await fetch(url, {
       method: 'POST',
       headers: { 'content-type': type, 'x-forwarded-for': address },
-      body: new Uint8Array(body),
+      // A Buffer may be a slice of a shared pool: sent as a copy of its own bytes.
+      body: Buffer.isBuffer(body) ? new Uint8Array(body) : (body as Uint8Array<ArrayBuffer>),
     });
     const { code } = (await res.json()) as { code: number };
     return { status: res.status, code, ms: performance.now() - started };
@@ -72,6 +80,120 @@ function tally(answers: Answer[]): string {
   return [...counts].map(([k, n]) => `${n}× ${k}`).join(', ');
 }
 
+/** A process spinning on one core at normal priority. */
+function cpuHog(): ChildProcess {
+  return spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' });
+}
+
+/** Answers other than 503 count against the quota (charged); a 503 is refunded. */
+function charged(answers: Answer[]): string {
+  const answered = answers.filter((a) => a.status !== 0);
+  const kept = answered.filter((a) => a.status !== 503).length;
+  return `${kept} of ${answered.length} answered charged`;
+}
+
+/**
+ * Asks /api/public/health and /internal/live in turn, every 20 ms for `ms`, from a process of its own
+ * (so that the bench's own uploads do not delay it): the longest answer and how many were asked.
+ */
+function healthProber(base: string, ms: number): Promise<{ longest: number; asked: number }> {
+  const script = `
+    const [base, ms] = [process.argv[1], Number(process.argv[2])];
+    const end = performance.now() + ms;
+    let longest = 0, asked = 0;
+    while (performance.now() < end) {
+      const started = performance.now();
+      try { await (await fetch(base + (asked++ % 2 ? '/internal/live' : '/api/public/health'))).arrayBuffer(); } catch {}
+      longest = Math.max(longest, performance.now() - started);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    process.stdout.write(JSON.stringify({ longest, asked }));`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script, base, String(ms)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    out += chunk.toString();
+  });
+  return new Promise((resolve, reject) =>
+    child.once('exit', (code) =>
+      code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`health prober exited ${code}`)),
+    ),
+  );
+}
+
+/**
+ * Loops POSTing each of `files` (one loop a file, each from its own address) for `ms`, from a process
+ * of its own: sending a 50 MB body holds the sender's event loop for about half a second, which would
+ * otherwise land on the probes measured here. Resolves to the answers' statuses and codes.
+ */
+function uploadLoops(
+  url: string,
+  files: string[],
+  type: string,
+  addressPrefix: string,
+  ms: number,
+): Promise<Answer[]> {
+  const script = `
+    import { readFileSync } from 'node:fs';
+    const [url, type, prefix, ms, ...files] = process.argv.slice(1);
+    const bodies = files.map((file) => new Uint8Array(readFileSync(file)));
+    const end = performance.now() + Number(ms);
+    const answers = [];
+    await Promise.all(bodies.map(async (body, i) => {
+      while (performance.now() < end) {
+        const started = performance.now();
+        try {
+          const res = await fetch(url, { method: 'POST', headers: { 'content-type': type, 'x-forwarded-for': prefix + (i + 1) }, body });
+          const { code } = await res.json();
+          answers.push({ status: res.status, code, ms: performance.now() - started });
+        } catch {
+          answers.push({ status: 0, code: -1, ms: performance.now() - started });
+        }
+      }
+    }));
+    process.stdout.write(JSON.stringify(answers));`;
+  const child = spawn(
+    process.execPath,
+    ['--input-type=module', '-e', script, url, type, addressPrefix, String(ms), ...files],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    out += chunk.toString();
+  });
+  return new Promise((resolve, reject) =>
+    child.once('exit', (code) =>
+      code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`upload loops exited ${code}`)),
+    ),
+  );
+}
+
+const stall = ({ longest, asked }: { longest: number; asked: number }) =>
+  `${longest.toFixed(0)} ms (${asked} asked)`;
+
+/** The server's longest event-loop delay between `from` and `to` (epoch ms), from bench/loop-stall.mjs. */
+function loopStall(file: string, from: number, to: number): string {
+  let text = '';
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return 'not measured';
+  }
+  const windows = text
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as [number, number])
+    .filter(([at]) => at >= from && at <= to + 250);
+  return `${Math.max(0, ...windows.map(([, ms]) => ms)).toFixed(0)} ms (${windows.length} windows of 250 ms)`;
+}
+
+const ATTACKS: Array<[HostileImageName, string]> = [
+  ['jpeg-scan-blocks-131m-grey', '14142² grey 42-scan JPEG (131 M blocks)'],
+  ['jpeg-scan-blocks-strip-30000x4472', '30000×4472 grey 64-scan JPEG (134 M blocks)'],
+  ['jpeg-scan-blocks-at-limit-grey', '14142² grey 25-scan JPEG (78 M blocks: the most allowed now)'],
+];
+
 export async function fairnessSection(seconds: number): Promise<Array<[string, string]>> {
   const config = loadAllInOneConfig(process.env);
   const lines: Array<[string, string]> = [];
@@ -83,18 +205,37 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
     texture(4096, 4000, 3).png({ compressionLevel: 1 }).toBuffer(),
   ]);
   const types = ['image/jpeg', 'image/jpeg', 'image/png', 'image/png'];
-  const attack = writeProgressiveJpeg({
-    width: 14142,
-    height: 14142,
-    components: 1,
-    scans: manyScanScript(1),
+  // Noise: incompressible, so 40–50 MB files (a texture compresses to 4–5 MB).
+  const noisePng = (width: number, height: number) =>
+    sharp({
+      create: {
+        width,
+        height,
+        channels: 3,
+        background: '#808080',
+        noise: { type: 'gaussian', mean: 128, sigma: 60 },
+      },
+    })
+      .png({ compressionLevel: 1 })
+      .toBuffer();
+  const bigPngs = await Promise.all([noisePng(4096, 4000), noisePng(3800, 3600)]);
+  const chunky = await hostileImage('png-4m-empty-chunks');
+  const hogs = [cpuHog(), cpuHog()];
+  const stallDir = mkdtempSync(join(tmpdir(), 'fairness-stall-'));
+  const stallFile = join(stallDir, 'loop.jsonl');
+  const bigFiles = bigPngs.map((png, i) => {
+    const file = join(stallDir, `large-${i}.png`);
+    writeFileSync(file, png);
+    return file;
   });
-  const colour = await hostileImage('jpeg-many-scans-colour-3300');
+  const preload = new URL('./loop-stall.mjs', import.meta.url).href;
   const server = await startServer({
     ANON_PER_MINUTE: '1000000',
     ANON_PER_DAY: '1000000',
     TRUSTED_PROXY_HOPS: '1',
     LOG_LEVEL: 'warn',
+    NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${preload}`.trim(),
+    LOOP_STALL_FILE: stallFile,
   });
   try {
     const url = `${server.url}/api/public/detect`;
@@ -108,10 +249,30 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
     let n = 0;
     const probe = (address: string) => () =>
       post(url, probes[n++ % probes.length] as Buffer, 'image/jpeg', address);
-
-    // Phase 1: the largest allowed images, 8 at a time, each loop from its own address.
-    let end = performance.now() + seconds * 1000;
+    let end = 0;
     const over = () => performance.now() > end;
+    const legitLoops = (prefix: string) =>
+      Array.from({ length: 4 }, (_, i) => loop(over, probe(`${prefix}.${i + 1}`)));
+
+    // Baseline: the probes alone, beside the hogs.
+    end = performance.now() + seconds * 1000;
+    let from = Date.now();
+    const [quiet, ...baseline] = await Promise.all([
+      healthProber(server.url, seconds * 1000),
+      ...legitLoops('10.8.0'),
+    ]);
+    lines.push(
+      [
+        'fairness (2 CPU hogs beside the server throughout): baseline, 1 MP probes (4 loops)',
+        latency(baseline.flat()),
+      ],
+      ['  longest /api/public/health or /internal/live answer beside them', stall(quiet)],
+      ["  the server's longest event-loop delay", loopStall(stallFile, from, Date.now())],
+    );
+
+    // The largest allowed images, 8 at a time, each loop from its own address.
+    peak = treeMemory(pid);
+    end = performance.now() + seconds * 1000;
     const [probeAnswers, ...mix] = await Promise.all([
       loop(over, probe('10.1.0.1')),
       ...Array.from({ length: 8 }, (_, i) =>
@@ -119,7 +280,7 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
       ),
     ]);
     lines.push(
-      ['fairness: 1 MP probe beside 8 loops of the largest images', latency(probeAnswers ?? [])],
+      ['1 MP probe beside 8 loops of the largest images', latency(probeAnswers ?? [])],
       ['  the largest images', tally(mix.flat())],
       [
         '  peak memory, server + decoders (PSS)',
@@ -127,53 +288,81 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
       ],
     );
 
-    // Phase 2: two loops of the many-scan JPEG from one address, beside legitimate traffic.
-    peak = treeMemory(pid);
-    end = performance.now() + seconds * 2 * 1000;
-    const [attacks, ...legit] = await Promise.all([
-      Promise.all([
-        loop(over, () => post(url, attack, 'image/jpeg', '10.6.6.6')),
-        loop(over, () => post(url, attack, 'image/jpeg', '10.6.6.6')),
-      ]).then((a) => a.flat()),
-      ...Array.from({ length: 4 }, (_, i) => loop(over, probe(`10.3.0.${i + 1}`))),
+    // Two loops of each scan-bound JPEG from one address, beside legitimate traffic.
+    for (const [name, about] of ATTACKS) {
+      const attack = await hostileImage(name);
+      peak = treeMemory(pid);
+      end = performance.now() + seconds * 1000;
+      const [attacks, ...legit] = await Promise.all([
+        Promise.all([1, 2].map(() => loop(over, () => post(url, attack, 'image/jpeg', '10.6.6.6')))).then(
+          (a) => a.flat(),
+        ),
+        ...legitLoops('10.3.0'),
+      ]);
+      lines.push(
+        [`attack: 1 MP probes (4 loops) beside 2 loops of the ${about}`, latency(legit.flat())],
+        [
+          '  the attack (one address)',
+          `${tally(attacks)}; ${charged(attacks)} (${(attack.length / 1024).toFixed(0)} KiB each)`,
+        ],
+        [
+          '  peak memory, server + decoders (PSS)',
+          `${Math.round(peak / MiB)} MiB  (chart limit ${CHART_MEMORY_LIMIT_MIB} MiB; decode budget ${Math.round(config.concurrency.decodeBytes / MiB)} MiB)`,
+        ],
+      );
+    }
+
+    // Large legitimate uploads: 8 loops of 40–50 MB PNGs, each from its own address.
+    end = performance.now() + seconds * 1000;
+    from = Date.now();
+    const [legitBeside, uploads] = await Promise.all([
+      Promise.all(legitLoops('10.4.0')),
+      uploadLoops(
+        url,
+        Array.from({ length: 8 }, (_, i) => bigFiles[i % 2] as string),
+        'image/png',
+        '10.5.0.',
+        seconds * 1000,
+      ),
     ]);
     lines.push(
       [
-        'attack: legitimate 1 MP traffic (4 loops) beside 2 loops of the 883-scan JPEG',
-        latency(legit.flat()),
+        `uploads: 1 MP probes (4 loops) beside 8 loops of ${bigPngs.map((b) => (b.length / 1e6).toFixed(0)).join('/')} MB PNGs`,
+        latency(legitBeside.flat()),
       ],
-      ['  the attack (one address)', `${tally(attacks)} (${(attack.length / 1024).toFixed(0)} KiB each)`],
-      [
-        '  peak memory, server + decoders (PSS)',
-        `${Math.round(peak / MiB)} MiB  (chart limit ${CHART_MEMORY_LIMIT_MIB} MiB; decode budget ${Math.round(config.concurrency.decodeBytes / MiB)} MiB)`,
-      ],
+      ['  the large PNGs (8 loops from another process)', tally(uploads)],
+      ["  the server's longest event-loop delay", loopStall(stallFile, from, Date.now())],
     );
 
-    // Phase 3: the small variant (3300² colour, 2,647 scans: ~8 s of CPU each), killed at the CPU an
-    // ordinary image of its size needs.
-    peak = treeMemory(pid);
+    // Header walks: 4 concurrent loops of the 4.3 M-chunk PNG beside the health and liveness probes.
     end = performance.now() + seconds * 1000;
-    const [smallAttacks, ...legitBeside] = await Promise.all([
-      Promise.all([1, 2].map(() => loop(over, () => post(url, colour, 'image/jpeg', '10.7.7.7')))).then((a) =>
-        a.flat(),
+    from = Date.now();
+    const chunkyFile = join(stallDir, 'chunky.png');
+    writeFileSync(chunkyFile, chunky);
+    const [asked, walks] = await Promise.all([
+      healthProber(server.url, seconds * 1000),
+      uploadLoops(
+        url,
+        [chunkyFile, chunkyFile, chunkyFile, chunkyFile],
+        'image/png',
+        '10.7.0.',
+        seconds * 1000,
       ),
-      ...Array.from({ length: 4 }, (_, i) => loop(over, probe(`10.4.0.${i + 1}`))),
     ]);
     clearInterval(sampler);
     lines.push(
       [
-        'attack: legitimate 1 MP traffic (4 loops) beside 2 loops of the 3300² 2,647-scan JPEG',
-        latency(legitBeside.flat()),
+        'walks: longest /api/public/health or /internal/live answer beside 4 loops of the 4.3 M-chunk PNG',
+        stall(asked),
       ],
-      [
-        '  the attack (one address)',
-        `${tally(smallAttacks)} (${(colour.length / 1024).toFixed(0)} KiB each)`,
-      ],
-      ['  peak memory, server + decoders (PSS)', `${Math.round(peak / MiB)} MiB`],
+      ["  the server's longest event-loop delay", loopStall(stallFile, from, Date.now())],
+      ['  the 4.3 M-chunk PNGs', `${tally(walks)} (${(chunky.length / 1e6).toFixed(0)} MB each)`],
       ['  server alive at the end', String(server.proc.exitCode === null)],
     );
     return lines;
   } finally {
+    for (const hog of hogs) hog.kill('SIGKILL');
     await server.stop();
+    rmSync(stallDir, { recursive: true, force: true });
   }
 }

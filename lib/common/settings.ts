@@ -376,7 +376,7 @@ export const SETTINGS = {
     max: 600_000,
     unit: 'ms',
     readBy: SCORING,
-    doc: 'The longest one image may hold a decoder process (wall time); past it the process is killed and replaced and the image answered 503/5001, not charged — unless its decode had used `DECODE_CPU_LIMIT_MS` (then 4005, charged).',
+    doc: 'The longest one image may hold a decoder process (wall time); past it the process is killed and replaced and the image answered 400/4005, charged. An image whose predicted work (docs/image-cost.md) cannot finish inside it on one core is refused before any work (4005, charged).',
   },
   DECODER_PROCESSES: {
     section: 'scoring',

@@ -49,6 +49,9 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     intake: intakeLimitsFrom(config),
     maxFileBytes: policy.maxFileBytes,
     limits: config.limits,
+    scoringDeadlineMs: config.scoringDeadlineMs,
+    maxTiles: config.maxTiles,
+    maxFramesScored: config.maxFramesScored,
   });
   await registerConsole(app, live);
   return { app, gate, modelToLoad: modelAtBoot(policy, config) };

@@ -389,13 +389,45 @@ describe('decode memory budget', () => {
   });
 });
 
+describe('predicted cost', () => {
+  it('refuses before any work, charged (4005), an image predicted over the deadline on one core', async () => {
+    const { app, classifier } = await start({ SCORING_DEADLINE_MS: '200', ANON_PER_MINUTE: '2' });
+    // 4000 × 4000 PNG: ~0.4 s of CPU predicted (image-cost.ts), over a 0.2 s deadline.
+    const png = await sharp({ create: { width: 4000, height: 4000, channels: 3, background: '#777' } })
+      .png()
+      .toBuffer();
+    const res = await raw(app, png, 'image/png');
+    expectError(res, 400, 4005);
+    expect(res.json().message).toMatch(
+      /would take about 0\.\d s of CPU, over the 0\.2 s one image may take here/,
+    );
+    expect(classifier.calls).toBe(0);
+    // The work a photo costs fits: scored, and the refusal above was counted (two a minute).
+    const ok = await raw(app, JPEG, 'image/jpeg');
+    expect(ok.statusCode).toBe(200);
+    expect(ok.headers['x-image-cost']).toMatch(/^cpu-ms=\d+; tiles=1; frames=1; models=1$/);
+    expectError(await raw(app, JPEG, 'image/jpeg'), 429, 4290);
+  });
+
+  it('states the tiles of a long frame in X-Image-Cost', async () => {
+    const { app } = await start();
+    const strip = await sharp({ create: { width: 8192, height: 100, channels: 3, background: '#777' } })
+      .png()
+      .toBuffer();
+    const res = await raw(app, strip, 'image/png');
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['x-image-cost']).toMatch(/tiles=8;/);
+  });
+});
+
 describe('charging a killed decode', () => {
-  it('charges an image killed at its CPU limit (400/4005), refunds one killed at the wall deadline without using it (503)', {
+  it('charges an image killed at its CPU limit or at the wall deadline (400/4005), refunds one whose decoder died (503)', {
     timeout: 60_000,
   }, async () => {
     // On a fixed clock: the three-a-minute window cannot roll over half-way.
     current = await embeddedApp({ env: { ANON_PER_MINUTE: '3', ANON_PER_DAY: '100' }, now: () => T0 });
-    // Stand-ins (no model): a decoder that spins on a 21 px wide image and idles on a 22 px one.
+    // Stand-ins (no model): a decoder that spins on a 21 px wide image, idles on a 22 px one, and dies
+    // on a 13 px one.
     const scorer = new RoutedScorer(
       await DecoderPool.create({
         processes: 3,
@@ -424,20 +456,23 @@ describe('charging a killed decode', () => {
         .png()
         .toBuffer();
     try {
-      // Not the images' doing: three at once, each counted then refunded, so the three-a-minute
-      // allowance is whole again.
-      const idle = await png(22);
+      // The service's own failure (its decoder died): three at once, each counted then refunded, so
+      // the three-a-minute allowance is whole again.
+      const dies = await png(13);
       const app = current.app;
-      for (const starved of await Promise.all([1, 2, 3].map(() => raw(app, idle, 'image/png')))) {
-        expectError(starved, 503, 5001);
-        expect(starved.headers['retry-after']).toBe('1');
+      for (const lost of await Promise.all([1, 2, 3].map(() => raw(app, dies, 'image/png')))) {
+        expectError(lost, 503, 5001);
+        expect(lost.headers['retry-after']).toBe('1');
       }
-      // Their own cost: charged, all three.
-      for (let i = 0; i < 3; i++) {
+      // Their own cost, cut at the CPU limit (two) or at the wall deadline (one): charged, all three.
+      for (let i = 0; i < 2; i++) {
         const costly = await raw(current.app, await png(21), 'image/png');
         expectError(costly, 400, 4005);
         expect(costly.json().message).toMatch(/CPU time/);
       }
+      const cut = await raw(current.app, await png(22), 'image/png');
+      expectError(cut, 400, 4005);
+      expect(cut.json().message).toMatch(/did not finish within 4 s/);
       expectError(await raw(current.app, await png(10), 'image/png'), 429, 4290);
     } finally {
       await scorer.close();

@@ -12,9 +12,11 @@ import { ApiError } from '../../lib/common/errors.ts';
 import { headerValue } from '../../lib/common/header-value.ts';
 import { registerProbes, unavailable } from '../../lib/common/probes.ts';
 import { DETECT_ROUTES } from '../../lib/common/routes.ts';
+import { SETTINGS } from '../../lib/common/settings.ts';
 import { inSpan, recordSpan } from '../../lib/common/telemetry.ts';
 import { decodeMemoryBytes } from './image/decode-memory.ts';
-import { probeHeader } from './image/probe.ts';
+import { imageCostHeader, predictedCpuMs } from './image/image-cost.ts';
+import { costFacts, probeHeader, walkHeader } from './image/probe.ts';
 import { sniffFormat } from './image/sniff.ts';
 import type { DimensionLimits } from './image/types.ts';
 import { type IntakeLimits, readImage } from './intake.ts';
@@ -33,6 +35,15 @@ export interface DetectOptions {
   /** The upload limit in force, read once per request (a policy can lower `intake.maxBytes`). */
   maxFileBytes?: () => number;
   limits: DimensionLimits;
+  /**
+   * SCORING_DEADLINE_MS: an image whose predicted work (image-cost.ts) cannot finish inside it on one
+   * core is refused before any (4005, charged). Default: the setting's default.
+   */
+  scoringDeadlineMs?: number;
+  /** MAX_TILES, for the predicted cost of a long frame. Default: the setting's default. */
+  maxTiles?: number;
+  /** MAX_FRAMES_SCORED, for the predicted cost of an animation. Default: the setting's default. */
+  maxFramesScored?: number;
 }
 
 declare module 'fastify' {
@@ -127,7 +138,9 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
         reply.raw.once('close', admission.release);
       },
       // A counted request answered 503 (no room for its account, upload bytes, a scoring worker
-      // dying, shutdown …) uses no quota: the one place every such path passes.
+      // dying, shutdown …) uses no quota: the one place every such path passes. Work cut short for
+      // the image's own cost (a deadline or CPU limit) is answered 4005 and stays charged
+      // (docs/isolation-and-charging.md).
       onSend: async (request, reply, payload) => {
         if (request.chargeId !== undefined && reply.statusCode === 503) {
           void opts.authorizer.refund(request.chargeId);
@@ -155,7 +168,7 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
   });
 }
 
-async function detect(request: FastifyRequest, _reply: FastifyReply, opts: DetectOptions) {
+async function detect(request: FastifyRequest, reply: FastifyReply, opts: DetectOptions) {
   // The policy as the request arrives: a policy change mid-request never changes this request's answer.
   const thresholds = typeof opts.thresholds === 'function' ? opts.thresholds() : opts.thresholds;
   const intakeLimits = opts.maxFileBytes ? { ...opts.intake, maxBytes: opts.maxFileBytes() } : opts.intake;
@@ -190,7 +203,9 @@ async function detect(request: FastifyRequest, _reply: FastifyReply, opts: Detec
     );
   }
 
-  const probed = await inSpan('probe', { 'image.format': format }, (span) => {
+  const probed = await inSpan('probe', { 'image.format': format }, async (span) => {
+    // The long walks run in slices first, so that no upload holds the event loop (health probes).
+    await walkHeader(bytes, format);
     const header = probeHeader(bytes, format, opts.limits);
     span.setAttributes({
       'image.width': header.width,
@@ -207,10 +222,32 @@ async function detect(request: FastifyRequest, _reply: FastifyReply, opts: Detec
   // The scoring slot is taken only now, with the image read: a slow upload holds none; and only once
   // what decoding it will take fits the decode budget.
   const memory = decodeMemoryBytes(bytes, probed);
+  // What the work will cost, from the header: stated to the client, the queue's order, and a refusal
+  // before any work for an image that could not be done inside the deadline on one core.
+  const facts = costFacts(
+    bytes,
+    probed,
+    opts.maxTiles ?? SETTINGS.MAX_TILES.default,
+    opts.maxFramesScored ?? SETTINGS.MAX_FRAMES_SCORED.default,
+  );
+  const costMs = predictedCpuMs(facts, scorer.model);
+  reply.header('x-image-cost', imageCostHeader(facts, scorer.model));
+  const deadlineMs = opts.scoringDeadlineMs ?? SETTINGS.SCORING_DEADLINE_MS.default;
+  if (costMs > deadlineMs) {
+    throw new ApiError(
+      'UNDECODABLE',
+      `Undecodable image: decoding and scoring it would take about ${(costMs / 1000).toFixed(1)} s of CPU, over the ${deadlineMs / 1000} s one image may take here`,
+    );
+  }
   const scored = await opts.gate.score(
-    (stillHeld) => scorer.score(bytes, probed, stillHeld),
+    (stillHeld) => {
+      // Handed over: the body no longer counts against the upload bytes, its decode memory does.
+      request.admission?.releaseBytes();
+      return scorer.score(bytes, probed, stillHeld);
+    },
     memory,
     request.gateClient,
+    costMs,
   );
   const timingMs = performance.now() - started;
   // Decoding and inference ran in a worker thread; their spans are recorded here, with its timings.

@@ -55,8 +55,8 @@ export interface ScoringConfig {
   /** ONNX Runtime intra-op threads for an image alone in the pool. */
   inferenceThreads: number;
   /**
-   * A decoder process holding one image longer than this (wall time) is killed and replaced: 5001,
-   * refunded, unless the decode had used its CPU limit (then 4005, charged).
+   * A decoder process holding one image longer than this (wall time) is killed and replaced: 4005,
+   * charged; an image predicted to need more CPU than this is refused before any work (4005).
    */
   scoringDeadlineMs: number;
   /** Decoder processes at most (one image each at a time, no model; decoder-pool.ts). */

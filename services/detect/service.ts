@@ -48,6 +48,9 @@ export async function buildDetectService(
     intake: intakeLimitsFrom(config),
     maxFileBytes: policy.maxFileBytes,
     limits: config.limits,
+    scoringDeadlineMs: config.scoringDeadlineMs,
+    maxTiles: config.maxTiles,
+    maxFramesScored: config.maxFramesScored,
   });
   return {
     app,

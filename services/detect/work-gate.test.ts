@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../lib/common/errors.ts';
-import { WorkGate, type WorkGateOptions } from './work-gate.ts';
+import {
+  FAIR_WAIT_MS,
+  HEAVY_IMAGE_CPU_MS,
+  SMALL_BODY_BYTES,
+  WorkGate,
+  type WorkGateOptions,
+} from './work-gate.ts';
 
 function deferred() {
   let resolve!: () => void;
@@ -314,5 +320,154 @@ describe('WorkGate: memory held after the answer', () => {
     await next;
     expect(ran).toBe(true);
     expect([g.running, g.decodingBytes, g.heldAfterAnswer]).toEqual([0, 0, 0]);
+  });
+});
+
+describe('WorkGate: fair queue by predicted cost and client', () => {
+  it("offers a light image from another client the next slot, ahead of a client's queued heavy ones", async () => {
+    const g = gate({ active: 1 });
+    const order: string[] = [];
+    const first = deferred();
+    const run = (name: string, client: string, costMs: number) =>
+      g.score(
+        async () => {
+          order.push(name);
+          if (name === 'heavy-1') await first.promise;
+        },
+        0,
+        client,
+        costMs,
+      );
+    // One client sends three heavy images; another's light image arrives after them.
+    const runs = [
+      run('heavy-1', 'ip:attacker', 5_000),
+      run('heavy-2', 'ip:attacker', 5_000),
+      run('heavy-3', 'ip:attacker', 5_000),
+      run('light', 'ip:someone', 30),
+    ];
+    await Promise.resolve();
+    expect(order).toEqual(['heavy-1']);
+    first.resolve();
+    await Promise.all(runs);
+    // It waited behind one heavy image (the one running), not three.
+    expect(order).toEqual(['heavy-1', 'light', 'heavy-2', 'heavy-3']);
+  });
+
+  it('serves a costly image that has waited FAIR_WAIT_MS ahead of newer light ones', async () => {
+    let clock = 0;
+    const g = new WorkGate(
+      {
+        active: 1,
+        uploads: 8,
+        uploadsPerClient: 8,
+        uploadBytes: 1000,
+        decodeBytes: 1000,
+        retryAfterSeconds: 1,
+      },
+      () => clock,
+    );
+    const order: string[] = [];
+    const first = deferred();
+    const runs = [
+      g.score(
+        async () => {
+          order.push('light-0');
+          await first.promise;
+        },
+        0,
+        'c0',
+        10,
+      ),
+      g.score(async () => void order.push('heavy'), 0, 'attacker', 5_000),
+    ];
+    clock = FAIR_WAIT_MS;
+    runs.push(g.score(async () => void order.push('light-1'), 0, 'c1', 10));
+    first.resolve();
+    await Promise.all(runs);
+    expect(order).toEqual(['light-0', 'heavy', 'light-1']);
+  });
+
+  it('alternates two clients by cost: one costly image is worth many light ones', async () => {
+    const g = gate({ active: 1 });
+    const order: string[] = [];
+    const first = deferred();
+    const runs = [
+      g.score(
+        async () => {
+          order.push('a0');
+          await first.promise;
+        },
+        0,
+        'a',
+        10,
+      ),
+      g.score(async () => void order.push('a1'), 0, 'a', 400),
+      ...[1, 2, 3].map((i) => g.score(async () => void order.push(`b${i}`), 0, 'b', 100)),
+    ];
+    await Promise.resolve();
+    first.resolve();
+    await Promise.all(runs);
+    // a1 finishes at 410 in virtual time; b's images at 110, 210, 310: all three go first.
+    expect(order).toEqual(['a0', 'b1', 'b2', 'b3', 'a1']);
+  });
+
+  it('keeps an image predicted over HEAVY_IMAGE_CPU_MS out of the small lane, whatever its memory', async () => {
+    const g = gate({ active: 4 });
+    const release = deferred();
+    const started: string[] = [];
+    const heavy = (i: number) =>
+      g.score(
+        async () => {
+          started.push(`heavy-${i}`);
+          await release.promise;
+        },
+        1,
+        `c${i}`,
+        HEAVY_IMAGE_CPU_MS + 1,
+      );
+    const runs = [1, 2, 3, 4].map(heavy);
+    await Promise.resolve();
+    // Four slots: one is kept for light images.
+    expect(started).toEqual(['heavy-1', 'heavy-2', 'heavy-3']);
+    const light = g.score(async () => void started.push('light'), 1, 'c9', 10);
+    await light;
+    expect(started).toContain('light');
+    release.resolve();
+    await Promise.all(runs);
+  });
+});
+
+describe('WorkGate: upload bytes, with a share for small bodies', () => {
+  const uploadBytes = 64 * SMALL_BODY_BYTES;
+
+  it('leaves an eighth of the bound to small bodies: large ones stop short of it, small ones use it', () => {
+    const g = gate({ uploads: 100, uploadBytes });
+    const large = Array.from({ length: 7 }, () => g.tryAdmit());
+    // Seven large bodies of 8 × SMALL_BODY_BYTES take seven eighths.
+    for (const a of large) expect(a?.holdBytes(8 * SMALL_BODY_BYTES)).toBe(true);
+    // An eighth large one may not start on the small bodies' share, not even by growing into it.
+    const eighth = g.tryAdmit();
+    expect(eighth?.holdBytes(SMALL_BODY_BYTES)).toBe(true);
+    expect(eighth?.holdBytes(1)).toBe(false);
+    eighth?.release();
+    // Small bodies take the rest.
+    const small = Array.from({ length: 8 }, () => g.tryAdmit());
+    for (const a of small) expect(a?.holdBytes(SMALL_BODY_BYTES)).toBe(true);
+    expect(g.bytes).toBe(uploadBytes);
+    expect(g.tryAdmit()?.holdBytes(1)).toBe(false);
+  });
+
+  it("returns a body's bytes once it is handed to its decoder (releaseBytes), once", () => {
+    const g = gate({ uploads: 100, uploadBytes });
+    const a = g.tryAdmit();
+    expect(a?.holdBytes(9 * SMALL_BODY_BYTES)).toBe(true);
+    expect(g.bytes).toBe(9 * SMALL_BODY_BYTES);
+    a?.releaseBytes();
+    a?.releaseBytes();
+    a?.release();
+    expect(g.bytes).toBe(0);
+    // The large bodies' count went back too: seven eighths can be taken again.
+    const b = g.tryAdmit();
+    expect(b?.holdBytes(56 * SMALL_BODY_BYTES)).toBe(true);
   });
 });

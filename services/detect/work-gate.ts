@@ -33,10 +33,24 @@ export interface WorkGateOptions {
 
 /** An image whose decode estimate is at most this goes in the small lane (~8 MP baseline JPEG and under). */
 export const SMALL_IMAGE_DECODE_BYTES = 32 * 1024 * 1024;
+/**
+ * An image predicted to cost more CPU than this (image-cost.ts) is heavy: it keeps out of the small
+ * lane like a large one, whatever its memory (~7 MP of PNG, a 40 MP progressive JPEG and up).
+ */
+export const HEAVY_IMAGE_CPU_MS = 1_000;
+/** A body of at most this many bytes is small: it may use the share of the upload bytes kept for small ones. */
+export const SMALL_BODY_BYTES = 8 * 1024 * 1024;
+/** The share of MAX_UPLOAD_BYTES_IN_PROGRESS larger bodies leave to small ones. */
+const SMALL_BODY_SHARE = 1 / 8;
 /** Decode memory large images leave free for small ones while another large one runs (at most a quarter). */
 const SMALL_LANE_BYTES = 96 * 1024 * 1024;
 /** A large image waiting this long for room is no longer overtaken by other large ones. */
 export const PRIORITY_AFTER_MS = 2_000;
+/**
+ * An image waiting this long goes ahead of the fair queue's order (oldest first), so that a costly
+ * image is served even while lighter ones from ever new clients keep arriving.
+ */
+export const FAIR_WAIT_MS = 10_000;
 
 interface Decoding {
   memory: number;
@@ -44,6 +58,11 @@ interface Decoding {
   client: string | undefined;
   /** When it asked for a slot (the gate's clock). */
   since: number;
+  /** Its virtual start and finish times in the fair queue: offered slots in order of finish. */
+  start: number;
+  finish: number;
+  /** Arrival order, for ties. */
+  seq: number;
 }
 
 export interface Admission {
@@ -52,8 +71,13 @@ export interface Admission {
    * account of a key); false, changing nothing, when that client is at its bound.
    */
   claim(client: string): boolean;
-  /** Accounts for `bytes` more of this request's body; false, changing nothing, past the byte bound. */
+  /**
+   * Accounts for `bytes` more of this request's body; false, changing nothing, past the byte bound —
+   * for a body past SMALL_BODY_BYTES, past the bound less the share kept for small bodies.
+   */
   holdBytes(bytes: number): boolean;
+  /** Returns the body's bytes (it has been handed to its decoder); idempotent. */
+  releaseBytes(): void;
   /** Returns everything this admission holds; idempotent, so it can be tied to several events. */
   release(): void;
 }
@@ -62,6 +86,14 @@ export class WorkGate {
   readonly #opts: WorkGateOptions;
   #admitted = 0;
   #bytes = 0;
+  /** Bytes held by bodies past SMALL_BODY_BYTES. */
+  #bytesLarge = 0;
+  readonly #smallBodyBytes: number;
+  /** The fair queue's virtual clock: the start tag of the image started last. */
+  #virtual = 0;
+  /** Each client's last virtual finish time (images of a client queue behind its earlier ones). */
+  readonly #clientFinish = new Map<string, number>();
+  #seq = 0;
   readonly #perClient = new Map<string, number>();
   #running = 0;
   #decoding = 0;
@@ -82,6 +114,7 @@ export class WorkGate {
     this.#now = now;
     this.#smallSlots = opts.active > 1 ? Math.max(1, Math.floor(opts.active / 4)) : 0;
     this.#smallBytes = Math.min(SMALL_LANE_BYTES, Math.floor(opts.decodeBytes / 4));
+    this.#smallBodyBytes = Math.floor(opts.uploadBytes * SMALL_BODY_SHARE);
   }
 
   /** Requests admitted and not yet answered. */
@@ -142,15 +175,28 @@ export class WorkGate {
       },
       holdBytes: (bytes) => {
         if (released || this.#bytes + bytes > this.#opts.uploadBytes) return false;
+        const large = held + bytes > SMALL_BODY_BYTES;
+        // Turning large, the body's bytes so far move out of the small bodies' share with it.
+        const largeMore = large ? (held > SMALL_BODY_BYTES ? bytes : held + bytes) : 0;
+        if (largeMore > 0 && this.#bytesLarge + largeMore > this.#opts.uploadBytes - this.#smallBodyBytes)
+          return false;
         this.#bytes += bytes;
+        this.#bytesLarge += largeMore;
         held += bytes;
         return true;
+      },
+      releaseBytes: () => {
+        this.#bytes -= held;
+        if (held > SMALL_BODY_BYTES) this.#bytesLarge -= held;
+        held = 0;
       },
       release: () => {
         if (released) return;
         released = true;
         this.#admitted -= 1;
         this.#bytes -= held;
+        if (held > SMALL_BODY_BYTES) this.#bytesLarge -= held;
+        held = 0;
         for (const name of clients) this.#releaseClient(name);
       },
     };
@@ -189,14 +235,26 @@ export class WorkGate {
    * be decoded here. `work` is handed `stillHeld`: memory its image goes on holding after `work` has
    * settled (a killed decoder, until its process has exited) stays counted until that promise settles.
    */
-  async score<T>(work: (stillHeld: StillHeld) => Promise<T>, memory = 0, client?: string): Promise<T> {
+  async score<T>(
+    work: (stillHeld: StillHeld) => Promise<T>,
+    memory = 0,
+    client?: string,
+    costMs = 0,
+  ): Promise<T> {
     if (memory > this.#opts.decodeBytes) {
       throw new ApiError(
         'DIMENSIONS_EXCEEDED',
         `Image too large to decode here: it needs about ${mib(memory)} MiB, over this server's decode memory budget of ${mib(this.#opts.decodeBytes)} MiB`,
       );
     }
-    const image: Decoding = { memory, small: memory <= SMALL_IMAGE_DECODE_BYTES, client, since: this.#now() };
+    const image: Decoding = {
+      memory,
+      small: memory <= SMALL_IMAGE_DECODE_BYTES && costMs <= HEAVY_IMAGE_CPU_MS,
+      client,
+      since: this.#now(),
+      ...this.#tag(client, costMs),
+      seq: this.#seq++,
+    };
     await new Promise<void>((start) => {
       this.#waiting.push({ image, start });
       this.#startWaiting();
@@ -216,6 +274,19 @@ export class WorkGate {
       }
       this.#startWaiting();
     }
+  }
+
+  /**
+   * The image's finish tag in the fair queue (start-time fair queuing, by predicted CPU): it starts
+   * where its client's previous image finishes, or at the virtual clock if that is later, and finishes
+   * its cost later. A client sending costly images pushes only its own later images back; another
+   * client's light image is tagged near the clock and offered the next slot.
+   */
+  #tag(client: string | undefined, costMs: number): { start: number; finish: number } {
+    const start = Math.max(this.#virtual, client === undefined ? 0 : (this.#clientFinish.get(client) ?? 0));
+    const finish = start + Math.max(1, costMs);
+    if (client !== undefined) this.#clientFinish.set(client, finish);
+    return { start, finish };
   }
 
   /** Memory counted for images whose work has settled but whose decoder has not yet exited. */
@@ -271,6 +342,12 @@ export class WorkGate {
   }
 
   #take(image: Decoding): void {
+    // The clock moves to the started image's start tag (never back); clients whose last image
+    // finished before it keep no tag (a new one starts at the clock anyway).
+    this.#virtual = Math.max(this.#virtual, image.start);
+    if (this.#clientFinish.size > 1_024)
+      for (const [name, finish] of this.#clientFinish)
+        if (finish <= this.#virtual) this.#clientFinish.delete(name);
     this.#running += 1;
     this.#decoding += image.memory;
     if (!image.small) {
@@ -283,14 +360,22 @@ export class WorkGate {
   }
 
   /**
-   * Starts every waiting image that fits, oldest first; one that does not fit does not hold up the
-   * ones behind it (a small image is not kept behind a large one it fits beside). A large image that
-   * has waited PRIORITY_AFTER_MS for room (not for its client's share) stops later large images from
-   * overtaking it, so that the room it needs frees up: large images are not starved by a stream of
-   * smaller large ones, and small images keep their own lane meanwhile.
+   * Starts every waiting image that fits, in fair-queue order (finish tag, then arrival; images that
+   * have waited FAIR_WAIT_MS first, oldest first); one that does
+   * not fit does not hold up the ones behind it (a small image is not kept behind a large one it fits
+   * beside). A large image that has waited PRIORITY_AFTER_MS for room (not for its client's share)
+   * stops later large images from overtaking it, so that the room it needs frees up: large images are
+   * not starved by a stream of smaller large ones, and small images keep their own lane meanwhile.
    */
   #startWaiting(): void {
     const now = this.#now();
+    const aged = (image: Decoding) => now - image.since >= FAIR_WAIT_MS;
+    this.#waiting.sort((a, b) => {
+      const [x, y] = [a.image, b.image];
+      if (aged(x) !== aged(y)) return aged(x) ? -1 : 1;
+      if (aged(x)) return x.seq - y.seq;
+      return x.finish - y.finish || x.seq - y.seq;
+    });
     let largeBlocked = false;
     for (let i = 0; i < this.#waiting.length; ) {
       const next = this.#waiting[i] as { image: Decoding; start: () => void };

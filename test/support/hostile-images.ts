@@ -561,7 +561,18 @@ export const HOSTILE_IMAGES = {
   },
   'jpeg-scan-blocks-at-limit-grey': {
     about:
-      '14142² grey progressive JPEG whose 42 scans walk 131 M blocks: the most MAX_JPEG_SCAN_BLOCKS allows',
+      '14142² grey progressive JPEG whose 25 scans walk 78 M blocks: the most MAX_JPEG_SCAN_BLOCKS allows',
+    make: async () =>
+      writeProgressiveJpeg({
+        width: 14142,
+        height: 14142,
+        components: 1,
+        scans: manyScanScript(1).slice(0, 25),
+      }),
+  },
+  'jpeg-scan-blocks-131m-grey': {
+    about:
+      '14142² grey progressive JPEG, 42 scans walking 131 M blocks (406 KB): the most the former bound of 2^27 allowed, ~5.7 s of CPU on an Intel Xeon',
     make: async () =>
       writeProgressiveJpeg({
         width: 14142,
@@ -569,6 +580,33 @@ export const HOSTILE_IMAGES = {
         components: 1,
         scans: manyScanScript(1).slice(0, 42),
       }),
+  },
+  'jpeg-scan-blocks-strip-30000x4472': {
+    about:
+      '30000 × 4472 grey progressive JPEG, 64 scans walking 134 M blocks (279 KB): a strip at the former bound of 2^27',
+    make: async () =>
+      writeProgressiveJpeg({
+        width: 30000,
+        height: 4472,
+        components: 1,
+        scans: manyScanScript(1).slice(0, 64),
+      }),
+  },
+  'png-4m-empty-chunks': {
+    about:
+      '64² PNG with 4,300,000 empty ancillary chunks before its image data (51 MB): a walk of 0.4–0.6 s, nothing a decoder keeps',
+    make: async () => {
+      const one = pngChunk('zzZz', Buffer.alloc(0));
+      return pngWithChunks(64, 64, Array<Buffer>(4_300_000).fill(one));
+    },
+  },
+  'jpeg-12m-com-segments': {
+    about: '640 × 480 JPEG with 12,800,000 empty COM segments after SOI (51 MB): a walk of ~0.5 s',
+    make: async () => {
+      const base = await baselineJpeg(640, 480);
+      const one = Buffer.from([0xff, 0xfe, 0x00, 0x02]);
+      return Buffer.concat([base.subarray(0, 2), ...Array<Buffer>(12_800_000).fill(one), base.subarray(2)]);
+    },
   },
   'gif-3m-frames': {
     about: '64² GIF of 3,000,000 one-pixel frames (45 MB): libnsgif keeps a record of every frame',

@@ -113,7 +113,7 @@ const CASES: Array<{ name: string; make: Source; decoders: JpegDecoder[] }> = [
     decoders: ['libjpeg', 'sharp'],
   },
   {
-    name: 'JPEG grey 200 MP, 42 scans (MAX_JPEG_SCAN_BLOCKS)',
+    name: 'JPEG grey 200 MP, 25 scans (MAX_JPEG_SCAN_BLOCKS)',
     make: hostile('jpeg-scan-blocks-at-limit-grey'),
     decoders: ['libjpeg', 'sharp'],
   },

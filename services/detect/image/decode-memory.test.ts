@@ -43,8 +43,8 @@ describe('decodeMemoryBytes', () => {
   });
 
   it('PNG: the file depth and channels, then 8-bit RGBA', async () => {
-    // sharp writes a pHYs chunk: 9 bytes and 12 of framing, counted as ancillary.
-    const pHYs = 21 * 8;
+    // sharp writes a pHYs chunk: 9 bytes kept, with a record of 64, counted as ancillary.
+    const pHYs = (9 + 64) * 8;
     const rgba8 = await grey(300, 200, 4).png().toBuffer();
     expect(await estimate(rgba8)).toBe(300 * 200 * (4 + 4) + pHYs + PER_IMAGE);
     const rgba16 = await grey(300, 200, 4).png().toColourspace('rgb16').toBuffer();
@@ -73,7 +73,7 @@ describe('decodeMemoryBytes', () => {
     expect((await estimate(withMetadata)) - (await estimate(base))).toBe((10_000 + 1000) * 3);
   });
 
-  it('PNG ancillary chunks, before or after the image data: their bytes with framing, eight times', async () => {
+  it('PNG chunks the decoder keeps, before or after the image data: their bytes and a record, eight times; others nothing', async () => {
     const plain = await grey(64, 64).png().toBuffer();
     const text = Buffer.concat([
       Buffer.from([0, 0, 0x27, 0x10]),
@@ -91,6 +91,10 @@ describe('decodeMemoryBytes', () => {
     ]);
     const ancillary = (await estimate(withText)) - (await estimate(plain));
     // sharp's own PNG carries no ancillary chunk but what it always writes; compare to it.
-    expect(ancillary).toBe(2 * (10_000 + 12) * 8);
+    expect(ancillary).toBe(2 * (10_000 + 64) * 8);
+    // An unknown chunk libspng skips costs nothing, however large.
+    const unknown = Buffer.concat([text.subarray(0, 4), Buffer.from('zzZz'), text.subarray(8)]);
+    const withUnknown = Buffer.concat([plain.subarray(0, 33), unknown, plain.subarray(33)]);
+    expect(await estimate(withUnknown)).toBe(await estimate(plain));
   });
 });

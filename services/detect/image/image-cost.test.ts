@@ -8,14 +8,25 @@ import { ApiError } from '../../../lib/common/errors.ts';
 import {
   hostileImage,
   manyScanScript,
+  pngChunk,
+  pngWithChunks,
   type ScanSpec,
   simpleScript,
   tiffPages,
   writeProgressiveJpeg,
 } from '../../../test/support/hostile-images.ts';
 import { toModelInput } from './decode.ts';
-import { MAX_JPEG_SCAN_BLOCKS, MAX_JPEG_SCANS, MAX_WEBP_FRAMES } from './image-cost.ts';
-import { probeHeader } from './probe.ts';
+import { decodeMemoryBytes } from './decode-memory.ts';
+import {
+  type CostFacts,
+  imageCostHeader,
+  MAX_JPEG_SCAN_BLOCKS,
+  MAX_JPEG_SCANS,
+  MAX_PNG_CHUNKS,
+  MAX_WEBP_FRAMES,
+  predictedCpuMs,
+} from './image-cost.ts';
+import { costFacts, probeHeader, walkHeader } from './probe.ts';
 import { jpegStructure } from './probe-jpeg.ts';
 
 function refusal(bytes: Buffer): ApiError {
@@ -191,6 +202,120 @@ describe('TIFF pages (4005 past 65,535)', () => {
     expect(probeHeader(tiffPages(65_535), 'tiff').frames).toBe(65_535);
     expect(() => probeHeader(tiffPages(65_536), 'tiff')).toThrow(
       expect.objectContaining({ code: 4005, message: 'Undecodable TIFF image: more than 65535 pages' }),
+    );
+  });
+});
+
+describe("JPEG scan work: MAX_JPEG_SCAN_BLOCKS (80 M) refuses the former bound's worst cases", () => {
+  it.each([
+    ['jpeg-scan-blocks-131m-grey', 42, 131_284_608],
+    ['jpeg-scan-blocks-strip-30000x4472', 64, 134_160_000],
+  ] as const)(
+    'refuses %s (%d scans, %d blocks: ~5.7 s of CPU) before decoding',
+    async (name, scans, blocks) => {
+      const err = refusal(await hostileImage(name));
+      expect({ code: err.code, message: err.message }).toEqual({
+        code: 4005,
+        message: `Undecodable JPEG image: its ${scans} scans walk ${blocks} blocks, over the limit of ${MAX_JPEG_SCAN_BLOCKS} (too costly to decode)`,
+      });
+    },
+  );
+
+  it('takes the most it allows (14142², 25 scans) and the 196 MP progressive 4:4:4 JPEG', async () => {
+    for (const name of ['jpeg-scan-blocks-at-limit-grey', 'jpeg-progressive-444-196mp'] as const) {
+      const bytes = await hostileImage(name);
+      expect(probeHeader(bytes, 'jpeg').format).toBe('jpeg');
+      expect(jpegStructure(bytes).scanBlocks).toBeLessThanOrEqual(MAX_JPEG_SCAN_BLOCKS);
+    }
+  });
+});
+
+describe('header walks: bounded, in slices', () => {
+  it('refuses a PNG of more chunks than any real file (4.3 M empty ones) with 4005, walked in slices', async () => {
+    const bytes = await hostileImage('png-4m-empty-chunks');
+    await walkHeader(bytes, 'png');
+    expect(() => probeHeader(bytes, 'png')).toThrow(
+      expect.objectContaining({
+        code: 4005,
+        message: `Undecodable PNG image: over ${MAX_PNG_CHUNKS} chunks (no real file has so many)`,
+      }),
+    );
+  });
+
+  it('refuses a JPEG of 12.8 M empty COM segments with 4005', async () => {
+    const bytes = await hostileImage('jpeg-12m-com-segments');
+    await walkHeader(bytes, 'jpeg');
+    expect(() => probeHeader(bytes, 'jpeg')).toThrow(
+      expect.objectContaining({
+        code: 4005,
+        message: 'Undecodable JPEG image: over 8192 marker segments (no real file has so many)',
+      }),
+    );
+  });
+
+  it('takes a PNG at the chunk bound, and books no decode memory for chunks the decoder skips', () => {
+    const empty = pngChunk('zzZz', Buffer.alloc(0));
+    // IHDR, the chunks, IDAT: MAX_PNG_CHUNKS - 2 unknown chunks keep the walk at the bound.
+    const bytes = pngWithChunks(64, 64, Array<Buffer>(MAX_PNG_CHUNKS - 2).fill(empty));
+    const probed = probeHeader(bytes, 'png');
+    const bare = pngWithChunks(64, 64, []);
+    expect(decodeMemoryBytes(bytes, probed)).toBe(decodeMemoryBytes(bare, probeHeader(bare, 'png')));
+    const more = pngWithChunks(64, 64, Array<Buffer>(MAX_PNG_CHUNKS).fill(empty));
+    expect(() => probeHeader(more, 'png')).toThrow(expect.objectContaining({ code: 4005 }));
+  });
+
+  it('lets the event loop turn during a long walk (50 MB of stuffed entropy-coded data)', async () => {
+    const base = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#777' } })
+      .jpeg()
+      .toBuffer();
+    const sos = base.lastIndexOf(Buffer.from([0xff, 0xda]));
+    const length = base.readUInt16BE(sos + 2);
+    const stuffed = Buffer.alloc(50_000_000);
+    for (let i = 0; i < stuffed.length; i += 2) stuffed[i] = 0xff;
+    const bytes = Buffer.concat([base.subarray(0, sos + 2 + length), stuffed, Buffer.from([0xff, 0xd9])]);
+    let turns = 0;
+    const ticker = setInterval(() => turns++, 0);
+    await walkHeader(bytes, 'jpeg');
+    clearInterval(ticker);
+    expect(jpegStructure(bytes).scans).toBe(1);
+    // The walk paused at least once a slice (1 MB of data): the timer ran in between.
+    expect(turns).toBeGreaterThan(0);
+  });
+});
+
+describe('predicted cost (CPU ms, from the header)', () => {
+  const photo: CostFacts = { format: 'jpeg', width: 1200, height: 900, frames: 1, bytes: 200_000, tiles: 1 };
+
+  it('grows with scan work, pixels, frames, tiles and models', () => {
+    const one = predictedCpuMs({ ...photo, scanBlocks: 25_650 }, 'mobilenet_v2');
+    expect(one).toBeGreaterThan(10);
+    expect(one).toBeLessThan(60);
+    const atLimit = predictedCpuMs(
+      { ...photo, width: 14142, height: 14142, scanBlocks: MAX_JPEG_SCAN_BLOCKS },
+      'mobilenet_v2',
+    );
+    // The bound's worst case: seconds, well inside the 15 s deadline.
+    expect(atLimit).toBeGreaterThan(2_000);
+    expect(atLimit).toBeLessThan(10_000);
+    const strip = { ...photo, format: 'png' as const, width: 8192, height: 100, bytes: 3_000, tiles: 8 };
+    expect(predictedCpuMs(strip, 'mobilenet_v2')).toBeGreaterThan(
+      predictedCpuMs({ ...strip, tiles: 1 }, 'mobilenet_v2'),
+    );
+    expect(predictedCpuMs(strip, 'mobilenet_v2+inception_v3')).toBeGreaterThan(
+      predictedCpuMs(strip, 'mobilenet_v2'),
+    );
+    const webp = { ...photo, format: 'webp' as const, width: 63, height: 63, bytes: 1_000_000 };
+    expect(predictedCpuMs({ ...webp, frames: MAX_WEBP_FRAMES }, 'mobilenet_v2')).toBeGreaterThan(1_000);
+  });
+
+  it('counts the tiles of a long frame as sent, and states them in X-Image-Cost', async () => {
+    const png = await sharp({ create: { width: 8192, height: 100, channels: 3, background: '#777' } })
+      .png()
+      .toBuffer();
+    const facts = costFacts(png, probeHeader(png, 'png'), 8);
+    expect(facts.tiles).toBe(8);
+    expect(imageCostHeader(facts, 'mobilenet_v2+open_nsfw')).toMatch(
+      /^cpu-ms=\d+; tiles=8; frames=1; models=2$/,
     );
   });
 });

@@ -50,3 +50,66 @@ export class Bytes {
 
 /** What a format's header parser reads: the size of the first frame / page as stored, and the frames. */
 export type Dims = Omit<ProbedImage, 'format'>;
+
+/**
+ * A header walk that pauses (yields) every so often: run at once by runWalk, or in slices by
+ * walkInSlices so that a long walk does not hold the event loop (health probes answer beside it).
+ */
+export type Walk<T> = Generator<void, T, void>;
+
+/** Runs a walk to its end without pausing. */
+export function runWalk<T>(walk: Walk<T>): T {
+  for (;;) {
+    const step = walk.next();
+    if (step.done) return step.value;
+  }
+}
+
+/** The longest a walk runs before it lets the event loop turn. */
+const WALK_SLICE_MS = 5;
+
+/** Runs a walk, letting the event loop turn whenever it has run WALK_SLICE_MS since the last turn. */
+export async function walkInSlices<T>(walk: Walk<T>): Promise<T> {
+  let since = performance.now();
+  for (;;) {
+    const step = walk.next();
+    if (step.done) return step.value;
+    if (performance.now() - since >= WALK_SLICE_MS) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      since = performance.now();
+    }
+  }
+}
+
+/**
+ * A walk's result (or why it failed) kept per buffer while the buffer lives, so that the walk runs once:
+ * in slices before the probe (`prefill`, walkInSlices), then read at once by the probe and the estimate
+ * (`get`).
+ */
+export class WalkCache<T> {
+  readonly #done = new WeakMap<Uint8Array, T | Error>();
+  constructor(readonly walk: (bytes: Uint8Array) => Walk<T>) {}
+
+  get(bytes: Uint8Array): T {
+    let result = this.#done.get(bytes);
+    if (result === undefined) {
+      try {
+        result = runWalk(this.walk(bytes));
+      } catch (err) {
+        result = err instanceof Error ? err : new Error(String(err));
+      }
+      this.#done.set(bytes, result);
+    }
+    if (result instanceof Error) throw result;
+    return result;
+  }
+
+  *prefill(bytes: Uint8Array): Walk<void> {
+    if (this.#done.has(bytes)) return;
+    try {
+      this.#done.set(bytes, yield* this.walk(bytes));
+    } catch (err) {
+      this.#done.set(bytes, err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+}

@@ -1,5 +1,6 @@
 // The WebP header: the first chunk's size (VP8, VP8L or VP8X), and an animation's frames (ANMF chunks).
 
+import { MAX_WEBP_CHUNKS } from './image-cost.ts';
 import { type Bytes, type Dims, HeaderError } from './probe-bytes.ts';
 
 export function probeWebp(r: Bytes): Dims {
@@ -32,7 +33,9 @@ export function probeWebp(r: Bytes): Dims {
       // Animated: count ANMF chunks at the top level of the RIFF container.
       frames = 0;
       let p = 12;
-      while (p + 8 <= riffEnd) {
+      for (let chunks = 0; p + 8 <= riffEnd; chunks++) {
+        if (chunks > MAX_WEBP_CHUNKS)
+          throw new HeaderError(`over ${MAX_WEBP_CHUNKS} chunks (more than the frames allowed)`);
         const size = r.u32le(p + 4);
         if (r.ascii(p, 4) === 'ANMF') frames += 1;
         p += 8 + size + (size & 1);

@@ -18,12 +18,14 @@
 // data)? If not: 4005, in microseconds, instead of a grey half-decoded canvas.
 
 import { ApiError, isApiError } from '../../../lib/common/errors.ts';
-import { MAX_WEBP_FRAMES } from './image-cost.ts';
+import { isLongBox, tileBoxes } from './frame-layout.ts';
+import { pixelsToDecode, sampledFrames } from './frames.ts';
+import { type CostFacts, MAX_WEBP_FRAMES } from './image-cost.ts';
 import { probeBmp } from './probe-bmp.ts';
-import { Bytes, type Dims, HeaderError } from './probe-bytes.ts';
-import { probeGif } from './probe-gif.ts';
-import { checkJpegCost, checkJpegData, probeJpeg } from './probe-jpeg.ts';
-import { probePng } from './probe-png.ts';
+import { Bytes, type Dims, HeaderError, walkInSlices } from './probe-bytes.ts';
+import { gifWalk, probeGif } from './probe-gif.ts';
+import { checkJpegCost, checkJpegData, jpegStructure, jpegStructureWalk, probeJpeg } from './probe-jpeg.ts';
+import { pngChunksWalk, probePng } from './probe-png.ts';
 import { checkTiffData, probeTiff } from './probe-tiff.ts';
 import { probeWebp } from './probe-webp.ts';
 import {
@@ -110,4 +112,41 @@ export function checkImageData(bytes: Uint8Array, probed: ProbedImage): void {
     const detail = err instanceof HeaderError ? err.message : 'malformed header';
     throw new ApiError('UNDECODABLE', `Undecodable ${FORMAT_NAMES[probed.format]} image: ${detail}`);
   }
+}
+
+/**
+ * Walks what the probe will ask of a long file (a JPEG's markers and entropy-coded data, a PNG's
+ * chunks, a GIF's blocks) in slices, so that it never holds the event loop for long; the probe then
+ * reads the walk's result. The other walks (WebP chunks, TIFF directories) are bounded to well under
+ * a slice.
+ */
+export async function walkHeader(bytes: Uint8Array, format: ImageFormat): Promise<void> {
+  if (format === 'jpeg') await walkInSlices(jpegStructureWalk(bytes));
+  else if (format === 'png') await walkInSlices(pngChunksWalk(bytes));
+  else if (format === 'gif') await walkInSlices(gifWalk(bytes));
+}
+
+/**
+ * What the header says the image will cost (image-cost.ts, predictedCpuMs): its size, frames, file
+ * length, a JPEG's scan work, and the tiles of its frame as sent (trimming margins can only make a
+ * frame long after decoding, so a frame that is not long counts one).
+ */
+export function costFacts(
+  bytes: Uint8Array,
+  probed: ProbedImage,
+  maxTiles: number,
+  maxFramesScored = 1,
+): CostFacts {
+  const frame = { left: 0, top: 0, width: probed.width, height: probed.height };
+  const framesScored = sampledFrames(probed.frames, maxFramesScored).length;
+  return {
+    format: probed.format,
+    width: probed.width,
+    height: probed.height,
+    frames: probed.frames,
+    bytes: bytes.byteLength,
+    ...(probed.format === 'jpeg' && { scanBlocks: jpegStructure(bytes).scanBlocks }),
+    tiles: isLongBox(frame) ? tileBoxes(frame, maxTiles).length : 1,
+    ...(framesScored > 1 && { framesScored, decodedPixels: pixelsToDecode(bytes, probed, maxFramesScored) }),
+  };
 }

@@ -7,6 +7,7 @@
 // pixels, few scans, few frames. Anything else, hostile or merely large, is isolated.
 // docs/isolation-and-charging.md ("Which path") states the rule with the figures behind it.
 
+import { predictedDecodeMs } from '../image/image-cost.ts';
 import { jpegStructure, PROGRESSIVE_SOF } from '../image/probe-jpeg.ts';
 import type { ProbedImage } from '../image/types.ts';
 
@@ -75,6 +76,12 @@ export const IN_PROCESS_MAX_JPEG_METADATA_BYTES = 1024 * 1024;
  */
 export const IN_PROCESS_MAX_FRAMES = 256;
 
+/**
+ * The predicted decode (image-cost.ts, which errs high: rates of the slowest CPU measured) past which an
+ * image is isolated whatever else its header says: an 8 MP photo is predicted at ~0.2–0.3 s there.
+ */
+export const IN_PROCESS_MAX_PREDICTED_DECODE_MS = 500;
+
 /** The header facts of `bytes` (probed as `probed`): JPEG's from the probe's cached marker walk. */
 export function decodeFacts(bytes: Uint8Array, probed: ProbedImage): DecodeFacts {
   const facts: DecodeFacts = { ...probed, byteLength: bytes.byteLength };
@@ -103,6 +110,19 @@ export function decodeRoute(facts: DecodeFacts, bounds: InProcessBounds): Decode
     return isolated(`${facts.byteLength} bytes for ${pixels} pixels: more than its pixels`);
   if (facts.frames > IN_PROCESS_MAX_FRAMES)
     return isolated(`${facts.frames} frames, over ${IN_PROCESS_MAX_FRAMES}`);
+  const decodeMs = predictedDecodeMs({
+    format: facts.format,
+    width: facts.width,
+    height: facts.height,
+    frames: facts.frames,
+    bytes: facts.byteLength,
+    ...(facts.jpeg && { scanBlocks: facts.jpeg.scanBlocks }),
+    tiles: 1,
+  });
+  if (decodeMs > IN_PROCESS_MAX_PREDICTED_DECODE_MS)
+    return isolated(
+      `a decode predicted at ${Math.round(decodeMs)} ms, over ${IN_PROCESS_MAX_PREDICTED_DECODE_MS}`,
+    );
   if (facts.frames > 1 && (bounds.maxFramesScored ?? 1) > 1)
     return isolated(`${facts.frames} frames, several of them scored`);
   const jpeg = facts.jpeg;

@@ -145,7 +145,7 @@ describe('DecoderPool', () => {
     const entry = new URL('../../../test/support/stand-in-decoder-process.mjs', import.meta.url);
     const image = (width: number) => ({ format: 'png' as const, width, height: 10, frames: 1 });
 
-    it('answers 503 for an image still decoding at the wall deadline without having used its CPU', async () => {
+    it('answers 4005 (charged) for an image still decoding at the wall deadline, even without having used its CPU', async () => {
       const pool = await DecoderPool.create({
         ...options,
         processes: 1,
@@ -158,7 +158,11 @@ describe('DecoderPool', () => {
         const err = await pool
           .decode(new Uint8Array(4), image(22), false, (p) => released.push(p))
           .catch((e) => e);
-        expect(err).toMatchObject({ status: 503, code: 5001, headers: { 'retry-after': '1' } });
+        expect(err).toMatchObject({
+          status: 400,
+          code: 4005,
+          message: 'Undecodable image: decoding it did not finish within 0.3 s',
+        });
         expect(released).toHaveLength(1);
         await released[0];
         // The replacement takes the next image.

@@ -8,8 +8,10 @@
 //   (decodeCpuLimitMs, at most `cpuLimitMs`) is killed there (SIGKILL) and answered 4005: its cost is
 //   what it is, the same on an idle machine — the sender is charged for it
 //   (docs/isolation-and-charging.md);
-// - an image still decoding `deadlineMs` after it was handed over, without having used that CPU (the
-//   machine was too busy to give it any), is killed too and answered 503: not its fault, refunded;
+// - an image still decoding `deadlineMs` after it was handed over is killed too and answered 4005,
+//   charged: images predicted not to finish inside the deadline on one core are refused before any
+//   work (app.ts), so one that is cut ran on a host made busy — by images like it, as an attacker
+//   would — and refunding it would make the attack free;
 // - a process that dies on its own takes only its own image down (503, refunded: one image at a time,
 //   but the kernel's OOM killer chooses by size, not by blame).
 //
@@ -363,12 +365,14 @@ export class DecoderPool {
       const now = processCpuMs(pid);
       if (cpuAtStart !== undefined && now !== undefined && now - cpuAtStart > cpuLimitMs)
         return this.#kill(slot, overCpu());
+      // Past the deadline on its own image: its cost, charged like any answer (a busy host is what
+      // an attacker makes; docs/isolation-and-charging.md).
       this.#kill(
         slot,
         new ApiError(
-          'UNAVAILABLE',
-          `Scoring did not finish within ${deadlineMs / 1000} s; try again`,
-          { 'retry-after': '1' },
+          'UNDECODABLE',
+          `Undecodable image: decoding it did not finish within ${deadlineMs / 1000} s`,
+          {},
           new Error(`decoder killed: image ${job.id} past the ${deadlineMs} ms deadline`),
         ),
       );
@@ -399,7 +403,7 @@ export class DecoderPool {
       for (const timer of slot.timers) clearTimeout(timer);
       slot.timers = [];
       this.#watch(slot, job);
-      const request: DecodeRequest = { id: job.id, bytes: job.bytes, probed: job.probed };
+      const request: DecodeRequest = { id: job.id, bytes: job.bytes, probed: job.probed, heavy: job.heavy };
       slot.child.send(request);
     }
     this.#startFor(unserved);

@@ -32,6 +32,8 @@ export interface DecodeRequest {
   id: number;
   bytes: Uint8Array;
   probed: ProbedImage;
+  /** A heavy image (decoder-pool.ts): decoded on one libvips thread, so it takes one core, not all. */
+  heavy?: boolean;
 }
 
 export type DecodeReply =
@@ -64,7 +66,10 @@ try {
     data.inputSize,
     decode,
   );
-  process.on('message', async ({ id, bytes, probed }: DecodeRequest) => {
+  const threads = sharp.concurrency();
+  process.on('message', async ({ id, bytes, probed, heavy }: DecodeRequest) => {
+    // One image at a time per process, so the setting is this image's.
+    sharp.concurrency(heavy ? 1 : threads);
     const decodeStartedAt = epochNow();
     let reply: DecodeReply;
     try {
