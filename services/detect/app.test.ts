@@ -94,6 +94,8 @@ describe('successful detection', () => {
         frames: 1,
       },
       timing_ms: expect.any(Number),
+      model: 'mobilenet_v2',
+      classes: { drawing: 0, hentai: 0, neutral: 1, porn: 0, sexy: 0 },
     });
     expect(body.data.timing_ms).toBeGreaterThanOrEqual(0);
   });

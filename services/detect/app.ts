@@ -228,6 +228,7 @@ async function detect(request: FastifyRequest, _reply: FastifyReply, opts: Detec
   );
   return ok(
     buildResult({
+      model: scorer.model,
       scores: scored.scores,
       thresholds,
       probed,

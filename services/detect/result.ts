@@ -1,8 +1,9 @@
 // The detection result of spec 2.2 and the JSON schema it is serialized with.
 
 import { okSchema } from '../../lib/common/envelope.ts';
+import type { ModelChoice } from '../../lib/policy/model-catalogue.ts';
 import type { ProbedImage } from './image/types.ts';
-import { type ModelScores, summarize } from './model/classifier.ts';
+import { classesOf, type ModelScores, type ResultClasses, summarize } from './model/classifier.ts';
 
 export type Decision = 'allow' | 'review' | 'block';
 
@@ -17,6 +18,10 @@ export interface DetectionResult {
   thresholds: Thresholds;
   image: { sha256: string; format: string; width: number; height: number; bytes: number; frames: number };
   timing_ms: number;
+  /** The model or ensemble that scored (MODEL or the policy's model). */
+  model: ModelChoice;
+  /** The model family's own class scores; an ensemble's per member. */
+  classes: ResultClasses;
 }
 
 /** Spec 2.2 rule 2: allow below `allow`, block at or above `block`, review in between. */
@@ -29,6 +34,7 @@ export function decisionFor(nsfw: number, t: Thresholds): Decision {
 const clamp01 = (x: number) => Math.min(1, Math.max(0, x));
 
 export function buildResult(args: {
+  model: ModelChoice;
   scores: ModelScores;
   thresholds: Thresholds;
   probed: ProbedImage;
@@ -51,14 +57,47 @@ export function buildResult(args: {
       frames: args.probed.frames,
     },
     timing_ms: Math.round(args.timingMs * 100) / 100,
+    model: args.model,
+    classes: classesOf(args.scores),
   };
 }
 
 const number01 = { type: 'number', minimum: 0, maximum: 1 } as const;
 
+const classScore = (meaning: string) => ({ ...number01, description: meaning });
+/** One model's own classes, by name: nsfwjs's five or open_nsfw's two. */
+const familyClasses = {
+  drawing: classScore('nsfwjs models: safe drawing or illustration.'),
+  hentai: classScore('nsfwjs models: pornographic drawing.'),
+  neutral: classScore('nsfwjs models: safe photograph.'),
+  porn: classScore('nsfwjs models: pornographic photograph.'),
+  sexy: classScore('nsfwjs models: exposing, not pornographic.'),
+  nsfw: classScore("open_nsfw: the model's NSFW probability."),
+  sfw: classScore("open_nsfw: its complement (the model's other class)."),
+} as const;
+
+const modelSchema = {
+  type: 'string',
+  description:
+    'The model that scored, or the ensemble (members joined by `+`, e.g. `mobilenet_v2+open_nsfw`). Scores and thresholds do not carry over between models.',
+  examples: ['mobilenet_v2'],
+} as const;
+
+const classesSchema = {
+  type: 'object',
+  description:
+    "The model family's own class scores, read by name. nsfwjs models (mobilenet_v2, inception_v3): `drawing`, `hentai`, `neutral`, `porn`, `sexy` (scores.nsfw is porn + hentai + sexy). open_nsfw: `nsfw`, `sfw`. An ensemble: one object per member, keyed by the member's name, each with that member's classes.",
+  properties: familyClasses,
+  additionalProperties: {
+    type: 'object',
+    description: "An ensemble member's classes (the member's name is the key).",
+    properties: familyClasses,
+  },
+} as const;
+
 export const detectionResponseSchema = okSchema({
   type: 'object',
-  required: ['decision', 'scores', 'thresholds', 'image', 'timing_ms'],
+  required: ['decision', 'scores', 'thresholds', 'image', 'timing_ms', 'model', 'classes'],
   properties: {
     decision: { type: 'string', enum: ['allow', 'review', 'block'] },
     scores: { type: 'object', required: ['nsfw', 'sfw'], properties: { nsfw: number01, sfw: number01 } },
@@ -80,5 +119,7 @@ export const detectionResponseSchema = okSchema({
       },
     },
     timing_ms: { type: 'number' },
+    model: modelSchema,
+    classes: classesSchema,
   },
 });

@@ -75,6 +75,8 @@ const success = {
           frames: 1,
         },
         timing_ms: 38.4,
+        model: 'mobilenet_v2',
+        classes: { drawing: 0.0142, hentai: 0.0031, neutral: 0.9645, porn: 0.0098, sexy: 0.0084 },
       },
     },
   ],

@@ -62,6 +62,11 @@ describe('the key endpoint', () => {
       headers: { 'content-type': 'image/jpeg' },
     });
     expect({ ...res.json().data, timing_ms: 0 }).toEqual({ ...anon.json().data, timing_ms: 0 });
+    // Both name the model that scored and its own classes.
+    expect(res.json().data).toMatchObject({
+      model: 'mobilenet_v2',
+      classes: { drawing: 0, hentai: 0, neutral: 1, porn: 0, sexy: 0 },
+    });
     expect(res.headers['x-ratelimit-limit']).toBe('100');
     expect(res.headers['x-ratelimit-remaining']).toBe('99');
     expect(res.headers['x-ratelimit-reset']).toBe(MIDNIGHT_S);
