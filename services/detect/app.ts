@@ -10,7 +10,7 @@ import { describeOnly } from '../../lib/common/describe-only.ts';
 import { ok } from '../../lib/common/envelope.ts';
 import { ApiError } from '../../lib/common/errors.ts';
 import { headerValue } from '../../lib/common/header-value.ts';
-import { registerProbes, unavailable } from '../../lib/common/probes.ts';
+import { type ProbeCheck, registerProbes, unavailable } from '../../lib/common/probes.ts';
 import { DETECT_ROUTES } from '../../lib/common/routes.ts';
 import { inSpan, recordSpan } from '../../lib/common/telemetry.ts';
 import { decodeMemoryBytes } from './image/decode-memory.ts';
@@ -33,6 +33,8 @@ export interface DetectOptions {
   /** The upload limit in force, read once per request (a policy can lower `intake.maxBytes`). */
   maxFileBytes?: () => number;
   limits: DimensionLimits;
+  /** What else detect needs to answer (the all-in-one server: its quota stores), checked by readiness. */
+  alsoReady?: ProbeCheck;
 }
 
 declare module 'fastify' {
@@ -146,11 +148,11 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
       if (opts.model.current?.state === 'wedged')
         throw unavailable('Scoring threads stuck; restart the process');
     },
-    ready: () => {
+    ready: async () => {
       const model = opts.model.current;
       if (!model) throw unavailable('Model not loaded');
       if (model.state !== 'ready') throw unavailable('No scoring worker can take an image');
-      return { model: model.model };
+      return { model: model.model, ...(await opts.alsoReady?.()) };
     },
   });
 }
