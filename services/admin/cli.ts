@@ -18,9 +18,11 @@ import {
 import { maskedKey } from '../quota/accounts/api-keys.ts';
 import { accountSubject } from '../quota/authorize.ts';
 import { loadQuotaConfig, type QuotaConfig } from '../quota/config.ts';
+import { hashPassword, passwordProblem } from '../quota/console/passwords.ts';
 import { AccountsFileError } from '../quota/stores/accounts-file-error.ts';
 import { openStores, type Stores } from '../quota/stores/open-stores.ts';
 import { NotReplicatedError } from '../quota/stores/redis-connection.ts';
+import { PasswordEntryError, readPassword } from './read-password.ts';
 
 const HELP = `Usage: npm run admin -- <command> [options] [--json]
 
@@ -34,6 +36,8 @@ Commands:
   usage <account>                                    tier, limits and today's usage
   prune-accounts --unused-days <n>                   delete console sign-ups older than n days that
                                                      never had a key (so never made a request)
+  set-password <account>                             set (or reset) the console password: the first
+                                                     line of stdin, or typed twice at a prompt
 
 <account> is an account id (acc_…) or an email address.
 Stores: REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES set → Redis (REDIS_KEY_PREFIX); otherwise
@@ -247,6 +251,24 @@ async function runCommand(
       return {
         json: { pruned, createdBefore: before.toISOString() },
         text: `deleted ${pruned} account(s) created before ${before.toISOString()} that never had a key`,
+      };
+    }
+    case 'set-password': {
+      const account = await findAccount(accounts, args[0]);
+      let password: string;
+      try {
+        password = await readPassword();
+      } catch (err) {
+        if (err instanceof PasswordEntryError) throw new UsageError(err.message);
+        throw err;
+      }
+      const problem = passwordProblem(password);
+      if (problem) throw new UsageError(problem);
+      const updated = await accounts.setPasswordHash(account.id, await hashPassword(password));
+      if (!updated) throw new NotFound(`no account ${args[0]}`);
+      return {
+        json: { account: publicAccount(updated) },
+        text: `set the console password of ${updated.id} <${updated.email}>: it can log in to the console`,
       };
     }
     default:

@@ -232,7 +232,8 @@ async function tryImage(file) {
   $('try-cli').textContent =
     `NSFWDETECTOR_API_KEY=${shellQuote(key)} python3 nsfwdetector.py detect --base-url ${location.origin} --json ${shellQuote(name)}`;
   show($('try-result'), true);
-  await Promise.all([loadUsage(), loadHistory()]);
+  // The keys table too: its "Last used" changes with this call.
+  await Promise.all([loadUsage(), loadHistory(), loadKeys()]);
 }
 
 async function loadUsage() {
@@ -413,6 +414,29 @@ function setup() {
       await loadKeys();
     } catch (err) {
       handleFailure(err, errorEl);
+    } finally {
+      button.disabled = false;
+    }
+  });
+
+  $('password-form').addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const form = event.currentTarget;
+    formError(form, '');
+    show($('password-changed'), false);
+    const data = new FormData(form);
+    const button = form.querySelector('button[type=submit]');
+    button.disabled = true;
+    try {
+      await api('POST', 'password', {
+        current: String(data.get('current') ?? ''),
+        password: String(data.get('password') ?? ''),
+      });
+      form.reset();
+      show($('password-changed'), true);
+    } catch (err) {
+      if (err instanceof ApiFailure && err.status === 401) handleFailure(err);
+      else formError(form, err instanceof Error ? err.message : String(err));
     } finally {
       button.disabled = false;
     }
