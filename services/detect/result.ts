@@ -2,7 +2,7 @@
 
 import { okSchema } from '../../lib/common/envelope.ts';
 import type { ModelChoice } from '../../lib/policy/model-catalogue.ts';
-import type { ProbedImage } from './image/types.ts';
+import { IMAGE_FORMATS, type ProbedImage } from './image/types.ts';
 import { classesOf, type ModelScores, type ResultClasses, summarize } from './model/classifier.ts';
 
 export type Decision = 'allow' | 'review' | 'block';
@@ -99,26 +99,67 @@ export const detectionResponseSchema = okSchema({
   type: 'object',
   required: ['decision', 'scores', 'thresholds', 'image', 'timing_ms', 'model', 'classes'],
   properties: {
-    decision: { type: 'string', enum: ['allow', 'review', 'block'] },
-    scores: { type: 'object', required: ['nsfw', 'sfw'], properties: { nsfw: number01, sfw: number01 } },
+    decision: {
+      type: 'string',
+      enum: ['allow', 'review', 'block'],
+      description:
+        'The suggestion: `allow` when scores.nsfw < thresholds.allow, `block` when scores.nsfw >= thresholds.block, `review` in between. The caller owns the policy.',
+    },
+    scores: {
+      type: 'object',
+      description: 'Read by name, never by position.',
+      required: ['nsfw', 'sfw'],
+      properties: {
+        nsfw: { ...number01, description: 'Probability that the image is NSFW (pornographic or exposing).' },
+        sfw: { ...number01, description: 'Probability that it is safe; nsfw + sfw is about 1.' },
+      },
+    },
     thresholds: {
       type: 'object',
+      description:
+        'The thresholds this answer was decided with. They may be recalibrated: store them with any score you keep.',
       required: ['allow', 'block'],
-      properties: { allow: { type: 'number' }, block: { type: 'number' } },
+      properties: {
+        allow: { type: 'number', description: 'Below it: `allow`.' },
+        block: { type: 'number', description: 'At or above it: `block`.' },
+      },
     },
     image: {
       type: 'object',
+      description: 'What was read from the bytes.',
       required: ['sha256', 'format', 'width', 'height', 'bytes', 'frames'],
       properties: {
-        sha256: { type: 'string' },
-        format: { type: 'string' },
-        width: { type: 'integer' },
-        height: { type: 'integer' },
-        bytes: { type: 'integer' },
-        frames: { type: 'integer' },
+        sha256: {
+          type: 'string',
+          description:
+            'SHA-256 of the submitted bytes, hex: a cache key of your own (the service caches nothing).',
+        },
+        format: {
+          type: 'string',
+          enum: [...IMAGE_FORMATS],
+          description: 'The format detected from the content, never from the file name or Content-Type.',
+        },
+        width: {
+          type: 'integer',
+          description: 'Pixels, of the first frame as stored (before EXIF rotation).',
+        },
+        height: {
+          type: 'integer',
+          description: 'Pixels, of the first frame as stored (before EXIF rotation).',
+        },
+        bytes: { type: 'integer', description: 'Size of the submitted image in bytes.' },
+        frames: {
+          type: 'integer',
+          description:
+            'Frames or pages of the input; more than 1 is an animation, and only the first is scored.',
+        },
       },
     },
-    timing_ms: { type: 'number' },
+    timing_ms: {
+      type: 'number',
+      description:
+        "The server's wall time for this image, from format sniffing to the end of inference (upload excluded), in milliseconds.",
+    },
     model: modelSchema,
     classes: classesSchema,
   },
