@@ -266,11 +266,14 @@ function keyRow(key) {
   const revoked = Boolean(key.revokedAt);
   if (revoked) tr.classList.add('revoked');
   const cells = [key.name || '—', null, formatTime(key.createdAt), formatTime(key.lastUsedAt), null];
-  for (const text of cells) {
+  // Each cell names its column: a phone-width screen shows a key as a card of labelled lines.
+  const labels = ['Name', 'Key', 'Created', 'Last used', 'Status'];
+  cells.forEach((text, i) => {
     const td = document.createElement('td');
+    td.dataset.label = labels[i];
     if (text !== null) td.textContent = text;
     tr.append(td);
-  }
+  });
   const code = document.createElement('code');
   code.textContent = key.masked;
   tr.children[1].append(code);
@@ -487,6 +490,13 @@ function setup() {
     'change',
     () => lastHistory && drawHistory(lastHistory),
   );
+  // The chart is drawn at its box's width: drawn again when the window narrows or widens (a phone
+  // turned, a window resized), or it would stick out sideways.
+  let resizing = 0;
+  window.addEventListener('resize', () => {
+    cancelAnimationFrame(resizing);
+    resizing = requestAnimationFrame(() => lastHistory && drawHistory(lastHistory));
+  });
 
   $('logout').addEventListener('click', async () => {
     try {
