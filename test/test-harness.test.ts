@@ -47,7 +47,7 @@ describe('a process whose start fails', () => {
         startTimeoutMs: 60_000,
       }),
     );
-    expect(err.output).toMatch(/EADDRINUSE/);
+    expect(err.output).toMatch(/port \d+ on 127\.0\.0\.1 is already in use/);
     expect(isRunning(err.pid)).toBe(false);
   });
 

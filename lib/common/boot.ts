@@ -6,7 +6,7 @@
 //   4. SIGTERM / SIGINT → readiness off and every answer closing its connection for SHUTDOWN_DELAY_MS
 //      (drain.ts, probes.ts) → new work refused → the server closed once in-flight requests finish →
 //      the parts released in order → exit 0, all under the SHUTDOWN_GRACE_MS timer (shutdown.ts);
-//   5. listen, then one line on stdout with the address the server got, whatever LOG_LEVEL: with port 0
+//   5. listen (a port in use: one line, exit 2), then one line on stdout with the address the server got, whatever LOG_LEVEL: with port 0
 //      the OS picks a free port, and whoever started the process (tests, scripts) reads it from this
 //      line instead of choosing a port in advance and racing other processes for it;
 //   6. what starts once listening (the model load, leader election), then the ready line if any.
@@ -76,7 +76,14 @@ export async function runProcess<C extends CoreConfig>(declared: ProcessDeclarat
       () => stopTelemetry(),
     ],
   });
-  const address = await listen(app, { port: parts.port, host: config.host }, parts.announce);
+  const address = await listen(app, { port: parts.port, host: config.host }, parts.announce).catch(
+    (err: unknown) => {
+      if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+        exitAtBoot(declared.who, portInUse(parts.port, config.host), 2);
+      }
+      throw err;
+    },
+  );
   await parts.start?.();
   if (parts.readyLine) console.log(parts.readyLine(publicUrl(address)));
 }
@@ -104,6 +111,11 @@ export async function listen(
     `${JSON.stringify({ msg: 'listening', ...fields, address: address.address, port: address.port })}\n`,
   );
   return address;
+}
+
+/** The one line for a port another process holds (listen's EADDRINUSE). */
+export function portInUse(port: number, host: string): string {
+  return `port ${port} on ${host} is already in use (another nsfwdetector, or another program): stop it, or choose another port (0 picks a free one)`;
 }
 
 /** The URL a person can open: localhost for a wildcard address. */

@@ -18,7 +18,11 @@ export function okSchema<const T extends object>(data: T) {
   return {
     type: 'object',
     required: ['code', 'message', 'data'],
-    properties: { code: { type: 'integer' }, message: { type: 'string' }, data },
+    properties: {
+      code: { type: 'integer', enum: [0], description: '0 on success.' },
+      message: { type: 'string', enum: ['ok'], description: '"ok" on success.' },
+      data: { description: 'The result (only on success).', ...data },
+    },
   } as const;
 }
 

@@ -19,8 +19,12 @@ export function errorBodySchema(status: Status) {
     required: ['code', 'message'],
     additionalProperties: false,
     properties: {
-      code: { type: 'integer' as const, enum: codesFor(status) },
-      message: { type: 'string' as const },
+      code: {
+        type: 'integer' as const,
+        enum: codesFor(status),
+        description: 'The specific reason (the HTTP status is the class).',
+      },
+      message: { type: 'string' as const, description: 'A short text for people; do not parse it.' },
     },
   };
 }
@@ -33,8 +37,9 @@ const describe = (status: Status) =>
 
 const RETRY_AFTER = {
   'retry-after': {
-    type: 'string',
-    description: 'Seconds to wait before retrying (an integer). Present on every 429; on 503 when known.',
+    type: 'integer',
+    description: 'Seconds to wait before retrying. Present on every 429; on 503 when known.',
+    example: 30,
   },
 } as const;
 

@@ -53,6 +53,26 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * The messages of a detect request refused by its quota (4290, 4291): the limit, when the window
+ * resets, and for an anonymous caller that an API key (a free account) has a higher limit. `resetAt`
+ * is the refusing window's reset, Unix seconds.
+ */
+export const QUOTA_REFUSAL_MESSAGES = {
+  minute: (limit: number, resetAt: number, anonymous: boolean) =>
+    `Rate limited: ${limit} requests per minute; the minute resets at ${isoSeconds(resetAt)}${anonymous ? API_KEY_HINT : ''}`,
+  day: (limit: number, resetAt: number, anonymous: boolean) =>
+    `Daily quota of ${limit} requests used; it resets at UTC midnight (${isoSeconds(resetAt)})${anonymous ? API_KEY_HINT : ''}`,
+} as const;
+
+const API_KEY_HINT =
+  '. Anonymous calls are limited per IP address: an API key (a free account, from the console) on /api/open/detect has its own, higher limit';
+
+/** 2031-03-15T00:00:00Z: a Unix time in seconds, as UTC without milliseconds. */
+function isoSeconds(unixSeconds: number): string {
+  return `${new Date(unixSeconds * 1000).toISOString().slice(0, 19)}Z`;
+}
+
 /** The table entry for a numeric code (errors crossing a thread or process boundary travel as codes). */
 export function errorNameForCode(code: number): ErrorName | undefined {
   return (Object.keys(ERRORS) as ErrorName[]).find((name) => ERRORS[name].code === code);

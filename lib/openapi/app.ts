@@ -42,9 +42,9 @@ export async function registerOpenApi(app: FastifyInstance, opts: OpenApiOptions
       openapi: '3.1.0',
       info: { title: 'nsfwdetector', version: SERVICE_VERSION, description: DESCRIPTION },
       tags: [
-        { name: 'detect', description: 'Score an image (spec 4.1, 4.2).' },
-        { name: 'health', description: 'Service identity (spec 4.3).' },
-        { name: 'skill', description: 'The companion client and its documents (spec part 1).' },
+        { name: 'detect', description: 'Score an image: anonymously, or with an API key.' },
+        { name: 'health', description: 'Service identity and version.' },
+        { name: 'skill', description: 'The companion command-line client and its documents.' },
       ],
       components: {
         securitySchemes: {

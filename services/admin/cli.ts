@@ -19,10 +19,12 @@ import {
 import { maskedKey } from '../quota/accounts/api-keys.ts';
 import { accountSubject } from '../quota/authorize.ts';
 import { loadQuotaConfig, type QuotaConfig } from '../quota/config.ts';
+import { hashPassword, passwordProblem } from '../quota/console/passwords.ts';
 import { AccountsFileError } from '../quota/stores/accounts-file-error.ts';
 import { openStores, type Stores } from '../quota/stores/open-stores.ts';
 import { NotReplicatedError } from '../quota/stores/redis-connection.ts';
 import { backupAccountsFile, restoreAccountsFile, StoreInUseError } from '../quota/stores/sqlite-backup.ts';
+import { PasswordEntryError, readPassword } from './read-password.ts';
 
 const HELP = `Usage: npm run admin -- <command> [options] [--json]
 
@@ -40,6 +42,8 @@ Commands:
                                                      taken while the server runs
   restore <file>                                     embedded store: put a backup back (server stopped;
                                                      refused while anything has ACCOUNTS_FILE open)
+  set-password <account>                             set (or reset) the console password: the first
+                                                     line of stdin, or typed twice at a prompt
 
 <account> is an account id (acc_…) or an email address.
 Stores: REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES set → Redis (REDIS_KEY_PREFIX); otherwise
@@ -255,6 +259,24 @@ async function runCommand(
       return {
         json: { pruned, createdBefore: before.toISOString() },
         text: `deleted ${pruned} account(s) created before ${before.toISOString()} that never had a key`,
+      };
+    }
+    case 'set-password': {
+      const account = await findAccount(accounts, args[0]);
+      let password: string;
+      try {
+        password = await readPassword();
+      } catch (err) {
+        if (err instanceof PasswordEntryError) throw new UsageError(err.message);
+        throw err;
+      }
+      const problem = passwordProblem(password);
+      if (problem) throw new UsageError(problem);
+      const updated = await accounts.setPasswordHash(account.id, await hashPassword(password));
+      if (!updated) throw new NotFound(`no account ${args[0]}`);
+      return {
+        json: { account: publicAccount(updated) },
+        text: `set the console password of ${updated.id} <${updated.email}>: it can log in to the console`,
       };
     }
     default:

@@ -12,6 +12,7 @@ import type { ScorerSlot } from '../detect/scoring/scorer-slot.ts';
 import { WorkGate } from '../detect/work-gate.ts';
 import healthApp from '../health/app.ts';
 import { createAuthorizer, type QuotaDeps, registerConsole } from '../quota/app.ts';
+import { storesReadyCheck } from '../quota/readiness.ts';
 import type { AllInOneConfig } from './config.ts';
 
 export interface EmbeddedDeps extends QuotaDeps {
@@ -21,6 +22,8 @@ export interface EmbeddedDeps extends QuotaDeps {
   logger?: boolean;
   /** Where log lines go (default stdout); tests capture them. */
   logStream?: RootAppOptions['logStream'];
+  /** Rejects while the quota stores cannot answer (Redis down): readiness drops with them. */
+  storesReady?: () => Promise<void>;
 }
 
 export interface EmbeddedApp {
@@ -52,6 +55,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     scoringDeadlineMs: config.scoringDeadlineMs,
     maxTiles: config.maxTiles,
     maxFramesScored: config.maxFramesScored,
+    ...(deps.storesReady ? { alsoReady: storesReadyCheck(deps.storesReady) } : {}),
   });
   await registerConsole(app, live);
   return { app, gate, modelToLoad: modelAtBoot(policy, config) };

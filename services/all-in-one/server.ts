@@ -15,6 +15,7 @@ await runProcess({
     const { ScorerSlot } = await import('../detect/scoring/scorer-slot.ts');
     const { fillScorerSlot } = await import('../detect/scoring/scoring-pool.ts');
     const { openStoresOrExit } = await import('../quota/stores/open-stores.ts');
+    const { waitForStores } = await import('../quota/readiness.ts');
     const slot = new ScorerSlot();
     const stores = await openStoresOrExit(who, config);
     const { app, gate, modelToLoad } = await buildEmbeddedApp({
@@ -24,15 +25,23 @@ await runProcess({
       accountStore: stores.accountStore,
       sessionStore: stores.sessionStore,
       keyQuota: stores.keyQuota,
+      storesReady: () => stores.ping(),
     });
     return {
       app,
       port: config.port,
       refuseNewWork: () => gate.close(),
       release: [() => slot.close(), () => stores.close()],
-      start: () => fillScorerSlot(slot, { ...config, model: modelToLoad }, app.log),
+      start: async () => {
+        await fillScorerSlot(slot, { ...config, model: modelToLoad }, app.log);
+        await waitForStores(
+          () => stores.ping(),
+          (line) => console.error(`${who}: ${line}`),
+        );
+      },
       // The one line to wait for: printed only once detect can score (model loaded, every worker warmed
-      // by one image). Health answers from the first moment; /internal/ready is the readiness probe.
+      // by one image, the quota stores answering). Health answers from the first moment;
+      // /internal/ready is the readiness probe, and drops while the model or the stores cannot answer.
       // (Worded without the service's name or routes: test/server-process.test.ts checks that nothing
       // about requests reaches the output, by looking for "detect".)
       readyLine: (url) => `ready — ${url} is scoring images (model ${modelToLoad} loaded, workers warm)`,

@@ -96,6 +96,8 @@ describe('successful detection', () => {
         decisive_frame: 0,
       },
       timing_ms: expect.any(Number),
+      model: 'mobilenet_v2',
+      classes: { drawing: 0, hentai: 0, neutral: 1, porn: 0, sexy: 0 },
     });
     expect(body.data.timing_ms).toBeGreaterThanOrEqual(0);
   });
@@ -286,6 +288,10 @@ describe('anonymous limits', () => {
     expectError(refused, 429, 4290);
     expect(refused.headers['retry-after']).toBe('30');
     expect(refused.headers['x-ratelimit-limit']).toBe('30');
+    // When the minute resets, and that an API key has its own, higher limit.
+    expect(refused.json().message).toBe(
+      'Rate limited: 10 requests per minute; the minute resets at 2031-03-14T10:01:00Z. Anonymous calls are limited per IP address: an API key (a free account, from the console) on /api/open/detect has its own, higher limit',
+    );
   });
 
   it('refuses past the daily quota with 4291, and counts failed requests too', async () => {
@@ -297,6 +303,9 @@ describe('anonymous limits', () => {
     expectError(refused, 429, 4291);
     expect(refused.headers['retry-after']).toBe('50370');
     expect(refused.headers['x-ratelimit-reset']).toBe('1931299200'); // 2031-03-15T00:00:00Z
+    expect(refused.json().message).toBe(
+      'Daily quota of 3 requests used; it resets at UTC midnight (2031-03-15T00:00:00Z). Anonymous calls are limited per IP address: an API key (a free account, from the console) on /api/open/detect has its own, higher limit',
+    );
   });
 
   it('counts per client IP', async () => {

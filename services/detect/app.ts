@@ -10,7 +10,7 @@ import { describeOnly } from '../../lib/common/describe-only.ts';
 import { ok } from '../../lib/common/envelope.ts';
 import { ApiError } from '../../lib/common/errors.ts';
 import { headerValue } from '../../lib/common/header-value.ts';
-import { registerProbes, unavailable } from '../../lib/common/probes.ts';
+import { type ProbeCheck, registerProbes, unavailable } from '../../lib/common/probes.ts';
 import { DETECT_ROUTES } from '../../lib/common/routes.ts';
 import { SETTINGS } from '../../lib/common/settings.ts';
 import { inSpan, recordSpan } from '../../lib/common/telemetry.ts';
@@ -44,6 +44,8 @@ export interface DetectOptions {
   maxTiles?: number;
   /** MAX_FRAMES_SCORED, for the predicted cost of an animation. Default: the setting's default. */
   maxFramesScored?: number;
+  /** What else detect needs to answer (the all-in-one server: its quota stores), checked by readiness. */
+  alsoReady?: ProbeCheck;
 }
 
 declare module 'fastify' {
@@ -159,11 +161,11 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
       if (opts.model.current?.state === 'wedged')
         throw unavailable('Scoring threads stuck; restart the process');
     },
-    ready: () => {
+    ready: async () => {
       const model = opts.model.current;
       if (!model) throw unavailable('Model not loaded');
       if (model.state !== 'ready') throw unavailable('No scoring worker can take an image');
-      return { model: model.model };
+      return { model: model.model, ...(await opts.alsoReady?.()) };
     },
   });
 }
@@ -265,6 +267,7 @@ async function detect(request: FastifyRequest, reply: FastifyReply, opts: Detect
   );
   return ok(
     buildResult({
+      model: scorer.model,
       scores: scored.scores,
       thresholds,
       probed,

@@ -1,8 +1,9 @@
 // The detection result of spec 2.2 and the JSON schema it is serialized with.
 
 import { okSchema } from '../../lib/common/envelope.ts';
-import type { ProbedImage } from './image/types.ts';
-import { type ModelScores, summarize } from './model/classifier.ts';
+import type { ModelChoice } from '../../lib/policy/model-catalogue.ts';
+import { IMAGE_FORMATS, type ProbedImage } from './image/types.ts';
+import { classesOf, type ModelScores, type ResultClasses, summarize } from './model/classifier.ts';
 import type { FramesScored } from './model/tiled-classify.ts';
 
 export type Decision = 'allow' | 'review' | 'block';
@@ -29,6 +30,10 @@ export interface DetectionResult {
     decisive_frame: number;
   };
   timing_ms: number;
+  /** The model or ensemble that scored (MODEL or the policy's model). */
+  model: ModelChoice;
+  /** The model family's own class scores; an ensemble's per member. */
+  classes: ResultClasses;
 }
 
 /** Spec 2.2 rule 2: allow below `allow`, block at or above `block`, review in between. */
@@ -41,6 +46,7 @@ export function decisionFor(nsfw: number, t: Thresholds): Decision {
 const clamp01 = (x: number) => Math.min(1, Math.max(0, x));
 
 export function buildResult(args: {
+  model: ModelChoice;
   scores: ModelScores;
   thresholds: Thresholds;
   probed: ProbedImage;
@@ -67,32 +73,102 @@ export function buildResult(args: {
       decisive_frame: args.frames?.decisive ?? 0,
     },
     timing_ms: Math.round(args.timingMs * 100) / 100,
+    model: args.model,
+    classes: classesOf(args.scores),
   };
 }
 
 const number01 = { type: 'number', minimum: 0, maximum: 1 } as const;
 
+const classScore = (meaning: string) => ({ ...number01, description: meaning });
+/** One model's own classes, by name: nsfwjs's five or open_nsfw's two. */
+const familyClasses = {
+  drawing: classScore('nsfwjs models: safe drawing or illustration.'),
+  hentai: classScore('nsfwjs models: pornographic drawing.'),
+  neutral: classScore('nsfwjs models: safe photograph.'),
+  porn: classScore('nsfwjs models: pornographic photograph.'),
+  sexy: classScore('nsfwjs models: exposing, not pornographic.'),
+  nsfw: classScore("open_nsfw: the model's NSFW probability."),
+  sfw: classScore("open_nsfw: its complement (the model's other class)."),
+} as const;
+
+const modelSchema = {
+  type: 'string',
+  description:
+    'The model that scored, or the ensemble (members joined by `+`, e.g. `mobilenet_v2+open_nsfw`). Scores and thresholds do not carry over between models.',
+  examples: ['mobilenet_v2'],
+} as const;
+
+const classesSchema = {
+  type: 'object',
+  description:
+    "The model family's own class scores, read by name. nsfwjs models (mobilenet_v2, inception_v3): `drawing`, `hentai`, `neutral`, `porn`, `sexy` (scores.nsfw is porn + hentai + sexy). open_nsfw: `nsfw`, `sfw`. An ensemble: one object per member, keyed by the member's name, each with that member's classes.",
+  properties: familyClasses,
+  additionalProperties: {
+    type: 'object',
+    description: "An ensemble member's classes (the member's name is the key).",
+    properties: familyClasses,
+  },
+} as const;
+
 export const detectionResponseSchema = okSchema({
   type: 'object',
-  required: ['decision', 'scores', 'thresholds', 'image', 'timing_ms'],
+  required: ['decision', 'scores', 'thresholds', 'image', 'timing_ms', 'model', 'classes'],
   properties: {
-    decision: { type: 'string', enum: ['allow', 'review', 'block'] },
-    scores: { type: 'object', required: ['nsfw', 'sfw'], properties: { nsfw: number01, sfw: number01 } },
+    decision: {
+      type: 'string',
+      enum: ['allow', 'review', 'block'],
+      description:
+        'The suggestion: `allow` when scores.nsfw < thresholds.allow, `block` when scores.nsfw >= thresholds.block, `review` in between. The caller owns the policy.',
+    },
+    scores: {
+      type: 'object',
+      description: 'Read by name, never by position.',
+      required: ['nsfw', 'sfw'],
+      properties: {
+        nsfw: { ...number01, description: 'Probability that the image is NSFW (pornographic or exposing).' },
+        sfw: { ...number01, description: 'Probability that it is safe; nsfw + sfw is about 1.' },
+      },
+    },
     thresholds: {
       type: 'object',
+      description:
+        'The thresholds this answer was decided with. They may be recalibrated: store them with any score you keep.',
       required: ['allow', 'block'],
-      properties: { allow: { type: 'number' }, block: { type: 'number' } },
+      properties: {
+        allow: { type: 'number', description: 'Below it: `allow`.' },
+        block: { type: 'number', description: 'At or above it: `block`.' },
+      },
     },
     image: {
       type: 'object',
+      description: 'What was read from the bytes.',
       required: ['sha256', 'format', 'width', 'height', 'bytes', 'frames', 'frames_scored', 'decisive_frame'],
       properties: {
-        sha256: { type: 'string' },
-        format: { type: 'string' },
-        width: { type: 'integer' },
-        height: { type: 'integer' },
-        bytes: { type: 'integer' },
-        frames: { type: 'integer' },
+        sha256: {
+          type: 'string',
+          description:
+            'SHA-256 of the submitted bytes, hex: a cache key of your own (the service caches nothing).',
+        },
+        format: {
+          type: 'string',
+          enum: [...IMAGE_FORMATS],
+          description: 'The format detected from the content, never from the file name or Content-Type.',
+        },
+        width: {
+          type: 'integer',
+          description: 'Pixels, of the first frame as stored (before EXIF rotation).',
+        },
+        height: {
+          type: 'integer',
+          description: 'Pixels, of the first frame as stored (before EXIF rotation).',
+        },
+        bytes: { type: 'integer', description: 'Size of the submitted image in bytes.' },
+        frames: {
+          type: 'integer',
+          description:
+            'Frames or pages of the input; more than 1 is an animation. Only the first is scored unless the operator set MAX_FRAMES_SCORED higher (frames_scored).',
+        },
         frames_scored: {
           type: 'integer',
           description: 'Frames scored: 1 (the first) unless the operator set MAX_FRAMES_SCORED higher.',
@@ -103,6 +179,12 @@ export const detectionResponseSchema = okSchema({
         },
       },
     },
-    timing_ms: { type: 'number' },
+    timing_ms: {
+      type: 'number',
+      description:
+        "The server's wall time for this image, from format sniffing to the end of inference (upload excluded), in milliseconds.",
+    },
+    model: modelSchema,
+    classes: classesSchema,
   },
 });

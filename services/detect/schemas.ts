@@ -48,10 +48,18 @@ const authorization = {
 } as const;
 
 const rateLimitHeaders = {
-  'x-ratelimit-limit': { type: 'string', description: 'Daily limit (integer).' },
-  'x-ratelimit-remaining': { type: 'string', description: 'Requests left today (integer).' },
-  'x-ratelimit-reset': { type: 'string', description: 'Unix time in seconds of the next UTC midnight.' },
-  'x-quota-tier': { type: 'string', description: '`anonymous`, `free` or `pro`.' },
+  'x-ratelimit-limit': { type: 'integer', description: 'Daily limit of the caller.', example: 100 },
+  'x-ratelimit-remaining': { type: 'integer', description: 'Requests left today.', example: 99 },
+  'x-ratelimit-reset': {
+    type: 'integer',
+    description: 'Unix time in seconds of the next UTC midnight, when the day resets.',
+    example: 1931299200,
+  },
+  'x-quota-tier': {
+    type: 'string',
+    enum: ['anonymous', 'free', 'pro'],
+    description: 'Whose quota counted the request.',
+  },
 } as const;
 
 const success = {
@@ -77,6 +85,8 @@ const success = {
           decisive_frame: 0,
         },
         timing_ms: 38.4,
+        model: 'mobilenet_v2',
+        classes: { drawing: 0.0142, hentai: 0.0031, neutral: 0.9645, porn: 0.0098, sexy: 0.0084 },
       },
     },
   ],
@@ -89,8 +99,8 @@ const common = {
 
 export const publicDetectSchema = {
   ...common,
-  summary: 'Score an image, anonymously (spec 4.1)',
-  description: `Quota per client IP. Send the image either as a multipart form with one file part \`file\`, or as the raw body with its \`image/*\` type:
+  summary: 'Score an image, anonymously',
+  description: `Quota per client IP: 10 requests a minute and 30 a day by default (an API key has its own, higher limit). Send the image either as a multipart form with one file part \`file\`, or as the raw body with its \`image/*\` type:
 
 \`\`\`
 curl -F file=@photo.jpg https://HOST/api/public/detect
@@ -107,7 +117,7 @@ curl -H 'Content-Type: image/jpeg' --data-binary @photo.jpg https://HOST/api/pub
 
 export const openDetectSchema = {
   ...common,
-  summary: 'Score an image, with an API key (spec 4.2)',
+  summary: 'Score an image, with an API key',
   description: `Quota per account (all keys of an account share it). Same request ways and result as the anonymous endpoint:
 
 \`\`\`

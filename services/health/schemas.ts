@@ -10,16 +10,19 @@ export const healthResponseSchema = okSchema({
   type: 'object',
   required: ['status', 'service', 'version', 'skill_version'],
   properties: {
-    status: { type: 'string' },
-    service: { type: 'string' },
-    version: { type: 'string' },
-    skill_version: { type: 'string' },
+    status: { type: 'string', enum: ['ok'], description: '"ok" while the process is up.' },
+    service: { type: 'string', description: 'The service identity name.' },
+    version: { type: 'string', description: 'The service version.' },
+    skill_version: {
+      type: 'string',
+      description: 'Version of the companion command-line client (/skill/nsfwdetector.py).',
+    },
   },
 });
 
 export const healthSchema = {
   tags: ['health'],
-  summary: 'Service identity and liveness (spec 4.3)',
+  summary: 'Service identity and liveness',
   description:
     'Answers from constants: never probes the model or a store, never rate limited. ' +
     'Not the readiness signal: a fresh process answers ok here before detect can score.',

@@ -10,19 +10,14 @@ import { createRootApp } from '../../lib/common/root-app.ts';
 import type { PolicyConfig } from '../../lib/policy/policy-config.ts';
 import { configuredLimits, policyForApp, type QuotaLimits } from '../../lib/policy/policy-in-force.ts';
 import type { AccountStore, SessionStore } from './accounts/account-store.ts';
-import {
-  type Authorizer,
-  accountSubject,
-  type KeyQuota,
-  QuotaAuthorizer,
-  storeUnavailable,
-} from './authorize.ts';
+import { type Authorizer, accountSubject, type KeyQuota, QuotaAuthorizer } from './authorize.ts';
 import type { KeyUseConfig, SignupConfig } from './config.ts';
 import consoleApp from './console/app.ts';
 import extAuthz from './ext-authz.ts';
 import { MeteredAuthorizer } from './metered-authorizer.ts';
 import type { QuotaMetrics } from './metrics.ts';
 import type { QuotaStore } from './quota-store.ts';
+import { storesReadyCheck } from './readiness.ts';
 
 export interface QuotaAppOptions {
   authorizer: Authorizer;
@@ -37,15 +32,7 @@ export default async function quotaApp(app: FastifyInstance, opts: QuotaAppOptio
   // Ready only while the stores answer (one bounded PING with Redis): a replica that cannot decide
   // leaves rotation, and Envoy's ext_authz answers 503/5001 for it meanwhile. Liveness stays up, so
   // a Redis outage never restarts the pod; it becomes ready again by itself when Redis is back.
-  registerProbes(app, {
-    ready: async () => {
-      try {
-        await opts.storesReady?.();
-      } catch (err) {
-        throw storeUnavailable(err);
-      }
-    },
-  });
+  registerProbes(app, opts.storesReady ? { ready: storesReadyCheck(opts.storesReady) } : {});
 }
 
 /** What the quota-and-auth service works on: the stores, chosen at a composition root. */

@@ -4,7 +4,7 @@
 
 import { randomUUID } from 'node:crypto';
 import type { Authorizer, Decision, RequestFacts, Tier } from '../../lib/common/authorizer.ts';
-import { ApiError } from '../../lib/common/errors.ts';
+import { ApiError, QUOTA_REFUSAL_MESSAGES } from '../../lib/common/errors.ts';
 import type { QuotaLimits } from '../../lib/policy/policy-in-force.ts';
 import type { WindowLimits } from '../../lib/policy/rules.ts';
 import type { AccountStore, AccountTier, ResolvedKey } from './accounts/account-store.ts';
@@ -34,16 +34,21 @@ export function decide(outcome: QuotaOutcome, tier: Tier, subject: string): Deci
   const headers = rateLimitHeaders(outcome, tier);
   if (outcome.allowed) return { allowed: true, tier, subject, headers };
   const retry = { ...headers, 'retry-after': String(outcome.retryAfterSeconds) };
+  const anonymous = tier === 'anonymous';
   return outcome.refusedBy === 'day'
     ? {
         allowed: false,
-        error: new ApiError('DAILY_QUOTA', `Daily quota of ${outcome.day.limit} requests used`, retry),
+        error: new ApiError(
+          'DAILY_QUOTA',
+          QUOTA_REFUSAL_MESSAGES.day(outcome.day.limit, outcome.day.resetAt, anonymous),
+          retry,
+        ),
       }
     : {
         allowed: false,
         error: new ApiError(
           'RATE_LIMITED',
-          `Rate limited: ${outcome.minute.limit} requests per minute`,
+          QUOTA_REFUSAL_MESSAGES.minute(outcome.minute.limit, outcome.minute.resetAt, anonymous),
           retry,
         ),
       };

@@ -62,6 +62,11 @@ describe('the key endpoint', () => {
       headers: { 'content-type': 'image/jpeg' },
     });
     expect({ ...res.json().data, timing_ms: 0 }).toEqual({ ...anon.json().data, timing_ms: 0 });
+    // Both name the model that scored and its own classes.
+    expect(res.json().data).toMatchObject({
+      model: 'mobilenet_v2',
+      classes: { drawing: 0, hentai: 0, neutral: 1, porn: 0, sexy: 0 },
+    });
     expect(res.headers['x-ratelimit-limit']).toBe('100');
     expect(res.headers['x-ratelimit-remaining']).toBe('99');
     expect(res.headers['x-ratelimit-reset']).toBe(MIDNIGHT_S);
@@ -138,6 +143,10 @@ describe('account quotas', () => {
     expect(refused.headers['x-ratelimit-reset']).toBe(MIDNIGHT_S);
     expect(refused.headers['x-quota-tier']).toBe('free');
     expect(refused.headers['retry-after']).toBe('50370');
+    // When it resets; no API key hint to a caller who has one.
+    expect(refused.json().message).toBe(
+      'Daily quota of 3 requests used; it resets at UTC midnight (2031-03-15T00:00:00Z)',
+    );
   });
 
   it('free: 10 per minute by default, then 4290 with Retry-After within the minute', async () => {
@@ -148,6 +157,9 @@ describe('account quotas', () => {
     expectError(refused, 429, 4290);
     expect(refused.headers['retry-after']).toBe('30');
     expect(refused.headers['x-ratelimit-remaining']).toBe('90');
+    expect(refused.json().message).toBe(
+      'Rate limited: 10 requests per minute; the minute resets at 2031-03-14T10:01:00Z',
+    );
   });
 
   it('pro: 10,000 a day and 30 a minute by default', async () => {

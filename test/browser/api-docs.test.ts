@@ -97,4 +97,84 @@ describeWithTool(CHROMIUM, 'API reference page in Chromium', () => {
     await page.screenshot({ path: join(ROOT, 'test-artifacts', 'api-docs.png'), fullPage: true });
     expect(problems).toEqual([]);
   });
+
+  it("shows every documented field of both detect answers with its description, and the headers' types", async () => {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 1400 } });
+    await page.goto(`${url}/docs/api`);
+    await page.locator('.opblock').first().waitFor();
+    const doc = (await (await fetch(`${url}/openapi.json`)).json()) as OpenApi;
+    for (const path of ['/api/public/detect', '/api/open/detect']) {
+      const ok = doc.paths[path]?.post?.responses['200'];
+      const schema = ok?.content['application/json']?.schema as JsonSchema;
+      const fields = documentedFields(schema);
+      // Every response field is described (the document), then shown with its description (the page).
+      expect(
+        fields.filter((f) => !f.description).map((f) => f.path),
+        path,
+      ).toEqual([]);
+      expect(fields.map((f) => f.path)).toEqual(
+        expect.arrayContaining(['data.model', 'data.classes', 'data.image.format', 'data.decision']),
+      );
+      const op = page.locator('.opblock', { has: page.locator(`[data-path="${path}"]`) });
+      await op.locator('.opblock-summary').click();
+      const response = op.locator('tr.response[data-code="200"]');
+      await response.locator('button[data-name="model"], a[data-name="model"]').first().click();
+      // Expand the schema to its leaves (Swagger UI's JSON Schema 2020-12 view: "Expand all").
+      const deep = response.locator('.json-schema-2020-12-expand-deep-button').first();
+      if ((await deep.innerText()).includes('Collapse')) await deep.click();
+      await deep.click();
+      await expect.poll(() => deep.innerText()).toContain('Collapse');
+      const shown = (await response.innerText()).replace(/\s+/g, ' ');
+      for (const field of fields) {
+        expect(shown, field.path).toContain(field.name);
+        expect(shown, field.path).toContain(plain(field.description ?? ''));
+      }
+      expect(shown).toContain('"jpeg"');
+      // The rate-limit headers are integers.
+      for (const header of ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset']) {
+        expect(ok?.headers[header]?.schema.type, header).toBe('integer');
+      }
+      await op.locator('.opblock-summary').click();
+    }
+    await page.screenshot({ path: join(ROOT, 'test-artifacts', 'api-docs-fields.png'), fullPage: true });
+    // No reference to documents a user does not have.
+    expect(JSON.stringify(doc)).not.toMatch(/spec (part )?\d/);
+  });
 });
+
+interface JsonSchema {
+  description?: string;
+  properties?: Record<string, JsonSchema>;
+  additionalProperties?: JsonSchema | boolean;
+}
+interface OpenApi {
+  paths: Record<
+    string,
+    Record<
+      string,
+      {
+        responses: Record<
+          string,
+          {
+            content: Record<string, { schema: unknown }>;
+            headers: Record<string, { schema: { type: string } }>;
+          }
+        >;
+      }
+    >
+  >;
+}
+
+/** Every property of a response schema, by its dotted path, with its description. */
+function documentedFields(
+  schema: JsonSchema,
+  prefix = '',
+): Array<{ path: string; name: string; description?: string }> {
+  return Object.entries(schema.properties ?? {}).flatMap(([name, sub]) => {
+    const path = prefix ? `${prefix}.${name}` : name;
+    return [{ path, name, description: sub.description }, ...documentedFields(sub, path)];
+  });
+}
+
+/** A description as Swagger UI shows it: Markdown's code spans rendered, whitespace collapsed. */
+const plain = (markdown: string) => markdown.replace(/`/g, '').replace(/\s+/g, ' ');

@@ -166,7 +166,7 @@ def test_without_pillow_human_mode_notes_it_on_stderr(run, big_png):
     result = run("detect", big_png, pillow=False)
     assert_decided(result)
     assert "Pillow is not installed; sending the original" in result.stderr
-    assert re.fullmatch(r"(allow|review|block) nsfw=\S+ \(allow<0\.1000 block>=0\.9000\)\n", result.stdout)
+    assert re.fullmatch(r"(allow|review|block) nsfw=\S+ \(allow<0\.1000 block>=0\.9000\) model=mobilenet_v2( \w+=\S+){5}\n", result.stdout)
 
 
 def test_without_pillow_small_files_need_nothing(run):

@@ -7,7 +7,11 @@ import pytest
 
 from conftest import clean_env, corpus, free_port
 
-HUMAN_LINE = re.compile(r"(allow|review|block) nsfw=[01]\.\d{4} \(allow<[01]\.\d{4} block>=[01]\.\d{4}\)\n")
+# Decision, score, thresholds, then the model and its five classes highest first (the server runs
+# mobilenet_v2 by default).
+CLASS = r" (drawing|hentai|neutral|porn|sexy)=[01]\.\d{4}"
+HUMAN_LINE = re.compile(r"(allow|review|block) nsfw=[01]\.\d{4} \(allow<[01]\.\d{4} block>=[01]\.\d{4}\)"
+                        r" model=mobilenet_v2(%s){5}\n" % CLASS)
 KEY = "nsk_live_0123456789abcdef0123456789abcdef"
 
 DOCUMENT_KEYS = {
@@ -78,6 +82,8 @@ def test_json_document_is_stable(run, server):
     assert data["decision"] == "allow"
     assert set(data["scores"]) == {"nsfw", "sfw"}
     assert data["thresholds"] == {"allow": 0.1, "block": 0.9}
+    assert data["model"] == "mobilenet_v2"
+    assert set(data["classes"]) == {"drawing", "hentai", "neutral", "porn", "sexy"}
     assert data["image"]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
     assert data["image"]["format"] == "jpeg"
     assert (data["image"]["width"], data["image"]["height"]) == (320, 240)

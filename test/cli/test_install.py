@@ -82,7 +82,7 @@ def test_documented_install_and_first_run(server, tmp_path):
     completed = subprocess.run([sys.executable, "nsfwdetector.py", "detect", "photo.jpg"], cwd=str(tmp_path),
                                env=clean_env(), capture_output=True, text=True, timeout=60)
     assert completed.returncode == 0, completed
-    assert re.fullmatch(r"allow nsfw=0\.\d{4} \(allow<0\.1000 block>=0\.9000\)\n", completed.stdout)
+    assert re.fullmatch(r"allow nsfw=0\.\d{4} \(allow<0\.1000 block>=0\.9000\) model=mobilenet_v2( \w+=[01]\.\d{4}){5}\n", completed.stdout)
     assert completed.stderr == ""
 
 

@@ -73,6 +73,33 @@ def test_decision_exit_codes(run, stub, decision, nsfw, exit_code):
     assert result.stdout == "%s nsfw=%.4f (allow<0.1000 block>=0.9000)\n" % (decision, nsfw)
 
 
+def test_human_line_names_the_model_and_its_classes_highest_first(run, stub):
+    answer = detection("allow", 0.02)
+    answer["data"]["model"] = "mobilenet_v2"
+    answer["data"]["classes"] = {"drawing": 0.1, "hentai": 0.005, "neutral": 0.88, "porn": 0.01, "sexy": 0.005}
+    stub.sequence(PUBLIC, [(200, answer, {})])
+    result = run("detect", photo(), "--base-url", stub.base_url)
+    assert result.code == 0, result
+    assert result.stdout == ("allow nsfw=0.0200 (allow<0.1000 block>=0.9000) model=mobilenet_v2 "
+                             "neutral=0.8800 drawing=0.1000 porn=0.0100 hentai=0.0050 sexy=0.0050\n")
+
+
+def test_human_line_gives_an_ensembles_classes_per_member(run, stub):
+    answer = detection("review", 0.3)
+    answer["data"]["model"] = "mobilenet_v2+open_nsfw"
+    answer["data"]["classes"] = {
+        "mobilenet_v2": {"drawing": 0.0, "hentai": 0.0, "neutral": 0.6, "porn": 0.1, "sexy": 0.3},
+        "open_nsfw": {"nsfw": 0.2, "sfw": 0.8},
+    }
+    stub.sequence(PUBLIC, [(200, answer, {})])
+    result = run("detect", photo(), "--base-url", stub.base_url)
+    assert result.code == 10, result
+    assert result.stdout == (
+        "review nsfw=0.3000 (allow<0.1000 block>=0.9000) model=mobilenet_v2+open_nsfw "
+        "mobilenet_v2.neutral=0.6000 mobilenet_v2.sexy=0.3000 mobilenet_v2.porn=0.1000 "
+        "mobilenet_v2.drawing=0.0000 mobilenet_v2.hentai=0.0000 open_nsfw.sfw=0.8000 open_nsfw.nsfw=0.2000\n")
+
+
 def test_quota_headers_are_reported(run, stub):
     headers = {"X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "41", "X-RateLimit-Reset": "1767225600",
                "X-Quota-Tier": "free"}

@@ -1,12 +1,15 @@
 // npm run calibrate -- --nsfw DIR --sfw DIR --out REPORT_DIR [--target-false-block 0.01] [--target-miss 0.05]
-//                       [--models a,b,a+b [--target-review 0.2]]
+//                       [--models a,b,a+b [--target-review 0.2]] [--min-images 30] [--max-review 0.5] [--force]
 // Scores two labelled folders through the detect pipeline, one image at a time (only the scores are
 // kept), with a progress bar and ETA on stderr, then writes the report folder (report.ts). With
 // --models, once per model: each model's report goes to a subfolder named after it, and the comparison
 // with the recommended model and thresholds to the folder itself (compare.ts, compare-report.ts).
+// Advice the data does not support (advice.ts: too few images, a point that allows nothing, blocks
+// everything or sends too much to review) is flagged, and its deployable files are written only with
+// --force (exit 1 without). Every argument error is one line and exit 2.
 
 import { createWriteStream } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import {
@@ -14,6 +17,7 @@ import {
   modelChoiceProblem,
   OFFERED_MODEL_NAMES,
 } from '../../lib/policy/model-catalogue.ts';
+import { type AdviceLimits, adviceProblems, DEFAULT_ADVICE, operatingPoint, type Problem } from './advice.ts';
 import { compareModel, type ModelComparison, recommend } from './compare.ts';
 import { writeComparison } from './compare-report.ts';
 import { suggestThresholds, thresholdTable } from './metrics.ts';
@@ -30,16 +34,35 @@ function progress(done: number, total: number, startedMs: number): string {
   return `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${done}/${total} ${fmt(elapsed)} elapsed, ETA ${fmt(eta)}`;
 }
 
+/** A mistake in the arguments: one line on stderr, exit 2. */
+class UsageError extends Error {}
+
 function rate(name: string, raw: string | undefined, fallback: number): number {
   if (raw === undefined) return fallback;
   const v = Number(raw);
   if (!Number.isFinite(v) || v < 0 || v > 1)
-    throw new Error(`--${name} must be a number in [0, 1], got ${raw}`);
+    throw new UsageError(`--${name} must be a number in [0, 1], got ${raw}`);
   return v;
 }
 
+function wholeNumber(name: string, raw: string | undefined, fallback: number): number {
+  if (raw === undefined) return fallback;
+  const v = Number(raw);
+  if (!Number.isInteger(v) || v < 1)
+    throw new UsageError(`--${name} must be a whole number of at least 1, got ${raw}`);
+  return v;
+}
+
+async function folder(option: string, dir: string | undefined): Promise<string> {
+  if (!dir) throw new UsageError(`--${option} DIR is required (a folder of ${option.toUpperCase()} images)`);
+  const found = await stat(dir).catch(() => undefined);
+  if (!found) throw new UsageError(`--${option} ${dir}: no such folder`);
+  if (!found.isDirectory()) throw new UsageError(`--${option} ${dir}: not a folder`);
+  return dir;
+}
+
 const USAGE =
-  'usage: npm run calibrate -- --nsfw DIR --sfw DIR --out REPORT_DIR [--target-false-block 0.01] [--target-miss 0.05] [--models a,b,a+b [--target-review 0.2]]';
+  'usage: npm run calibrate -- --nsfw DIR --sfw DIR --out REPORT_DIR [--target-false-block 0.01] [--target-miss 0.05] [--models a,b,a+b [--target-review 0.2]] [--min-images 30] [--max-review 0.5] [--force]';
 
 interface Progress {
   done: number;
@@ -50,6 +73,8 @@ interface Progress {
 interface ModelScores {
   nsfw: number[];
   sfw: number[];
+  /** The files of `nsfw` and `sfw`, in the same order (the report's thumbnails). */
+  files: { nsfw: string[]; sfw: string[] };
   failures: Failure[];
   cpuMs: number;
 }
@@ -64,7 +89,7 @@ async function scoreFolders(
   const scorer = await createFileScorer(config);
   const csv = createWriteStream(path.join(outDir, 'scores.csv'));
   csv.write('label,file,nsfw,error_code\n');
-  const result: ModelScores = { nsfw: [], sfw: [], failures: [], cpuMs: 0 };
+  const result: ModelScores = { nsfw: [], sfw: [], files: { nsfw: [], sfw: [] }, failures: [], cpuMs: 0 };
   const tty = process.stderr.isTTY;
   try {
     // One untimed image first: the model's first run (and the code's first) costs more than the rest.
@@ -78,6 +103,7 @@ async function scoreFolders(
         const rel = path.relative(dir, file);
         if ('nsfw' in outcome) {
           result[label].push(outcome.nsfw);
+          result.files[label].push(file);
           csv.write(`${label},${JSON.stringify(rel)},${outcome.nsfw},\n`);
         } else {
           result.failures.push({
@@ -109,38 +135,59 @@ async function scoreFolders(
 }
 
 export async function main(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      nsfw: { type: 'string' },
-      sfw: { type: 'string' },
-      out: { type: 'string' },
-      'target-false-block': { type: 'string' },
-      'target-miss': { type: 'string' },
-      'target-review': { type: 'string' },
-      models: { type: 'string' },
-    },
-  });
-  if (!values.nsfw || !values.sfw || !values.out) {
-    process.stderr.write(`${USAGE}\n`);
+  try {
+    return await calibrate(argv);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`calibrate: ${err.message}\n`);
     return 2;
   }
-  const dirs = { nsfw: values.nsfw, sfw: values.sfw };
+}
+
+function parse(argv: string[]) {
+  try {
+    return parseArgs({
+      args: argv,
+      options: {
+        nsfw: { type: 'string' },
+        sfw: { type: 'string' },
+        out: { type: 'string' },
+        'target-false-block': { type: 'string' },
+        'target-miss': { type: 'string' },
+        'target-review': { type: 'string' },
+        models: { type: 'string' },
+        'min-images': { type: 'string' },
+        'max-review': { type: 'string' },
+        force: { type: 'boolean', default: false },
+      },
+    });
+  } catch (err) {
+    // parseArgs names the unknown option or the missing value.
+    throw new UsageError(`${(err as Error).message} (${USAGE})`);
+  }
+}
+
+async function calibrate(argv: string[]): Promise<number> {
+  const { values } = parse(argv);
+  const dirs = { nsfw: await folder('nsfw', values.nsfw), sfw: await folder('sfw', values.sfw) };
+  if (!values.out) throw new UsageError('--out REPORT_DIR is required (the folder the report is written to)');
+  const limits: AdviceLimits = {
+    minPerLabel: wholeNumber('min-images', values['min-images'], DEFAULT_ADVICE.minPerLabel),
+    maxReview: rate('max-review', values['max-review'], DEFAULT_ADVICE.maxReview),
+  };
+  const force = values.force ?? false;
   const targetFalseBlock = rate('target-false-block', values['target-false-block'], 0.01);
   const targetMiss = rate('target-miss', values['target-miss'], 0.05);
   const config = loadCalibrateConfig(process.env);
   if (values.models === undefined && values['target-review'] !== undefined) {
-    throw new Error('--target-review applies to a comparison: give --models too');
+    throw new UsageError('--target-review applies to a comparison: give --models too');
   }
   const models = (values.models?.split(',').map((m) => m.trim()) ?? [config.model]) as ModelChoice[];
   for (const m of values.models === undefined ? [] : models) {
     const problem = modelChoiceProblem(m, OFFERED_MODEL_NAMES);
-    if (problem) {
-      process.stderr.write(`--models: ${problem}\n${USAGE}\n`);
-      return 2;
-    }
+    if (problem) throw new UsageError(`--models: ${problem}`);
   }
-  if (new Set(models).size !== models.length) throw new Error('--models names each choice once');
+  if (new Set(models).size !== models.length) throw new UsageError('--models names each choice once');
   await mkdir(values.out, { recursive: true });
   const bar = {
     done: 0,
@@ -149,15 +196,13 @@ export async function main(argv: string[]): Promise<number> {
   };
 
   // One model's thresholds fitted on its scores, and its report written (index.html's path returned).
-  const report = async (
-    run: { nsfw: number[]; sfw: number[]; failures: readonly Failure[] },
-    outDir: string,
-    model: string,
-    nameModel: boolean,
-  ) => {
+  const report = async (run: ModelScores, outDir: string, model: string, nameModel: boolean) => {
     const table = thresholdTable(run.nsfw, run.sfw);
     const suggestion = suggestThresholds(table, targetFalseBlock, targetMiss);
+    const problems = adviceProblems(run.nsfw, run.sfw, suggestion, limits);
     const index = await writeReport({
+      advice: { problems, point: operatingPoint(run.nsfw, run.sfw, suggestion), limits, force },
+      files: run.files,
       outDir,
       model,
       nameModel,
@@ -171,18 +216,29 @@ export async function main(argv: string[]): Promise<number> {
       targetFalseBlock,
       targetMiss,
     });
-    return { suggestion, index };
+    return { suggestion, index, problems };
+  };
+  /** Tells what is flagged; the exit code: 1 when flagged advice got no deployable file. */
+  const flag = (problems: readonly Problem[], whose: string): number => {
+    for (const p of problems) process.stderr.write(`flagged${whose}: ${p.message}\n`);
+    if (!problems.length) return 0;
+    process.stderr.write(
+      force
+        ? `flagged${whose}: deployable files written anyway (--force)\n`
+        : `flagged${whose}: no values.yaml, thresholds.env or detection-policy.yaml written (--force writes them)\n`,
+    );
+    return force ? 0 : 1;
   };
 
   if (values.models === undefined) {
     const run = await scoreFolders(config, dirs, values.out, bar);
     for (const f of run.failures) process.stderr.write(`not decodable: ${f.file}: ${f.code} ${f.message}\n`);
-    const { suggestion, index } = await report(run, values.out, config.model, false);
+    const { suggestion, index, problems } = await report(run, values.out, config.model, false);
     process.stdout.write(
       `scored ${run.nsfw.length} nsfw + ${run.sfw.length} sfw, ${run.failures.length} not decodable\n` +
         `suggested: THRESHOLD_ALLOW=${suggestion.allow} THRESHOLD_BLOCK=${suggestion.block}\nreport: ${index}\n`,
     );
-    return 0;
+    return flag(problems, '');
   }
 
   const targets = {
@@ -191,6 +247,7 @@ export async function main(argv: string[]): Promise<number> {
     review: rate('target-review', values['target-review'], 0.2),
   };
   const rows: ModelComparison[] = [];
+  const curves: Array<{ model: string; nsfw: readonly number[]; sfw: readonly number[] }> = [];
   for (const [i, model] of models.entries()) {
     const modelDir = path.join(values.out, model);
     await mkdir(modelDir, { recursive: true });
@@ -201,6 +258,7 @@ export async function main(argv: string[]): Promise<number> {
         process.stderr.write(`not decodable: ${f.file}: ${f.code} ${f.message}\n`);
     }
     await report(run, modelDir, model, true);
+    curves.push({ model, nsfw: run.nsfw, sfw: run.sfw });
     const scored = run.nsfw.length + run.sfw.length;
     rows.push(
       compareModel(
@@ -216,6 +274,9 @@ export async function main(argv: string[]): Promise<number> {
     );
   }
   const recommendation = recommend(rows);
+  const best = recommendation.choice;
+  const bestRun = curves.find((c) => c.model === best.model) ?? { nsfw: [], sfw: [] };
+  const problems = adviceProblems(bestRun.nsfw, bestRun.sfw, best.suggestion, limits);
   const index = await writeComparison({
     outDir: values.out,
     nsfwDir: dirs.nsfw,
@@ -223,8 +284,9 @@ export async function main(argv: string[]): Promise<number> {
     targets,
     rows,
     recommendation,
+    curves,
+    advice: { problems, force },
   });
-  const best = recommendation.choice;
   process.stdout.write(
     `${rows
       .map(
@@ -234,7 +296,7 @@ export async function main(argv: string[]): Promise<number> {
       .join('\n')}\n` +
       `recommended: MODEL=${best.model} THRESHOLD_ALLOW=${best.suggestion.allow} THRESHOLD_BLOCK=${best.suggestion.block} (${recommendation.reason})\nreport: ${index}\n`,
   );
-  return 0;
+  return flag(problems, ` (${best.model})`);
 }
 
 process.exitCode = await main(process.argv.slice(2));

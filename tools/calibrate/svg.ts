@@ -20,6 +20,7 @@ function frame(title: string, xLabel: string, yLabel: string, body: string): str
     )
     .join('');
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">
+<title>${esc(title)}</title>
 <rect width="${W}" height="${H}" fill="#fff"/>
 <text x="${W / 2}" y="20" text-anchor="middle" font-size="15" font-weight="bold">${esc(title)}</text>
 ${ticks}
@@ -47,7 +48,47 @@ function legend(series: readonly { label: string; color: string }[]): string {
     .join('');
 }
 
-export function lineChart(title: string, xLabel: string, yLabel: string, series: readonly Series[]): string {
+/** A point drawn on a chart with its label (an operating point: the suggested thresholds). */
+export interface Marker {
+  label: string;
+  color: string;
+  at: readonly [number, number];
+}
+
+function markers(points: readonly Marker[]): string {
+  return points
+    .map(
+      (m) =>
+        `<circle cx="${x(m.at[0]).toFixed(1)}" cy="${y(m.at[1]).toFixed(1)}" r="5" fill="${m.color}" stroke="#000"/>` +
+        `<text x="${(x(m.at[0]) + 8).toFixed(1)}" y="${(y(m.at[1]) + 14).toFixed(1)}" fill="#000">${esc(m.label)}</text>`,
+    )
+    .join('');
+}
+
+/** A vertical line across the plot at `at` (a threshold on the score axis), labelled at its top. */
+export interface Rule {
+  label: string;
+  color: string;
+  at: number;
+}
+
+function rules(lines: readonly Rule[]): string {
+  return lines
+    .map(
+      (r, i) =>
+        `<line x1="${x(r.at).toFixed(1)}" y1="${y(0)}" x2="${x(r.at).toFixed(1)}" y2="${y(1)}" stroke="${r.color}" stroke-width="2" stroke-dasharray="6 3"/>` +
+        `<text x="${(x(r.at) + 4).toFixed(1)}" y="${(y(1) + 14 + i * 14).toFixed(1)}" fill="${r.color}">${esc(r.label)}</text>`,
+    )
+    .join('');
+}
+
+export function lineChart(
+  title: string,
+  xLabel: string,
+  yLabel: string,
+  series: readonly Series[],
+  points: readonly Marker[] = [],
+): string {
   const lines = series
     .map(
       (s) =>
@@ -56,13 +97,14 @@ export function lineChart(title: string, xLabel: string, yLabel: string, series:
           .join(' ')}"/>`,
     )
     .join('\n');
-  return frame(title, xLabel, yLabel, lines + legend(series));
+  return frame(title, xLabel, yLabel, lines + markers(points) + legend(series));
 }
 
 /** Two histograms of shares (each class's counts over its own total), bars side by side per bin. */
 export function histogramChart(
   title: string,
   classes: readonly { label: string; color: string; counts: readonly number[] }[],
+  thresholds: readonly Rule[] = [],
 ): string {
   const bins = classes[0]?.counts.length ?? 0;
   const shares = classes.map((c) => {
@@ -79,5 +121,10 @@ export function histogramChart(
       bars += `<rect x="${x(b * binW + ci * barW).toFixed(1)}" y="${y(h).toFixed(1)}" width="${(barW * (W - 2 * PAD)).toFixed(1)}" height="${(y(0) - y(h)).toFixed(1)}" fill="${c.color}"/>`;
     });
   });
-  return frame(title, 'nsfw score', `share of class (max ${max.toFixed(2)})`, bars + legend(classes));
+  return frame(
+    title,
+    'nsfw score',
+    `share of class (max ${max.toFixed(2)})`,
+    bars + rules(thresholds) + legend(classes),
+  );
 }

@@ -1,7 +1,7 @@
 // The capability the detect service needs from a model. The ONNX implementation lives beside this
 // file; tests may substitute a fake, the composition root chooses.
 
-import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
+import type { ModelChoice, ModelName } from '../../../lib/policy/model-catalogue.ts';
 
 /** nsfwjs's output order. Scores are always read by name, never by position. */
 export const CLASS_NAMES = ['drawing', 'hentai', 'neutral', 'porn', 'sexy'] as const;
@@ -18,7 +18,22 @@ export interface NsfwProbability {
  * classes, or open_nsfw's NSFW probability and its complement (its two softmax classes), which has no
  * nsfwjs class (read by name, one is undefined).
  */
-export type ModelScores = ClassScores | (NsfwProbability & { readonly [C in ClassName]?: never });
+export type ModelScores =
+  | ClassScores
+  | (NsfwProbability & { readonly [C in ClassName]?: never })
+  | EnsembleScores;
+
+/** An ensemble's output: the means (scores.nsfw, scores.sfw) and each member's own scores, by its name. */
+export type EnsembleScores = NsfwProbability & { readonly [C in ClassName]?: never } & {
+  members: Partial<Record<ModelName, ModelScores>>;
+};
+
+/**
+ * A model family's own class scores (data.classes): nsfwjs's five, or open_nsfw's two (nsfw and sfw);
+ * an ensemble's per member, by the member's name.
+ */
+export type FamilyClasses = ClassScores | NsfwProbability;
+export type ResultClasses = FamilyClasses | Partial<Record<ModelName, FamilyClasses>>;
 
 export interface Classifier {
   /** The model, or the ensemble (ensemble-classifier.ts). */
@@ -45,6 +60,22 @@ export function summarize(scores: ModelScores): NsfwProbability {
       nsfw: scores.porn + scores.hentai + scores.sexy,
       sfw: scores.drawing + scores.neutral,
     };
+  }
+  return { nsfw: scores.nsfw, sfw: scores.sfw };
+}
+
+/** data.classes of a result: the family's own classes, copied by name (an ensemble: per member). */
+export function classesOf(scores: ModelScores): ResultClasses {
+  if ('members' in scores) {
+    const members: Partial<Record<ModelName, FamilyClasses>> = {};
+    for (const [name, own] of Object.entries(scores.members) as Array<[ModelName, ModelScores]>) {
+      members[name] = classesOf(own) as FamilyClasses;
+    }
+    return members;
+  }
+  if (scores.porn !== undefined) {
+    const { drawing, hentai, neutral, porn, sexy } = scores;
+    return { drawing, hentai, neutral, porn, sexy };
   }
   return { nsfw: scores.nsfw, sfw: scores.sfw };
 }

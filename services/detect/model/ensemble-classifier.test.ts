@@ -10,7 +10,7 @@ import { fixture } from '../../../test/fixtures/corpus.ts';
 import { probeHeader } from '../image/probe.ts';
 import { sniffFormat } from '../image/sniff.ts';
 import { InProcessScorer } from '../scoring/image-scorer.ts';
-import { summarize } from './classifier.ts';
+import { classesOf, summarize } from './classifier.ts';
 import { EnsembleClassifier } from './ensemble-classifier.ts';
 import { createOnnxClassifier } from './onnx-classifier.ts';
 
@@ -20,11 +20,13 @@ const ENSEMBLES: Array<[ModelChoice, ModelName[]]> = [
   ['open_nsfw+mobilenet_v2+inception_v3', ['open_nsfw', 'mobilenet_v2', 'inception_v3']],
 ];
 
-async function scoreWith(scorer: InProcessScorer, name: string) {
+async function scoresWith(scorer: InProcessScorer, name: string) {
   const bytes = readFileSync(fixture(name));
-  return summarize(
-    (await scorer.score(new Uint8Array(bytes), probeHeader(bytes, await sniffFormat(bytes)))).scores,
-  );
+  return (await scorer.score(new Uint8Array(bytes), probeHeader(bytes, await sniffFormat(bytes)))).scores;
+}
+
+async function scoreWith(scorer: InProcessScorer, name: string) {
+  return summarize(await scoresWith(scorer, name));
 }
 
 describe('EnsembleClassifier', () => {
@@ -54,6 +56,26 @@ describe('EnsembleClassifier', () => {
           // bit-identical to sharp's decode and the resize): only the summation order may differ.
           expect(got.nsfw, name).toBeCloseTo(mean('nsfw'), 12);
           expect(got.sfw, name).toBeCloseTo(mean('sfw'), 12);
+          // data.classes: each member's own classes, by its name, as it gives them alone.
+          const classes = classesOf(await scoresWith(ensemble, name)) as Record<
+            string,
+            Record<string, number>
+          >;
+          expect(Object.keys(classes)).toEqual(members);
+          for (const [i, m] of members.entries()) {
+            expect(summarize(classes[m] as never).nsfw, `${name} ${m}`).toBeCloseTo(
+              own[i]?.nsfw as number,
+              12,
+            );
+          }
+          expect(Object.keys(classes.open_nsfw ?? {}).sort()).toEqual(['nsfw', 'sfw']);
+          expect(Object.keys(classes.mobilenet_v2 ?? {}).sort()).toEqual([
+            'drawing',
+            'hentai',
+            'neutral',
+            'porn',
+            'sexy',
+          ]);
         }
       } finally {
         await ensemble.close();

@@ -33,7 +33,7 @@ import urllib.request
 import uuid
 import warnings
 
-__version__ = "1.0.0"
+__version__ = "1.1.0"
 
 # The service that published this file. When the service serves this file it rewrites this one
 # line with its own base URL; everything else is served byte for byte.
@@ -602,12 +602,34 @@ def _num(value):
     return ("%.4f" % value) if isinstance(value, (int, float)) else "?"
 
 
+def _class_list(classes, prefix=""):
+    """name=score pairs of one model's classes, highest first; an ensemble's per member (member.name)."""
+    if not isinstance(classes, dict):
+        return []
+    pairs = []
+    nested = [(k, v) for k, v in classes.items() if isinstance(v, dict)]
+    for member, own in nested:
+        pairs.extend(_class_list(own, prefix + member + "."))
+    flat = [(k, v) for k, v in classes.items() if isinstance(v, (int, float))]
+    for name, value in sorted(flat, key=lambda kv: -kv[1]):
+        pairs.append("%s%s=%s" % (prefix, name, _num(value)))
+    return pairs
+
+
 def human_line(data):
     scores = data.get("scores") or {}
     thresholds = data.get("thresholds") or {}
-    return "%s nsfw=%s (allow<%s block>=%s)" % (
+    line = "%s nsfw=%s (allow<%s block>=%s)" % (
         data.get("decision"), _num(scores.get("nsfw")),
         _num(thresholds.get("allow")), _num(thresholds.get("block")))
+    # The model that scored and its own classes (scores do not carry over between models); a server
+    # that does not name them gets the line without.
+    if isinstance(data.get("model"), str):
+        line += " model=%s" % data["model"]
+    pairs = _class_list(data.get("classes"))
+    if pairs:
+        line += " " + " ".join(pairs)
+    return line
 
 
 def run_detect(args, document):

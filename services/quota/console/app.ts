@@ -57,10 +57,14 @@ import {
   burnPasswordCheck,
   DEFAULT_SCRYPT,
   hashPassword,
+  PASSWORD_MAX,
+  PASSWORD_MIN,
+  passwordProblem,
   type ScryptParams,
   verifyPassword,
 } from './passwords.ts';
 import {
+  changePasswordSchema,
   createKeySchema,
   listKeysSchema,
   loginSchema,
@@ -119,8 +123,6 @@ function limitsOf(opts: ConsoleOptions): Record<AccountTier, WindowLimits> {
 /** `<device id: 32 hex>.<HMAC-SHA256 of account id + device id, keyed by the password hash>`. */
 const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 const MAX_ACTIVE_KEYS = 20;
-const PASSWORD_MIN = 10;
-const PASSWORD_MAX = 256;
 const EMAIL_MAX = 254;
 const KEY_NAME_MAX = 64;
 /** Every console JSON body (credentials, a key name) fits in far less. */
@@ -310,6 +312,27 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
     return ok(await startSession(reply, request, account));
   });
 
+  // The current password proves it is the owner, not someone at an unlocked screen; its attempts count
+  // as login attempts from this address. The new hash re-signs this device's known-device cookie.
+  app.post('/console/api/password', write(changePasswordSchema), async (request, reply) => {
+    const { account } = await requireWrite(request);
+    const { current, password } = passwordChange(request.body);
+    await limit(
+      `console:login:ip:${request.clientKey}`,
+      limits.loginPerIp,
+      'password attempts from this address',
+    );
+    if (!(await verifyPassword(current, account.passwordHash)))
+      throw new ApiError('BAD_REQUEST', 'The current password is wrong');
+    const updated = await opts.accounts.setPasswordHash(
+      account.id,
+      await hashPassword(password, scryptParams),
+    );
+    if (!updated) throw new ApiError('INVALID_API_KEY', 'Not logged in');
+    reply.header('set-cookie', deviceCookie(request, updated, request.protocol === 'https'));
+    return ok({ changed: true });
+  });
+
   app.post('/console/api/logout', write(logoutSchema), async (request, reply) => {
     const { token } = await requireWrite(request);
     await opts.sessions.deleteSession(token);
@@ -439,6 +462,18 @@ function credentials(body: unknown): { email: string; password: string } {
   if (normalised.length > EMAIL_MAX) throw new ApiError('BAD_REQUEST', 'Email address too long');
   if (!EMAIL_FORMAT.test(normalised)) throw new ApiError('BAD_REQUEST', 'Enter a valid email address');
   return { email: normalised, password };
+}
+
+function passwordChange(body: unknown): { current: string; password: string } {
+  if (!isRecord(body)) throw new ApiError('BAD_REQUEST', 'Send a JSON object with current and password');
+  const { current, password } = body;
+  if (typeof current !== 'string' || current === '')
+    throw new ApiError('BAD_REQUEST', 'Enter your current password');
+  if (current.length > PASSWORD_MAX) throw new ApiError('BAD_REQUEST', 'The current password is wrong');
+  if (typeof password !== 'string') throw new ApiError('BAD_REQUEST', 'Enter a new password');
+  const problem = passwordProblem(password);
+  if (problem) throw new ApiError('BAD_REQUEST', problem);
+  return { current, password };
 }
 
 function keyName(body: unknown): string {

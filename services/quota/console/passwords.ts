@@ -68,6 +68,17 @@ export async function verifyPassword(password: string, stored: string): Promise<
   return timingSafeEqual(key, parsed.key);
 }
 
+/** A console password's length, in characters: the console's sign-up and change, and the admin CLI. */
+export const PASSWORD_MIN = 10;
+export const PASSWORD_MAX = 256;
+
+/** Why `password` cannot be a console password, or undefined. */
+export function passwordProblem(password: string): string | undefined {
+  if (password.length < PASSWORD_MIN) return `Use a password of at least ${PASSWORD_MIN} characters`;
+  if (password.length > PASSWORD_MAX) return `Use a password of at most ${PASSWORD_MAX} characters`;
+  return undefined;
+}
+
 /** Spends the same work as a real verification, for logins with an unknown email. */
 export async function burnPasswordCheck(password: string): Promise<void> {
   await derive(password, randomBytes(SALT_BYTES), DEFAULT_SCRYPT);

@@ -182,3 +182,21 @@ export const revokeKeySchema = {
     ...write,
   },
 } as const;
+
+export const changePasswordSchema = {
+  summary:
+    "Change the logged-in account's password (the current one is required when it has one); this device stays logged in",
+  body: {
+    type: 'object',
+    required: ['current', 'password'],
+    properties: {
+      current: { type: 'string', description: 'The current password.' },
+      password: { type: 'string', description: 'The new password: at least 10 characters, at most 256.' },
+    },
+  },
+  response: {
+    200: okSchema({ type: 'object', required: ['changed'], properties: { changed: { type: 'boolean' } } }),
+    ...write,
+    429: errorResponse(429),
+  },
+} as const;

@@ -232,7 +232,8 @@ async function tryImage(file) {
   $('try-cli').textContent =
     `NSFWDETECTOR_API_KEY=${shellQuote(key)} python3 nsfwdetector.py detect --base-url ${location.origin} --json ${shellQuote(name)}`;
   show($('try-result'), true);
-  await Promise.all([loadUsage(), loadHistory()]);
+  // The keys table too: its "Last used" changes with this call.
+  await Promise.all([loadUsage(), loadHistory(), loadKeys()]);
 }
 
 async function loadUsage() {
@@ -265,11 +266,14 @@ function keyRow(key) {
   const revoked = Boolean(key.revokedAt);
   if (revoked) tr.classList.add('revoked');
   const cells = [key.name || '—', null, formatTime(key.createdAt), formatTime(key.lastUsedAt), null];
-  for (const text of cells) {
+  // Each cell names its column: a phone-width screen shows a key as a card of labelled lines.
+  const labels = ['Name', 'Key', 'Created', 'Last used', 'Status'];
+  cells.forEach((text, i) => {
     const td = document.createElement('td');
+    td.dataset.label = labels[i];
     if (text !== null) td.textContent = text;
     tr.append(td);
-  }
+  });
   const code = document.createElement('code');
   code.textContent = key.masked;
   tr.children[1].append(code);
@@ -418,6 +422,29 @@ function setup() {
     }
   });
 
+  $('password-form').addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const form = event.currentTarget;
+    formError(form, '');
+    show($('password-changed'), false);
+    const data = new FormData(form);
+    const button = form.querySelector('button[type=submit]');
+    button.disabled = true;
+    try {
+      await api('POST', 'password', {
+        current: String(data.get('current') ?? ''),
+        password: String(data.get('password') ?? ''),
+      });
+      form.reset();
+      show($('password-changed'), true);
+    } catch (err) {
+      if (err instanceof ApiFailure && err.status === 401) handleFailure(err);
+      else formError(form, err instanceof Error ? err.message : String(err));
+    } finally {
+      button.disabled = false;
+    }
+  });
+
   $('new-key-copy').addEventListener('click', async () => {
     const secret = $('new-key-secret').textContent;
     try {
@@ -463,6 +490,13 @@ function setup() {
     'change',
     () => lastHistory && drawHistory(lastHistory),
   );
+  // The chart is drawn at its box's width: drawn again when the window narrows or widens (a phone
+  // turned, a window resized), or it would stick out sideways.
+  let resizing = 0;
+  window.addEventListener('resize', () => {
+    cancelAnimationFrame(resizing);
+    resizing = requestAnimationFrame(() => lastHistory && drawHistory(lastHistory));
+  });
 
   $('logout').addEventListener('click', async () => {
     try {
