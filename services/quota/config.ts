@@ -1,6 +1,7 @@
 // The quota service's part of the configuration (and the admin CLI's, which opens the same stores):
 // where accounts live without Redis, and the quota server's port.
 
+import type { NetworkPrefixes } from '../../lib/common/client-key.ts';
 import {
   type CoreConfig,
   type Env,
@@ -20,6 +21,10 @@ export interface StoresConfig extends Pick<CoreConfig, 'redisTarget' | 'redis'> 
 /** The console's bound on sign-ups from all addresses together (a flood from many is bounded too). */
 export interface SignupConfig {
   signupTotal: WindowLimits;
+  /** The most of signupTotal one network may take (SIGNUP_NETWORK_SHARE_PERCENT). */
+  signupNetworkSharePercent: number;
+  /** What one network is (NETWORK_IPV4_PREFIX_LENGTH, NETWORK_IPV6_PREFIX_LENGTH). */
+  networkPrefixes: NetworkPrefixes;
 }
 
 export interface QuotaConfig extends CoreConfig, PolicyConfig, SignupConfig {
@@ -37,6 +42,11 @@ export function loadSignupConfig(env: Env): SignupConfig {
     signupTotal: {
       perMinute: intSetting(env, 'SIGNUP_PER_MINUTE'),
       perDay: intSetting(env, 'SIGNUP_PER_DAY'),
+    },
+    signupNetworkSharePercent: intSetting(env, 'SIGNUP_NETWORK_SHARE_PERCENT'),
+    networkPrefixes: {
+      ipv4: intSetting(env, 'NETWORK_IPV4_PREFIX_LENGTH'),
+      ipv6: intSetting(env, 'NETWORK_IPV6_PREFIX_LENGTH'),
     },
   };
 }
