@@ -11,6 +11,7 @@ import {
 } from '../../lib/common/config.ts';
 import { loadPolicyConfig, type PolicyConfig } from '../../lib/policy/policy-config.ts';
 import type { WindowLimits } from '../../lib/policy/rules.ts';
+import type { SourceLimits } from './source-limit.ts';
 
 /** What openStores needs: the Redis (core) or, without one, the embedded accounts file. */
 export interface StoresConfig extends Pick<CoreConfig, 'redisTarget' | 'redis'> {
@@ -31,6 +32,9 @@ export interface QuotaConfig extends CoreConfig, PolicyConfig, SignupConfig {
   accountsFile: string;
   /** Port of the quota service's own server (ext_authz + console), when run on its own. */
   quotaPort: number;
+  /** Its Envoy's rate-limit service (per-source new connections): the port, 0 = not served. */
+  sourceLimitPort: number;
+  sourceLimits: SourceLimits;
 }
 
 export function accountsFileVar(env: Env): string {
@@ -58,5 +62,10 @@ export function loadQuotaConfig(env: Env): QuotaConfig {
     ...loadSignupConfig(env),
     accountsFile: accountsFileVar(env),
     quotaPort: intSetting(env, 'QUOTA_PORT'),
+    sourceLimitPort: intSetting(env, 'SOURCE_LIMIT_PORT'),
+    sourceLimits: {
+      perSecond: intSetting(env, 'SOURCE_CONNECTIONS_PER_SECOND'),
+      burst: intSetting(env, 'SOURCE_CONNECTIONS_BURST'),
+    },
   };
 }
