@@ -11,20 +11,16 @@
 // per-source bound closed, the attacker's connections, the other clients' latencies); only answers
 // are asserted, never timings.
 
-import { request } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { type Stack, startStack } from '../../tools/stack/stack.ts';
 import { type Child, childEnv, spawnChild } from '../support/children.ts';
 import { ROOT } from '../support/server-process.ts';
-import { JPEG } from '../support/stack-client.ts';
 import { describeWithStackTools } from '../support/stack-tools.ts';
+import { CALLS, callThroughout, summary } from './slow-clients.calls.ts';
 
 const ATTACKER = fileURLToPath(new URL('./slowloris.run.ts', import.meta.url));
 const ATTACK_MS = 150_000;
-/** Calls of each kind from the other addresses, spread over CALLS_MS (the finding: 0 of 90 in 50 s). */
-const CALLS = 90;
-const CALLS_MS = 50_000;
 
 interface Attack {
   name: string;
@@ -54,42 +50,6 @@ interface AttackState {
   closes: number;
   errors: number;
 }
-
-/** One request on a connection of its own from `localAddress`; the status, or the error's code. */
-function call(
-  edgePort: number,
-  localAddress: string,
-  method: 'GET' | 'POST',
-  path: string,
-): Promise<{ status: number | string; ms: number }> {
-  const started = performance.now();
-  return new Promise((resolve) => {
-    const req = request(
-      {
-        host: '127.0.0.1',
-        port: edgePort,
-        localAddress,
-        method,
-        path,
-        agent: false,
-        timeout: 20_000,
-        headers: method === 'POST' ? { 'content-type': 'image/jpeg', 'content-length': JPEG.length } : {},
-      },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, ms: performance.now() - started }));
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('no answer in 20 s')));
-    req.on('error', (err: NodeJS.ErrnoException) =>
-      resolve({ status: err.code ?? err.message, ms: performance.now() - started }),
-    );
-    req.end(method === 'POST' ? JPEG : undefined);
-  });
-}
-
-const percentile = (sorted: number[], p: number) =>
-  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 
 /** Envoy's counters and gauges of interest, from its admin interface. */
 async function envoyStats(adminUrl: string): Promise<Record<string, number>> {
@@ -202,24 +162,11 @@ describeWithStackTools(
         })();
 
         // 90 health and 90 detect calls spread over 50 s, from two other addresses, several at once.
-        const results: Array<{ kind: string; status: number | string; ms: number; at: number }> = [];
-        const calls: Array<Promise<void>> = [];
         const attackAtStart = attack();
-        const callsStarted = performance.now();
-        for (let i = 0; i < CALLS; i++) {
-          const at = Math.round(performance.now() - callsStarted);
-          calls.push(
-            call(edgePort, '127.0.0.3', 'GET', '/api/public/health').then((r) => {
-              results.push({ kind: 'health', at, ...r });
-            }),
-            call(edgePort, '127.0.0.4', 'POST', '/api/public/detect').then((r) => {
-              results.push({ kind: 'detect', at, ...r });
-            }),
-          );
-          await new Promise((r) => setTimeout(r, CALLS_MS / CALLS));
-        }
-        await Promise.all(calls);
-        const callsSeconds = (performance.now() - callsStarted) / 1000;
+        const { results, seconds: callsSeconds } = await callThroughout(
+          { host: '127.0.0.1', port: edgePort },
+          { health: '127.0.0.3', detect: '127.0.0.4' },
+        );
         sampling = false;
         await sampler;
         const during = attack();
@@ -228,22 +175,9 @@ describeWithStackTools(
         const final = await envoyStats(stack.adminUrl);
         const delta = (stat: string) => (final[stat] ?? 0) - (before[stat] ?? 0);
 
-        const summary = (kind: string) => {
-          const mine = results.filter((r) => r.kind === kind);
-          const ms = mine.map((r) => r.ms).sort((a, b) => a - b);
-          const statuses: Record<string, number> = {};
-          for (const r of mine) statuses[r.status] = (statuses[r.status] ?? 0) + 1;
-          const failedAtMs = mine.filter((r) => r.status !== 200).map((r) => r.at);
-          return {
-            statuses,
-            p50Ms: Math.round(percentile(ms, 50)),
-            p99Ms: Math.round(percentile(ms, 99)),
-            failedAtMs,
-          };
-        };
         const figures = {
-          health: summary('health'),
-          detect: summary('detect'),
+          health: summary(results, 'health'),
+          detect: summary(results, 'detect'),
           attacker: during,
           attackerConnectsPerSecond: Math.round(
             ((during?.connects ?? 0) - (attackAtStart?.connects ?? 0)) / callsSeconds,

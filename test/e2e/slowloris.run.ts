@@ -3,7 +3,8 @@
 // line and headers that never end every INTERVAL_MS, as the classic tool does; a slot whose connection
 // was closed connects again at its next tick — or, with RECONNECT=at-once, the moment it is closed.
 // With SEND=nothing a connection sends nothing at all (it waits for the idle timeout). Prints its
-// state as one JSON line a second; stops on SIGTERM or after DURATION_MS.
+// state as one JSON line a second; stops on SIGTERM or after DURATION_MS. Plain Node (no imports but
+// node:net, types only stripped), so that a pod can run it from a ConfigMap (edge-slowloris.suite.ts).
 
 import { connect, type Socket } from 'node:net';
 
@@ -12,6 +13,7 @@ const env = (name: string) => {
   if (value === undefined) throw new Error(`${name} is not set`);
   return value;
 };
+const HOST = process.env.EDGE_HOST ?? '127.0.0.1';
 const PORT = Number(env('EDGE_PORT'));
 const FROM = env('FROM_ADDRESS');
 const SLOTS = Number(env('SLOTS'));
@@ -42,7 +44,7 @@ class Slot {
   }
 
   open(): void {
-    const socket = connect({ host: '127.0.0.1', port: PORT, localAddress: FROM });
+    const socket = connect({ host: HOST, port: PORT, localAddress: FROM });
     this.socket = socket;
     this.sent = 0;
     let connected = false;
