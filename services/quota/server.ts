@@ -2,7 +2,7 @@
 // QUOTA_PORT (default 8081; 0 = any free port, printed in the "listening" line). Stores by
 // configuration: REDIS_URL → Redis, otherwise the embedded ones (only useful for a single replica).
 // Ready only while the stores answer; metrics at GET /metrics. With SOURCE_LIMIT_PORT, also its Envoy's
-// rate-limit service on loopback (new connections per source: source-limit.ts). Boots, drains and stops as every
+// rate-limit service on loopback, on a thread of its own (new connections per source: source-limit.ts). Boots, drains and stops as every
 // process does (common/boot.ts).
 
 import { runProcess } from '../../lib/common/boot.ts';
@@ -36,12 +36,11 @@ await runProcess({
     const sourceLimit =
       config.sourceLimitPort === 0
         ? undefined
-        : await (async () => {
-            const { SourceConnectionLimiter } = await import('./source-limit.ts');
-            const { startRateLimitService } = await import('./rate-limit-service.ts');
-            const limiter = new SourceConnectionLimiter(config.sourceLimits, config.clientIpv6PrefixLength);
-            return startRateLimitService(limiter, config.sourceLimitPort);
-          })();
+        : await (await import('./rate-limit-worker.ts')).startRateLimitWorker({
+            port: config.sourceLimitPort,
+            limits: config.sourceLimits,
+            ipv6PrefixLength: config.clientIpv6PrefixLength,
+          });
     return {
       app,
       port: config.quotaPort,

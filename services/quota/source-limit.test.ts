@@ -12,6 +12,7 @@ import {
   sourceOf,
   startRateLimitService,
 } from './rate-limit-service.ts';
+import { startRateLimitWorker } from './rate-limit-worker.ts';
 import { SourceConnectionLimiter } from './source-limit.ts';
 
 /** A RateLimitRequest {domain, descriptors: [{entries: [{key, value}…]}]}, as protobuf bytes. */
@@ -133,6 +134,22 @@ describe('the rate-limit service Envoy asks', () => {
       status: '12',
     });
     expect(limiter.admitted + limiter.refused).toBe(0);
+  });
+
+  it('runs on a thread of its own, as the quota service starts it, and stops', async () => {
+    const worker = await startRateLimitWorker({
+      port: 0,
+      limits: { perSecond: 1, burst: 1 },
+      ipv6PrefixLength: 64,
+    });
+    try {
+      const ask = () =>
+        shouldRateLimit(worker.port, framed(rateLimitRequest('edge', [['source', '10.1.2.3']])));
+      expect(await ask()).toEqual({ code: RATE_LIMIT_OK, status: '0' });
+      expect(await ask()).toEqual({ code: RATE_LIMIT_OVER_LIMIT, status: '0' });
+    } finally {
+      await worker.close();
+    }
   });
 
   it('finds the source among other descriptors and entries', () => {
