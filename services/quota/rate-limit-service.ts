@@ -32,7 +32,10 @@ export async function startRateLimitService(
   port: number,
   host = '127.0.0.1',
 ): Promise<RateLimitService> {
-  const server: Http2Server = createServer();
+  // Envoy resets each call it gave up on (its timeout): under a flood thousands a second, which
+  // nghttp2's rapid-reset guard (1,000 at once, 33 a second) would answer by closing the connection,
+  // failing every call in flight with it. The only peer is our own Envoy on loopback.
+  const server: Http2Server = createServer({ streamResetBurst: 1_000_000, streamResetRate: 1_000_000 });
   const sessions = new Set<ServerHttp2Session>();
   server.on('session', (session) => {
     sessions.add(session);

@@ -274,8 +274,26 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
     expect(log.trace_id).toBe('%TRACE_ID%');
   });
 
-  it('asks the quota sidecar about every new connection by its source, before reading it; not behind a balancer', async () => {
+  it('with envoy.sourceLimit on, asks the quota sidecar about every new connection by its source, before reading it; never behind a balancer', async () => {
+    // Off by default (docs/edge.md): no filter, no cluster.
     for (const config of [deployed, local]) {
+      const listener = (config as Json).static_resources.listeners.find((l: Json) => l.name === 'edge');
+      expect(listener.filter_chains[0].filters.map((f: Json) => f.name)).toEqual([
+        'envoy.filters.network.http_connection_manager',
+      ]);
+      expect((config as Json).static_resources.clusters.map((c: Json) => c.name)).not.toContain(
+        'source_limit',
+      );
+    }
+    const on = { 'envoy.sourceLimit.enabled': 'true' };
+    const [deployedOn, localOn] = await Promise.all([
+      renderEnvoyConfig({ set: on }),
+      renderEnvoyConfig({
+        valuesFiles: [LOCAL_VALUES],
+        set: { ...on, 'envoy.upstreams.detect.port': 18080 },
+      }),
+    ]);
+    for (const config of [deployedOn, localOn]) {
       const listener = (config as Json).static_resources.listeners.find((l: Json) => l.name === 'edge');
       const [first, second] = listener.filter_chains[0].filters;
       expect(first.name).toBe('envoy.filters.network.ratelimit');
@@ -294,11 +312,17 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
       });
       expect(
         cluster.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions']
-          .explicit_http_config.http2_protocol_options,
-      ).toEqual({});
+          .explicit_http_config.http2_protocol_options.max_outbound_control_frames,
+      ).toBeGreaterThan(1000);
     }
+    // The real Envoy accepts it.
+    const path = join(dir, 'source-limit.json');
+    writeFileSync(path, JSON.stringify(deployedOn));
+    expect((await execFileAsync(requireTool('envoy'), ['--mode', 'validate', '-c', path])).stdout).toMatch(
+      /OK/,
+    );
     // Behind a load balancer the socket's peer is the balancer: no per-source bound is rendered.
-    const behind = (await renderEnvoyConfig({ set: { 'envoy.xffNumTrustedHops': 1 } })) as Json;
+    const behind = (await renderEnvoyConfig({ set: { ...on, 'envoy.xffNumTrustedHops': 1 } })) as Json;
     const filters = behind.static_resources.listeners[0].filter_chains[0].filters.map((f: Json) => f.name);
     expect(filters).toEqual(['envoy.filters.network.http_connection_manager']);
     expect(behind.static_resources.clusters.map((c: Json) => c.name)).not.toContain('source_limit');

@@ -386,7 +386,11 @@ static_resources:
       typed_extension_protocol_options:
         envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
           "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-          explicit_http_config: { http2_protocol_options: {} }
+          # Calls the edge gives up on (the timeout) are reset: thousands a second under a flood, which
+          # Envoy's default flood protection (1,000 queued control frames) would answer by closing the
+          # connection, and every call in flight with it. This peer is our own sidecar on loopback.
+          explicit_http_config:
+            http2_protocol_options: { max_outbound_frames: 1000000, max_outbound_control_frames: 1000000 }
       # One call per new client connection: an attacker's reconnecting slots are all in flight at once.
       # Past these (or the timeout) a connection is let in, as with the sidecar down.
       circuit_breakers:
