@@ -185,7 +185,7 @@ describeWithStackTools(
 
         // The attack really was on: every slot connected and kept reconnecting, Envoy held thousands of
         // its connections and cut them by its timeouts.
-        expect(during?.connects ?? 0).toBeGreaterThan(slots);
+        expect(during?.connects ?? 0).toBeGreaterThanOrEqual(slots);
         expect(peak['http.edge.downstream_cx_active'] ?? 0).toBeGreaterThan(1_000);
         expect(
           delta('http.edge.downstream_rq_idle_timeout') +

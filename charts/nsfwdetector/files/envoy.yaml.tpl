@@ -46,7 +46,6 @@ admin:
 # clients give their slots back to others; near the heap's bound Envoy refuses new connections and
 # requests and resets the streams holding the most memory, before the container runs out.
 {{- $o := $e.overload }}
-{{- $monitors := list "envoy.resource_monitors.global_downstream_max_connections" "envoy.resource_monitors.fixed_heap" }}
 overload_manager:
   refresh_interval: {{ $o.refreshInterval }}
   resource_monitors:
@@ -61,10 +60,13 @@ overload_manager:
   actions:
     - name: envoy.overload_actions.reduce_timeouts
       triggers:
-{{- range $monitors }}
-        - name: {{ . }}
+        # The connections reach the minimums sooner than the heap: a source that reconnects at once
+        # then settles at half the bound (docs/edge.md), while large uploads filling the heap do not
+        # cut slow legitimate ones that early.
+        - name: envoy.resource_monitors.global_downstream_max_connections
+          scaled: { scaling_threshold: {{ $o.scaleTimeoutsFrom }}, saturation_threshold: {{ $o.connectionsScaleTimeoutsFully }} }
+        - name: envoy.resource_monitors.fixed_heap
           scaled: { scaling_threshold: {{ $o.scaleTimeoutsFrom }}, saturation_threshold: {{ $o.scaleTimeoutsFully }} }
-{{- end }}
       typed_config:
         "@type": type.googleapis.com/envoy.config.overload.v3.ScaleTimersOverloadActionConfig
         timer_scale_factors:
