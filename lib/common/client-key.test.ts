@@ -2,7 +2,7 @@
 // IPv6 sockets, end to end: test/e2e/ipv6-clients.test.ts.
 
 import { describe, expect, it } from 'vitest';
-import { clientKey } from './client-key.ts';
+import { clientKey, networkKey } from './client-key.ts';
 
 describe('clientKey', () => {
   it('keeps an IPv4 address as it is: one address, one client', () => {
@@ -49,5 +49,31 @@ describe('clientKey', () => {
     expect(clientKey('unknown')).toBe('unknown');
     expect(clientKey('')).toBe('');
     expect(clientKey('2001:db8::g')).toBe('2001:db8::g');
+  });
+});
+
+describe('networkKey (shares of a site-wide total)', () => {
+  const prefixes = { ipv4: 24, ipv6: 48 };
+
+  it('puts IPv4 (and IPv4-mapped IPv6) in its /24, IPv6 in its /48', () => {
+    expect(networkKey('203.0.113.7', prefixes)).toBe('203.0.113.0/24');
+    expect(networkKey('203.0.113.250', prefixes)).toBe('203.0.113.0/24');
+    expect(networkKey('::ffff:203.0.113.9', prefixes)).toBe('203.0.113.0/24');
+    expect(networkKey('203.0.114.7', prefixes)).toBe('203.0.114.0/24');
+    // The 50 /64s of one home /56 are one network; the next /48 is another.
+    expect(networkKey('2001:db8:ab:cd00::1', prefixes)).toBe('2001:db8:ab::/48');
+    expect(networkKey('2001:db8:ab:cd31::99', prefixes)).toBe('2001:db8:ab::/48');
+    expect(networkKey('2001:db8:ac::1', prefixes)).toBe('2001:db8:ac::/48');
+  });
+
+  it('takes any prefix length', () => {
+    expect(networkKey('203.0.113.7', { ipv4: 32, ipv6: 48 })).toBe('203.0.113.7/32');
+    expect(networkKey('203.0.113.200', { ipv4: 25, ipv6: 48 })).toBe('203.0.113.128/25');
+    expect(networkKey('255.255.255.255', { ipv4: 8, ipv6: 48 })).toBe('255.0.0.0/8');
+    expect(networkKey('2001:db8:ab:cd31::99', { ipv4: 24, ipv6: 56 })).toBe('2001:db8:ab:cd00::/56');
+  });
+
+  it('leaves anything that is not an IP address unchanged', () => {
+    expect(networkKey('unknown', prefixes)).toBe('unknown');
   });
 });

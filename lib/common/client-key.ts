@@ -52,6 +52,28 @@ export function clientKey(address: string, ipv6PrefixLength: number = DEFAULT_IP
   return `${formatIpv6(masked)}/${ipv6PrefixLength}`;
 }
 
+/** How wide a network is, for the shares of a site-wide total (shared-budget.ts). */
+export interface NetworkPrefixes {
+  ipv4: number;
+  ipv6: number;
+}
+
+/**
+ * The network a peer address belongs to, for shares of a site-wide total: `<network>/<bits>` — IPv4
+ * (and IPv4-mapped IPv6) by its first `prefixes.ipv4` bits (a /24: one site), other IPv6 by its first
+ * `prefixes.ipv6` (a /48: what one subscriber or site is given; a /56 home is inside it). Anything that
+ * is not an IP address is returned unchanged.
+ */
+export function networkKey(address: string, prefixes: NetworkPrefixes): string {
+  const key = clientKey(address, prefixes.ipv6);
+  if (!isIPv4(key)) return key;
+  const bits = prefixes.ipv4;
+  const value = key.split('.').reduce((n, octet) => n * 256 + Number(octet), 0);
+  const masked = bits === 0 ? 0 : value - (value % 2 ** (32 - bits));
+  const octets = [24, 16, 8, 0].map((shift) => Math.floor(masked / 2 ** shift) % 256);
+  return `${octets.join('.')}/${bits}`;
+}
+
 /** The eight 16-bit words of a valid IPv6 address (a trailing dotted IPv4 part included). */
 function ipv6Words(address: string): number[] {
   let text = address.toLowerCase();

@@ -18,6 +18,7 @@ import { MeteredAuthorizer } from './metered-authorizer.ts';
 import type { QuotaMetrics } from './metrics.ts';
 import type { QuotaStore } from './quota-store.ts';
 import { storesReadyCheck } from './readiness.ts';
+import type { SharedBudgetStore } from './shared-budget.ts';
 
 export interface QuotaAppOptions {
   authorizer: Authorizer;
@@ -38,7 +39,7 @@ export default async function quotaApp(app: FastifyInstance, opts: QuotaAppOptio
 /** What the quota-and-auth service works on: the stores, chosen at a composition root. */
 export interface QuotaDeps {
   config: CoreConfig & PolicyConfig & SignupConfig & Partial<KeyUseConfig>;
-  quotaStore: QuotaStore;
+  quotaStore: QuotaStore & SharedBudgetStore;
   /** Accounts and API keys: the file store embedded, Redis with REDIS_URL. */
   accountStore: AccountStore;
   /** Console sessions (same implementation as the account store). */
@@ -74,6 +75,8 @@ export function registerConsole(app: FastifyInstance, deps: QuotaDeps) {
     accountLimits: limits ? () => limits().tiers : deps.config.tiers,
     accountSubject,
     signupTotal: deps.config.signupTotal,
+    signupNetworkSharePercent: deps.config.signupNetworkSharePercent,
+    networkPrefixes: deps.config.networkPrefixes,
   });
 }
 

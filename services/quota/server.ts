@@ -1,7 +1,8 @@
 // The quota-and-auth service on its own (cluster mode: Envoy's ext_authz sidecar). Listens on
 // QUOTA_PORT (default 8081; 0 = any free port, printed in the "listening" line). Stores by
 // configuration: REDIS_URL → Redis, otherwise the embedded ones (only useful for a single replica).
-// Ready only while the stores answer; metrics at GET /metrics. Boots, drains and stops as every
+// Ready only while the stores answer; metrics at GET /metrics. With SOURCE_LIMIT_PORT, also its Envoy's
+// rate-limit service on loopback, on a thread of its own (new connections per source: source-limit.ts). Boots, drains and stops as every
 // process does (common/boot.ts).
 
 import { runProcess } from '../../lib/common/boot.ts';
@@ -32,11 +33,19 @@ await runProcess({
       storesReady: () => stores.ping(),
       metrics: { http, quota, redis: stores.kind === 'redis' },
     });
+    const sourceLimit =
+      config.sourceLimitPort === 0
+        ? undefined
+        : await (await import('./rate-limit-worker.ts')).startRateLimitWorker({
+            port: config.sourceLimitPort,
+            limits: config.sourceLimits,
+            ipv6PrefixLength: config.clientIpv6PrefixLength,
+          });
     return {
       app,
       port: config.quotaPort,
       announce: { service: 'quota', stores: stores.kind },
-      release: [() => stores.close()],
+      release: [() => sourceLimit?.close(), () => stores.close()],
     };
   },
 });

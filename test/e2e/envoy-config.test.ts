@@ -41,7 +41,9 @@ type Json = any;
 
 function hcm(config: EnvoyConfig): Json {
   const listener = (config as Json).static_resources.listeners.find((l: Json) => l.name === 'edge');
-  return listener.filter_chains[0].filters[0].typed_config;
+  return listener.filter_chains[0].filters.find(
+    (f: Json) => f.name === 'envoy.filters.network.http_connection_manager',
+  ).typed_config;
 }
 
 function filter(config: EnvoyConfig, name: string): Json {
@@ -270,6 +272,60 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
     expect(tracing.typed_config.http_service.http_uri.cluster).toBe('trace_collector');
     const log = hcm(deployed).access_log[0].typed_config.log_format.json_format;
     expect(log.trace_id).toBe('%TRACE_ID%');
+  });
+
+  it('with envoy.sourceLimit on, asks the quota sidecar about every new connection by its source, before reading it; never behind a balancer', async () => {
+    // Off by default (docs/edge.md): no filter, no cluster.
+    for (const config of [deployed, local]) {
+      const listener = (config as Json).static_resources.listeners.find((l: Json) => l.name === 'edge');
+      expect(listener.filter_chains[0].filters.map((f: Json) => f.name)).toEqual([
+        'envoy.filters.network.http_connection_manager',
+      ]);
+      expect((config as Json).static_resources.clusters.map((c: Json) => c.name)).not.toContain(
+        'source_limit',
+      );
+    }
+    const on = { 'envoy.sourceLimit.enabled': 'true' };
+    const [deployedOn, localOn] = await Promise.all([
+      renderEnvoyConfig({ set: on }),
+      renderEnvoyConfig({
+        valuesFiles: [LOCAL_VALUES],
+        set: { ...on, 'envoy.upstreams.detect.port': 18080 },
+      }),
+    ]);
+    for (const config of [deployedOn, localOn]) {
+      const listener = (config as Json).static_resources.listeners.find((l: Json) => l.name === 'edge');
+      const [first, second] = listener.filter_chains[0].filters;
+      expect(first.name).toBe('envoy.filters.network.ratelimit');
+      expect(second.name).toBe('envoy.filters.network.http_connection_manager');
+      const rl = first.typed_config;
+      expect(rl.descriptors).toEqual([
+        { entries: [{ key: 'source', value: '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%' }] },
+      ]);
+      // No answer in time, or no sidecar: the connection is let in (the global bounds still hold).
+      expect(rl.failure_mode_deny).toBe(false);
+      expect(rl.rate_limit_service.grpc_service.envoy_grpc.cluster_name).toBe('source_limit');
+      const cluster = (config as Json).static_resources.clusters.find((c: Json) => c.name === 'source_limit');
+      expect(cluster.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address).toEqual({
+        address: '127.0.0.1',
+        port_value: 8084,
+      });
+      expect(
+        cluster.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions']
+          .explicit_http_config.http2_protocol_options.max_outbound_control_frames,
+      ).toBeGreaterThan(1000);
+    }
+    // The real Envoy accepts it.
+    const path = join(dir, 'source-limit.json');
+    writeFileSync(path, JSON.stringify(deployedOn));
+    expect((await execFileAsync(requireTool('envoy'), ['--mode', 'validate', '-c', path])).stdout).toMatch(
+      /OK/,
+    );
+    // Behind a load balancer the socket's peer is the balancer: no per-source bound is rendered.
+    const behind = (await renderEnvoyConfig({ set: { ...on, 'envoy.xffNumTrustedHops': 1 } })) as Json;
+    const filters = behind.static_resources.listeners[0].filter_chains[0].filters.map((f: Json) => f.name);
+    expect(filters).toEqual(['envoy.filters.network.http_connection_manager']);
+    expect(behind.static_resources.clusters.map((c: Json) => c.name)).not.toContain('source_limit');
   });
 
   it('bounds slow and idle clients, and sheds load on connections and heap before either runs out (docs/edge.md)', () => {

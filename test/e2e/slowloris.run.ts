@@ -1,8 +1,10 @@
 // The slowloris attacker of slow-clients.test.ts, in a process of its own (its 10,000+ sockets must not
 // slow the test's own clients): SLOTS connections from one address, each sending one byte of a request
 // line and headers that never end every INTERVAL_MS, as the classic tool does; a slot whose connection
-// was closed connects again at its next tick. Prints its state as one JSON line a second; stops on
-// SIGTERM or after DURATION_MS.
+// was closed connects again at its next tick — or, with RECONNECT=at-once, the moment it is closed.
+// With SEND=nothing a connection sends nothing at all (it waits for the idle timeout). Prints its
+// state as one JSON line a second; stops on SIGTERM or after DURATION_MS. Plain Node (no imports but
+// node:net, types only stripped), so that a pod can run it from a ConfigMap (edge-slowloris.suite.ts).
 
 import { connect, type Socket } from 'node:net';
 
@@ -11,11 +13,15 @@ const env = (name: string) => {
   if (value === undefined) throw new Error(`${name} is not set`);
   return value;
 };
+const HOST = process.env.EDGE_HOST ?? '127.0.0.1';
 const PORT = Number(env('EDGE_PORT'));
 const FROM = env('FROM_ADDRESS');
 const SLOTS = Number(env('SLOTS'));
 const INTERVAL_MS = Number(env('INTERVAL_MS'));
 const DURATION_MS = Number(env('DURATION_MS'));
+const AT_ONCE = process.env.RECONNECT === 'at-once';
+const SILENT = process.env.SEND === 'nothing';
+let stopping = false;
 
 const REQUEST = 'POST /api/public/detect HTTP/1.1\r\nHost: edge\r\nContent-Type: image/jpeg\r\n';
 const MORE = 'X-a: b\r\n';
@@ -33,12 +39,12 @@ class Slot {
     }
     // The request line and headers, then one more header after another, a byte at a time, forever.
     const byte = REQUEST[this.sent] ?? MORE[(this.sent - REQUEST.length) % MORE.length] ?? 'a';
-    if (!this.socket.connecting) this.socket.write(byte);
+    if (!this.socket.connecting && !SILENT) this.socket.write(byte);
     this.sent += 1;
   }
 
   open(): void {
-    const socket = connect({ host: '127.0.0.1', port: PORT, localAddress: FROM });
+    const socket = connect({ host: HOST, port: PORT, localAddress: FROM });
     this.socket = socket;
     this.sent = 0;
     let connected = false;
@@ -60,6 +66,11 @@ class Slot {
         state.closes += 1;
       }
       this.socket = undefined;
+      // Opened again at once (a refused connect too, after a breath so as not to spin on an error).
+      if (AT_ONCE && !stopping) {
+        if (connected) this.open();
+        else setTimeout(() => !stopping && !this.socket && this.open(), 10);
+      }
     });
   }
 }
@@ -79,6 +90,7 @@ const timers = slots.map((slot, i) =>
 const report = setInterval(() => process.stdout.write(`${JSON.stringify(state)}\n`), 1000);
 
 const stop = () => {
+  stopping = true;
   clearInterval(report);
   for (const timer of timers) clearInterval(timer);
   for (const slot of slots) slot.socket?.destroy();

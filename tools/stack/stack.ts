@@ -206,19 +206,30 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       : { OTEL_EXPORTER_OTLP_ENDPOINT: undefined, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: undefined }),
   });
   let envFor: Record<string, string | undefined> = {};
+  // With envoy.sourceLimit on (off by default: docs/edge.md), the quota service also answers Envoy's
+  // per-source connection calls, on a port of its own chosen here so that its main port is told apart.
+  const sourceLimitOn = String(opts.envoyValues?.['envoy.sourceLimit.enabled']) === 'true';
+  const sourceLimitPort = sourceLimitOn ? await freePort() : 0;
 
   const startService = async (name: ServiceName, port = 0) => {
     const spec = SERVICES[name];
+    const extra: Record<string, string> =
+      name === 'quota' ? { SOURCE_LIMIT_PORT: String(sourceLimitPort) } : {};
     const child = new Child({
       name,
       command: process.execPath,
       args: ['--import', 'tsx', spec.entry],
       cwd: ROOT,
-      env: { ...envFor, [spec.portVar]: String(port) },
+      env: { ...envFor, ...extra, [spec.portVar]: String(port) },
       echo,
     });
     children.set(name, child);
-    const bound = await waitFor(child, `${name} to listen`, () => listeningPorts(child.pid)[0], timeoutMs);
+    const bound = await waitFor(
+      child,
+      `${name} to listen`,
+      () => listeningPorts(child.pid).find((p) => name !== 'quota' || p !== sourceLimitPort),
+      timeoutMs,
+    );
     ports.set(name, bound);
     await waitFor(
       child,
@@ -242,6 +253,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
         'envoy.upstreams.detect.port': ports.get('detect') as number,
         'envoy.upstreams.health.port': ports.get('health') as number,
         'envoy.upstreams.quota.port': ports.get('quota') as number,
+        ...(sourceLimitOn ? { 'envoy.sourceLimit.port': sourceLimitPort } : {}),
         'envoy.tracing.collector.port': jaeger.otlp,
         // The edge decides for whole traces (the services are parent-based): the same ratio.
         'envoy.tracing.samplingPercent': Math.round(traceSampleRatio * 10_000) / 100,

@@ -46,7 +46,6 @@ admin:
 # clients give their slots back to others; near the heap's bound Envoy refuses new connections and
 # requests and resets the streams holding the most memory, before the container runs out.
 {{- $o := $e.overload }}
-{{- $monitors := list "envoy.resource_monitors.global_downstream_max_connections" "envoy.resource_monitors.fixed_heap" }}
 overload_manager:
   refresh_interval: {{ $o.refreshInterval }}
   resource_monitors:
@@ -61,10 +60,13 @@ overload_manager:
   actions:
     - name: envoy.overload_actions.reduce_timeouts
       triggers:
-{{- range $monitors }}
-        - name: {{ . }}
+        # The connections reach the minimums sooner than the heap: a source that reconnects at once
+        # then settles at half the bound (docs/edge.md), while large uploads filling the heap do not
+        # cut slow legitimate ones that early.
+        - name: envoy.resource_monitors.global_downstream_max_connections
+          scaled: { scaling_threshold: {{ $o.scaleTimeoutsFrom }}, saturation_threshold: {{ $o.connectionsScaleTimeoutsFully }} }
+        - name: envoy.resource_monitors.fixed_heap
           scaled: { scaling_threshold: {{ $o.scaleTimeoutsFrom }}, saturation_threshold: {{ $o.scaleTimeoutsFully }} }
-{{- end }}
       typed_config:
         "@type": type.googleapis.com/envoy.config.overload.v3.ScaleTimersOverloadActionConfig
         timer_scale_factors:
@@ -105,6 +107,26 @@ static_resources:
         socket_address: { address: {{ $e.listener.address | quote }}, port_value: {{ $e.listener.port }} }
       filter_chains:
         - filters:
+{{- if include "nsfwdetector.sourceLimitOn" $ }}
+            # One source may open only so many connections a second (docs/edge.md): before a byte is
+            # read, the quota sidecar is asked with the peer's address; a refused connection is closed
+            # at once. Envoy has no per-source connection count of its own (connection_limit and
+            # local_ratelimit count every source together). No answer in time, or no sidecar: let in.
+            - name: envoy.filters.network.ratelimit
+              typed_config:
+                "@type": type.googleapis.com/envoy.extensions.filters.network.ratelimit.v3.RateLimit
+                stat_prefix: source
+                domain: edge
+                descriptors:
+                  - entries:
+                      - { key: source, value: "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%" }
+                timeout: {{ $e.sourceLimit.timeout }}
+                failure_mode_deny: false
+                rate_limit_service:
+                  transport_api_version: V3
+                  grpc_service:
+                    envoy_grpc: { cluster_name: source_limit }
+{{- end }}
             - name: envoy.filters.network.http_connection_manager
               typed_config:
                 "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
@@ -358,3 +380,27 @@ static_resources:
     {{- include "nsfwdetector.envoyCluster" (dict "name" "health" "upstream" $up.health "address" (include "nsfwdetector.upstreamAddress" (dict "root" $ "name" "health"))) | nindent 4 }}
     {{- include "nsfwdetector.envoyCluster" (dict "name" "quota" "upstream" $up.quota) | nindent 4 }}
     {{- include "nsfwdetector.envoyCluster" (dict "name" "trace_collector" "upstream" $e.tracing.collector) | nindent 4 }}
+{{- if include "nsfwdetector.sourceLimitOn" $ }}
+    # The quota sidecar's rate-limit service (gRPC: HTTP/2 without TLS, on loopback).
+    - name: source_limit
+      type: STATIC
+      connect_timeout: 0.25s
+      typed_extension_protocol_options:
+        envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+          "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+          # Calls the edge gives up on (the timeout) are reset: thousands a second under a flood, which
+          # Envoy's default flood protection (1,000 queued control frames) would answer by closing the
+          # connection, and every call in flight with it. This peer is our own sidecar on loopback.
+          explicit_http_config:
+            http2_protocol_options: { max_outbound_frames: 1000000, max_outbound_control_frames: 1000000 }
+      # One call per new client connection: an attacker's reconnecting slots are all in flight at once.
+      # Past these (or the timeout) a connection is let in, as with the sidecar down.
+      circuit_breakers:
+        thresholds:
+          - { priority: DEFAULT, max_connections: 4, max_pending_requests: 16384, max_requests: 16384, max_retries: 0 }
+      load_assignment:
+        cluster_name: source_limit
+        endpoints:
+          - lb_endpoints:
+              - endpoint: { address: { socket_address: { address: {{ $up.quota.address | quote }}, port_value: {{ $e.sourceLimit.port }} } } }
+{{- end }}

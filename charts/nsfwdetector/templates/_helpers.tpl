@@ -29,6 +29,15 @@ one gives a host per ready pod). `address` overrides the upstream's own (detect 
 Service, nsfwdetector.upstreamAddress). An upstream's `dnsRefreshRate`, `retry`, `healthCheck` and
 `outlierDetection` values (detect's) add those parts.
 */}}
+{{- /*
+"true" when the edge asks the quota sidecar about every new client connection (envoy.sourceLimit): only
+when Envoy's socket peer is the client (xffNumTrustedHops 0); behind a load balancer it would count the
+balancer.
+*/}}
+{{- define "nsfwdetector.sourceLimitOn" -}}
+{{- if and .Values.envoy.sourceLimit.enabled (eq (int .Values.envoy.xffNumTrustedHops) 0) }}true{{ end }}
+{{- end -}}
+
 {{- define "nsfwdetector.envoyCluster" -}}
 {{- $u := .upstream -}}
 {{- $address := .address | default $u.address -}}

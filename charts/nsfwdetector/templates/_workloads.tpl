@@ -199,6 +199,8 @@ REDIS_CLUSTER_NODES, with REDIS_PASSWORD read by the service itself.
 - { name: SHUTDOWN_DELAY_MS, value: {{ $c.shutdownDelayMs | int64 | quote }} }
 - { name: REDIS_KEY_PREFIX, value: {{ $c.redisKeyPrefix | quote }} }
 - { name: REDIS_COMMAND_TIMEOUT_MS, value: {{ $c.redisCommandTimeoutMs | int64 | quote }} }
+- { name: SOURCE_CONNECTIONS_PER_SECOND, value: {{ $c.sourceConnectionsPerSecond | int64 | quote }} }
+- { name: SOURCE_CONNECTIONS_BURST, value: {{ $c.sourceConnectionsBurst | int64 | quote }} }
 {{- /* End of the generated lines. */}}
 {{- include "nsfwdetector.derivedCoreEnv" . }}
 {{- end -}}

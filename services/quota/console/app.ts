@@ -10,9 +10,12 @@
 //   bodies (no HTML form can send one cross-site), and a per-session token derived from the session
 //   token (HMAC), required in `X-CSRF-Token` on every state-changing request of a logged-in user
 //   (csrf.ts);
-// - login attempts limited per client IP and per email, sign-ups per IP and in total (every address
-//   together: SIGNUP_PER_MINUTE / SIGNUP_PER_DAY), through the QuotaStore (so the limits hold across
-//   replicas on Redis). A device that has logged in to the account before carries a
+// - login attempts limited per client IP and per email, sign-ups per IP, per email and in total (every
+//   address together: SIGNUP_PER_MINUTE / SIGNUP_PER_DAY), through the QuotaStore (so the limits hold
+//   across replicas on Redis). The total is shared out per network (SIGNUP_NETWORK_SHARE_PERCENT of it
+//   at most for one IPv4 /24 or IPv6 /48: shared-budget.ts), and a sign-up of an email that already
+//   has an account gives its part of the total back (it created nothing), so that no one network, and
+//   no one repeating an existing email, can use up everyone's sign-ups. A device that has logged in to the account before carries a
 //   "known device" cookie signed with the account's password hash: its attempts count against a limit
 //   of their own instead of the per-email one, so a stranger guessing can exhaust the email's limit
 //   (and stays limited) without locking the owner out of their own devices (known-device.ts);
@@ -28,9 +31,11 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { type NetworkPrefixes, networkKey } from '../../../lib/common/client-key.ts';
 import { describeOnly } from '../../../lib/common/describe-only.ts';
 import { ok } from '../../../lib/common/envelope.ts';
 import { ApiError } from '../../../lib/common/errors.ts';
+import { SETTINGS } from '../../../lib/common/settings.ts';
 import type { WindowLimits } from '../../../lib/policy/rules.ts';
 import {
   type Account,
@@ -50,6 +55,7 @@ import {
 import { maskedKey, sha256Hex } from '../accounts/api-keys.ts';
 import { keySubject } from '../authorize.ts';
 import type { QuotaStore } from '../quota-store.ts';
+import type { SharedBudgetStore } from '../shared-budget.ts';
 import { readCookie, SESSION_COOKIE, sessionCookie } from './cookies.ts';
 import { assertCsrfToken, assertSameOrigin, csrfToken } from './csrf.ts';
 import { deviceCookie, knownDevice } from './known-device.ts';
@@ -84,6 +90,11 @@ export interface ConsoleAttemptLimits {
   /** Account creations per client IP. */
   signupPerIp: WindowLimits;
   /**
+   * Sign-ups per email, new or existing (the bound on repeating an email, which takes nothing from the
+   * total). Default: DEFAULT_ATTEMPT_LIMITS.signupPerEmail.
+   */
+  signupPerEmail?: WindowLimits;
+  /**
    * Login attempts per known device (one that has logged in to the account before); its attempts do
    * not count against `loginPerEmail`. Default: DEFAULT_ATTEMPT_LIMITS.loginPerKnownDevice.
    */
@@ -94,13 +105,14 @@ export const DEFAULT_ATTEMPT_LIMITS: ConsoleAttemptLimits = {
   loginPerIp: { perMinute: 10, perDay: 200 },
   loginPerEmail: { perMinute: 5, perDay: 50 },
   signupPerIp: { perMinute: 5, perDay: 20 },
+  signupPerEmail: { perMinute: 3, perDay: 10 },
   loginPerKnownDevice: { perMinute: 5, perDay: 50 },
 };
 
 export interface ConsoleOptions {
   accounts: AccountStore;
   sessions: SessionStore;
-  quotaStore: QuotaStore;
+  quotaStore: QuotaStore & SharedBudgetStore;
   /** The limits authorize applies to each account tier (the usage panel shows them); read per request. */
   accountLimits: Record<AccountTier, WindowLimits> | (() => Record<AccountTier, WindowLimits>);
   /** The QuotaStore subject authorize counts an account's requests under. */
@@ -109,6 +121,10 @@ export interface ConsoleOptions {
   sessionTtlMs?: number;
   /** Sign-ups from every address together (SIGNUP_PER_MINUTE, SIGNUP_PER_DAY). */
   signupTotal: WindowLimits;
+  /** The most of signupTotal one network may take (SIGNUP_NETWORK_SHARE_PERCENT). */
+  signupNetworkSharePercent?: number;
+  /** What one network is (NETWORK_IPV4_PREFIX_LENGTH, NETWORK_IPV6_PREFIX_LENGTH). */
+  networkPrefixes?: NetworkPrefixes;
   /** Tests lower the scrypt cost; production uses DEFAULT_SCRYPT. */
   scrypt?: ScryptParams;
   /** Active (unrevoked) keys an account may hold at once. */
@@ -158,6 +174,11 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
   const limits = opts.attemptLimits ?? DEFAULT_ATTEMPT_LIMITS;
   const ttlMs = opts.sessionTtlMs ?? SESSION_TTL_MS;
   const scryptParams = opts.scrypt ?? DEFAULT_SCRYPT;
+  const sharePercent = opts.signupNetworkSharePercent ?? SETTINGS.SIGNUP_NETWORK_SHARE_PERCENT.default;
+  const networkPrefixes = opts.networkPrefixes ?? {
+    ipv4: SETTINGS.NETWORK_IPV4_PREFIX_LENGTH.default,
+    ipv6: SETTINGS.NETWORK_IPV6_PREFIX_LENGTH.default,
+  };
   const maxActiveKeys = opts.maxActiveKeys ?? MAX_ACTIVE_KEYS;
   const assets = {
     // The chart library, served from this origin (the CSP allows no other): uPlot, small and kept.
@@ -270,13 +291,40 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
     if (password.length < PASSWORD_MIN)
       throw new ApiError('BAD_REQUEST', `Use a password of at least ${PASSWORD_MIN} characters`);
     await limit(`console:signup:ip:${request.clientKey}`, limits.signupPerIp, 'sign-ups from this address');
-    await limit(SIGNUP_TOTAL_SUBJECT, opts.signupTotal, 'sign-ups on this service right now (from everyone)');
+    await limit(
+      `console:signup:email:${sha256Hex(email)}`,
+      limits.signupPerEmail ?? DEFAULT_SIGNUP_PER_EMAIL,
+      'sign-ups for this email',
+    );
     const passwordHash = await hashPassword(password, scryptParams);
+    // The total and this network's share of it, both or neither; given back when nothing was created.
+    const network = networkKey(request.ip, networkPrefixes);
+    const taken = await opts.quotaStore.consumeShare(
+      SIGNUP_TOTAL_SUBJECT,
+      network,
+      opts.signupTotal,
+      sharePercent,
+    );
+    if (!taken.allowed) {
+      const what =
+        taken.refusedByBound === 'share'
+          ? 'sign-ups from your network right now'
+          : 'sign-ups on this service right now (from everyone)';
+      throw new ApiError(
+        taken.refusedBy === 'day' ? 'DAILY_QUOTA' : 'RATE_LIMITED',
+        `Too many ${what}; try again later`,
+        { 'retry-after': String(taken.retryAfterSeconds) },
+      );
+    }
+    let created = false;
     try {
       await opts.accounts.createAccount({ email, tier: 'free', passwordHash });
+      created = true;
     } catch (err) {
       if (err instanceof InvalidEmailError) throw new ApiError('BAD_REQUEST', err.message);
       if (!(err instanceof EmailTakenError)) throw err;
+    } finally {
+      if (!created && taken.charge) await opts.quotaStore.refundShare(taken.charge);
     }
     reply.code(202);
     return ok({ email, next: 'login' });
@@ -415,6 +463,7 @@ export default async function consoleApp(app: FastifyInstance, opts: ConsoleOpti
 // ---- pure helpers ----------------------------------------------------------------------------------
 
 const DEFAULT_LOGIN_PER_KNOWN_DEVICE = DEFAULT_ATTEMPT_LIMITS.loginPerKnownDevice as WindowLimits;
+const DEFAULT_SIGNUP_PER_EMAIL = DEFAULT_ATTEMPT_LIMITS.signupPerEmail as WindowLimits;
 /** The QuotaStore subject counting every sign-up, whatever its address. */
 export const SIGNUP_TOTAL_SUBJECT = 'console:signup:all';
 

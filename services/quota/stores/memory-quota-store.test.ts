@@ -3,6 +3,7 @@ import { ComposedKeyQuota } from '../authorize.ts';
 import { keyQuotaContract } from './key-quota.contract.ts';
 import { MemoryQuotaStore } from './memory-quota-store.ts';
 import { quotaStoreContract } from './quota-store.contract.ts';
+import { sharedBudgetContract } from './shared-budget.contract.ts';
 import { memoryAccountStore } from './sqlite-account-store.ts';
 
 describe('MemoryQuotaStore', () => {
@@ -19,4 +20,8 @@ describe('ComposedKeyQuota over the memory stores', () => {
       return { keys: new ComposedKeyQuota(accounts, new MemoryQuotaStore(now), now), accounts };
     },
   });
+});
+
+describe('MemoryQuotaStore: shared budgets', () => {
+  sharedBudgetContract(async (now) => new MemoryQuotaStore(now));
 });

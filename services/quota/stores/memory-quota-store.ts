@@ -16,6 +16,8 @@ import {
   type WindowState,
   windowsAt,
 } from '../quota-store.ts';
+import type { ShareCharge, SharedBudgetStore, ShareOutcome } from '../shared-budget.ts';
+import { MemorySharedBudget } from './memory-shared-budget.ts';
 
 interface Counters {
   minuteStart: number;
@@ -37,17 +39,32 @@ interface Charge {
   history: readonly string[];
 }
 
-export class MemoryQuotaStore implements QuotaStore {
+export class MemoryQuotaStore implements QuotaStore, SharedBudgetStore {
   readonly #counters = new Map<string, Counters>();
   readonly #devices = new Map<string, { dayStart: number; count: number }>();
   readonly #charges = new Map<string, Charge>();
   /** History subject → day start (ms) → counts; days past HISTORY_DAYS are swept. */
   readonly #history = new Map<string, Map<number, { served: number; refused: number }>>();
   readonly #now: () => number;
+  readonly #shared: MemorySharedBudget;
   #writes = 0;
 
   constructor(now: () => number = Date.now) {
     this.#now = now;
+    this.#shared = new MemorySharedBudget(now);
+  }
+
+  consumeShare(
+    budget: string,
+    member: string,
+    total: WindowLimits,
+    sharePercent: number,
+  ): Promise<ShareOutcome> {
+    return this.#shared.consumeShare(budget, member, total, sharePercent);
+  }
+
+  refundShare(charge: ShareCharge): Promise<void> {
+    return this.#shared.refundShare(charge);
   }
 
   async consume(

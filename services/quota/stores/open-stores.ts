@@ -9,6 +9,7 @@ import type { AccountStore, SessionStore } from '../accounts/account-store.ts';
 import { ComposedKeyQuota, type KeyQuota } from '../authorize.ts';
 import type { StoresConfig } from '../config.ts';
 import type { QuotaStore } from '../quota-store.ts';
+import type { SharedBudgetStore } from '../shared-budget.ts';
 import { AccountsFileError } from './accounts-file-error.ts';
 import { MemoryQuotaStore } from './memory-quota-store.ts';
 import { RedisAccountStore } from './redis-account-store.ts';
@@ -19,7 +20,7 @@ import { openSqliteAccountStore } from './sqlite-account-store.ts';
 
 export interface Stores {
   kind: 'redis' | 'embedded';
-  quotaStore: QuotaStore;
+  quotaStore: QuotaStore & SharedBudgetStore;
   accountStore: AccountStore;
   sessionStore: SessionStore;
   /** The key path of authorize(): resolve + count (one Redis round trip with Redis). */

@@ -19,8 +19,10 @@ import {
   type WindowState,
   windowsAt,
 } from '../quota-store.ts';
+import type { ShareCharge, SharedBudgetStore, ShareOutcome } from '../shared-budget.ts';
 import { closeRedis, isCluster, LuaScript, type RedisClient } from './redis-connection.ts';
 import { chargeIdFor, chargeKeyOf, prepareSlotTags, RedisLayout } from './redis-layout.ts';
+import { RedisSharedBudget } from './redis-shared-budget.ts';
 
 /**
  * Lua: `windows_consume(minuteKey, dayKey, perMinute, perDay, consume, chargeKey, historyKeys, at)` →
@@ -216,13 +218,14 @@ export class PendingCharges {
 /** Waits before each further refund attempt: a refund is idempotent, so trying again is safe. */
 const REFUND_RETRY_DELAYS_MS = [20, 100, 500, 2000];
 
-export class RedisQuotaStore implements QuotaStore {
+export class RedisQuotaStore implements QuotaStore, SharedBudgetStore {
   readonly #redis: RedisClient;
   readonly #layout: RedisLayout;
   readonly #pending: PendingCharges;
   readonly #refunding = new Set<Promise<void>>();
   /** A test's clock; without one the windows follow Redis TIME. */
   readonly #now: (() => number) | undefined;
+  readonly #shared: RedisSharedBudget;
 
   /** Takes ownership of the connection (closed by `close`). */
   constructor(redis: RedisClient, keyPrefix: string, pending = new PendingCharges(), now?: () => number) {
@@ -230,7 +233,21 @@ export class RedisQuotaStore implements QuotaStore {
     this.#layout = new RedisLayout(keyPrefix);
     this.#pending = pending;
     this.#now = now;
+    this.#shared = new RedisSharedBudget(redis, keyPrefix, now);
     prepareSlotTags();
+  }
+
+  consumeShare(
+    budget: string,
+    member: string,
+    total: WindowLimits,
+    sharePercent: number,
+  ): Promise<ShareOutcome> {
+    return this.#shared.consumeShare(budget, member, total, sharePercent);
+  }
+
+  refundShare(charge: ShareCharge): Promise<void> {
+    return this.#shared.refundShare(charge);
   }
 
   async consume(

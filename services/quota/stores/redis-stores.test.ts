@@ -17,6 +17,7 @@ import { connectRedis, NO_REPLICATION, type RedisClient, redisReady } from './re
 import { RedisKeyQuota } from './redis-key-quota.ts';
 import { chargeIdFor, chargeKeyOf, keySlot, RedisLayout } from './redis-layout.ts';
 import { PendingCharges, RedisQuotaStore } from './redis-quota-store.ts';
+import { sharedBudgetContract } from './shared-budget.contract.ts';
 
 const open: Array<{ close(): Promise<void> }> = [];
 let prefixes = 0;
@@ -94,6 +95,10 @@ for (const kind of TOPOLOGY_KINDS) {
       quotaStoreContract({
         open: async (now) => (await quotaStore(2000, new PendingCharges(), now)).store,
         chargeIdFor,
+      });
+
+      describe('shared budgets', () => {
+        sharedBudgetContract(async (now) => (await quotaStore(2000, new PendingCharges(), now)).store);
       });
 
       // 2031-03-14T10:00:30Z, on the store's clock: the keys expire at the ends of its windows.
