@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# npm run release -- --version X.Y.Z: a release of the commit checked out, made on this machine
+# (docs/releasing.md says what it holds and what it does not yet):
+# 1. CHANGELOG.md's section X.Y.Z, the commits since the last release tag (tools/release/changelog.ts),
+#    committed;
+# 2. the production image (services/Dockerfile on the local Node base, linux/amd64) pushed as
+#    nsfwdetector:X.Y.Z, with the Envoy and Redis images the chart runs (tools/kube-node/image.sh);
+# 3. the chart, version and appVersion X.Y.Z, the three images by digest in its own values.yaml, pushed
+#    as an OCI artifact: helm install oci://<registry>/charts/nsfwdetector --version X.Y.Z;
+# 4. the tag X.Y.Z on the commit of step 1.
+# The registry: RELEASE_REGISTRY, by default the local node's (127.0.0.1:5000). When nothing answers
+# there, distribution's registry (the node's own binary) serves it for the release, its storage in the
+# tools cache (release-registry/), kept from one release to the next.
+# Prints what it made and, last, `release: X.Y.Z in N s`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+version=""
+while (($#)); do
+  case $1 in
+  --version) version=${2:-}; shift 2 || true ;;
+  --version=*) version=${1#--version=}; shift ;;
+  *) echo "release: unknown argument $1 (usage: npm run release -- --version X.Y.Z)" >&2; exit 2 ;;
+  esac
+done
+[[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "release: --version takes X.Y.Z, not \"$version\"" >&2; exit 2; }
+((EUID == 0)) || { echo "release: needs root (the private dockerd builds the images)" >&2; exit 1; }
+if git rev-parse -q --verify "refs/tags/$version" >/dev/null; then
+  echo "release: the tag $version exists already" >&2
+  exit 1
+fi
+if [[ -n "$(git status --porcelain --untracked-files=no)" ]]; then
+  echo "release: the work tree has uncommitted changes: a release is made from a commit" >&2
+  exit 1
+fi
+T0=$SECONDS
+
+. tools/kube-node/env.sh
+export NSFWDETECTOR_KUBE_REGISTRY=${RELEASE_REGISTRY:-$REGISTRY}
+registry=$NSFWDETECTOR_KUBE_REGISTRY
+registry_pid=""
+registry_conf=""
+cleanup() {
+  if [[ -n "$registry_pid" ]]; then kill "$registry_pid" 2>/dev/null && wait "$registry_pid" 2>/dev/null || true; fi
+  rm -f "$registry_conf"
+}
+trap cleanup EXIT
+if ! curl -fsS "http://$registry/v2/" >/dev/null 2>&1; then
+  registry_conf=$(mktemp)
+  mkdir -p "$TOOLS_DIR/release-registry"
+  sed -e "s#@STATE_DIR@/registry#$TOOLS_DIR/release-registry#" -e "s#@REGISTRY@#$registry#" \
+    "$NODE_KIT/conf/registry.yml" >"$registry_conf"
+  "$TOOLS_DIR/registry-$REGISTRY_VERSION/registry" serve "$registry_conf" >/dev/null 2>&1 &
+  registry_pid=$!
+  for _ in $(seq 1 60); do curl -fsS "http://$registry/v2/" >/dev/null 2>&1 && break; sleep 0.5; done
+  curl -fsS "http://$registry/v2/" >/dev/null
+  echo "release: distribution's registry on $registry for the release (storage $TOOLS_DIR/release-registry)"
+fi
+
+# 1. The changelog, committed: the release is that commit.
+node --import tsx tools/release/changelog.ts --version "$version" --write
+git add CHANGELOG.md
+git commit -q -m "Release $version: CHANGELOG.md"
+commit=$(git rev-parse --short HEAD)
+
+# 2 and 3. The images and the chart (kube:image's build, tagged and versioned as the release).
+t=$SECONDS
+out=$(KUBE_IMAGE_TAG=$version KUBE_CHART_VERSION=$version bash tools/kube-node/image.sh)
+grep '^kube-image: ' <<<"$out" | sed 's/^kube-image: /release: /'
+image=$(tail -n1 <<<"$out")
+echo "release: images and chart in $((SECONDS - t)) s"
+
+# 4. The tag.
+git tag -a "$version" -m "nsfwdetector $version" "$commit"
+echo "release: tag $version on $commit; image $image"
+echo "release: $version in $((SECONDS - T0)) s"
