@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # npm run release -- --version X.Y.Z: a release of the commit checked out, made on this machine
 # (docs/releasing.md says what it holds and what it does not yet):
-# 1. CHANGELOG.md's section X.Y.Z, the commits since the last release tag (tools/release/changelog.ts),
-#    committed;
+# 1. package.json's version X.Y.Z and CHANGELOG.md's section X.Y.Z, the commits since the last release
+#    tag (tools/release/changelog.ts), committed;
 # 2. the production image (services/Dockerfile on the local Node base, linux/amd64) pushed as
 #    nsfwdetector:X.Y.Z, with the Envoy and Redis images the chart runs (tools/kube-node/image.sh);
 # 3. the chart, version and appVersion X.Y.Z, the three images by digest in its own values.yaml, pushed
 #    as an OCI artifact: helm install oci://<registry>/charts/nsfwdetector --version X.Y.Z;
-# 4. the tag X.Y.Z on the commit of step 1.
+# 4. the image's SBOM (CycloneDX JSON of its production dependencies, @cyclonedx/cyclonedx-npm) attached
+#    to it in the registry (tools/release/attach-sbom.ts);
+# 5. the tag X.Y.Z on the commit of step 1.
 # The registry: RELEASE_REGISTRY, by default the local node's (127.0.0.1:5000). When nothing answers
 # there, distribution's registry (the node's own binary) serves it for the release, its storage in the
 # tools cache (release-registry/), kept from one release to the next.
@@ -34,6 +36,8 @@ if [[ -n "$(git status --porcelain --untracked-files=no)" ]]; then
   exit 1
 fi
 T0=$SECONDS
+# The SBOM generator, pinned.
+CYCLONEDX_NPM_VERSION=6.0.1
 
 . tools/kube-node/env.sh
 export NSFWDETECTOR_KUBE_REGISTRY=${RELEASE_REGISTRY:-$REGISTRY}
@@ -57,10 +61,11 @@ if ! curl -fsS "http://$registry/v2/" >/dev/null 2>&1; then
   echo "release: distribution's registry on $registry for the release (storage $TOOLS_DIR/release-registry)"
 fi
 
-# 1. The changelog, committed: the release is that commit.
+# 1. The version and the changelog, committed: the release is that commit.
+npm version "$version" --no-git-tag-version --allow-same-version >/dev/null
 node --import tsx tools/release/changelog.ts --version "$version" --write
-git add CHANGELOG.md
-git commit -q -m "Release $version: CHANGELOG.md"
+git add CHANGELOG.md package.json package-lock.json
+git commit -q -m "Release $version: package.json's version, CHANGELOG.md"
 commit=$(git rev-parse --short HEAD)
 
 # 2 and 3. The images and the chart (kube:image's build, tagged and versioned as the release).
@@ -70,7 +75,15 @@ grep '^kube-image: ' <<<"$out" | sed 's/^kube-image: /release: /'
 image=$(tail -n1 <<<"$out")
 echo "release: images and chart in $((SECONDS - t)) s"
 
-# 4. The tag.
+# 4. The SBOM, from the lockfile (what the image's npm ci installs), attached to the image.
+sbom=$(mktemp --suffix=.cdx.json)
+trap 'rm -f "$sbom"; cleanup' EXIT
+npx --yes "@cyclonedx/cyclonedx-npm@$CYCLONEDX_NPM_VERSION" --omit dev --package-lock-only --output-format JSON \
+  --output-file "$sbom"
+referrer=$(node --import tsx tools/release/attach-sbom.ts "$registry" nsfwdetector "${image#*@}" "$sbom")
+echo "release: SBOM (CycloneDX, $(node -p "require('$sbom').components.length") components, $(($(stat -c %s "$sbom") / 1000)) kB) attached to the image: $registry/nsfwdetector@$referrer"
+
+# 5. The tag.
 git tag -a "$version" -m "nsfwdetector $version" "$commit"
 echo "release: tag $version on $commit; image $image"
 echo "release: $version in $((SECONDS - T0)) s"
