@@ -1,7 +1,8 @@
 // The local node (npm run kube:up / kube:down) on this machine, brought up once, with three nodes, for
-// every phase here (one bring-up, one kube:image, one kube:down for all): up to Ready nodes, a pod
-// scheduled, started and Ready on the first, a second up a no-op; then the chart, installed from the OCI
-// artifact kube:image pushed, on one install shared by every check: Ready, helm test, the contract through the gateway, the
+// every phase here (one bring-up, one kube:image, one kube:down for all; nodes 2 and 3 cordoned until
+// the three-node phase): up to Ready nodes, a pod scheduled, started and Ready on the first, a second up
+// a no-op; then the chart, installed from the OCI artifact kube:image pushed, on one install shared by
+// every check: Ready, helm test, the contract through the gateway, the
 // NetworkPolicies enforced, client-sent identity headers ignored, a second release beside it, a
 // zero-downtime upgrade, self-healing and HPA scaling under k6 load; then, on the same node, the
 // operator's suite (operator.suite.ts) and skaffold dev's (skaffold-dev.suite.ts), each leaving the node
@@ -63,6 +64,13 @@ describeWithKubeNode('the local Kubernetes node', () => {
   beforeAll(async () => {
     facts = kubeNodeFacts();
     before = await bringUp(facts, NODES);
+    // The one-node phases run on the first node alone, as on a one-node cluster: the others cordoned
+    // until the three-node phase (nodes.suite.ts) makes every node schedulable again.
+    const others = (await kubectlJson(facts, ['get', 'nodes'])).items
+      .map((n: { metadata: { name: string } }) => n.metadata.name)
+      .filter((n: string) => n !== facts.nodeName);
+    expect(others).toHaveLength(NODES - 1);
+    await k('cordon', ...others);
   }, NODE_UP_TIMEOUT);
 
   afterAll(async () => {

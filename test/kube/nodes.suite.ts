@@ -399,6 +399,12 @@ export function threeNodesOnTheCluster(nodeFacts: () => KubeNodeFacts): void {
 
     beforeAll(async () => {
       facts = nodeFacts();
+      // Every node schedulable: the node suite's one-node phases ran with nodes 2 and 3 cordoned.
+      const nodes = (await kj('get', 'nodes')).items.map(
+        (n: { metadata: { name: string } }) => n.metadata.name,
+      );
+      expect(nodes).toHaveLength(NODES);
+      await k('uncordon', ...nodes);
       images = await pushImages(facts);
       const started = performance.now();
       await installChart(facts, images, { release, namespace: ns, valuesFiles: VALUES });
