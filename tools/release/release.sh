@@ -9,10 +9,9 @@
 #    as an OCI artifact: helm install oci://<registry>/charts/nsfwdetector --version X.Y.Z;
 # 4. the image's SBOM (CycloneDX JSON of its production dependencies, @cyclonedx/cyclonedx-npm) attached
 #    to it in the registry (tools/release/attach-sbom.ts);
-# 5. the tag X.Y.Z on the commit of step 1.
-# The registry: RELEASE_REGISTRY, by default the local node's (127.0.0.1:5000). When nothing answers
-# there, distribution's registry (the node's own binary) serves it for the release, its storage in the
-# tools cache (release-registry/), kept from one release to the next.
+# 5. the image signed with cosign (tools/release/lib.sh: the key pair, the public key in the repository);
+# 6. the tag X.Y.Z on the commit of step 1.
+# The registry: RELEASE_REGISTRY, by default the local node's (127.0.0.1:5000) (tools/release/lib.sh).
 # Prints what it made and, last, `release: X.Y.Z in N s`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -40,31 +39,17 @@ T0=$SECONDS
 CYCLONEDX_NPM_VERSION=6.0.1
 
 . tools/kube-node/env.sh
-export NSFWDETECTOR_KUBE_REGISTRY=${RELEASE_REGISTRY:-$REGISTRY}
-registry=$NSFWDETECTOR_KUBE_REGISTRY
-registry_pid=""
-registry_conf=""
-cleanup() {
-  if [[ -n "$registry_pid" ]]; then kill "$registry_pid" 2>/dev/null && wait "$registry_pid" 2>/dev/null || true; fi
-  rm -f "$registry_conf"
-}
-trap cleanup EXIT
-if ! curl -fsS "http://$registry/v2/" >/dev/null 2>&1; then
-  registry_conf=$(mktemp)
-  mkdir -p "$TOOLS_DIR/release-registry"
-  sed -e "s#@STATE_DIR@/registry#$TOOLS_DIR/release-registry#" -e "s#@REGISTRY@#$registry#" \
-    "$NODE_KIT/conf/registry.yml" >"$registry_conf"
-  "$TOOLS_DIR/registry-$REGISTRY_VERSION/registry" serve "$registry_conf" >/dev/null 2>&1 &
-  registry_pid=$!
-  for _ in $(seq 1 60); do curl -fsS "http://$registry/v2/" >/dev/null 2>&1 && break; sleep 0.5; done
-  curl -fsS "http://$registry/v2/" >/dev/null
-  echo "release: distribution's registry on $registry for the release (storage $TOOLS_DIR/release-registry)"
-fi
+. tools/release/lib.sh
+trap 'stop_registry' EXIT
+start_registry
+# cosign and the key pair first: a new public key is part of the release commit.
+install_cosign
+ensure_key_pair
 
 # 1. The version and the changelog, committed: the release is that commit.
 npm version "$version" --no-git-tag-version --allow-same-version >/dev/null
 node --import tsx tools/release/changelog.ts --version "$version" --write
-git add CHANGELOG.md package.json package-lock.json
+git add CHANGELOG.md package.json package-lock.json "$PUBLIC_KEY"
 git commit -q -m "Release $version: package.json's version, CHANGELOG.md"
 commit=$(git rev-parse --short HEAD)
 
@@ -77,13 +62,18 @@ echo "release: images and chart in $((SECONDS - t)) s"
 
 # 4. The SBOM, from the lockfile (what the image's npm ci installs), attached to the image.
 sbom=$(mktemp --suffix=.cdx.json)
-trap 'rm -f "$sbom"; cleanup' EXIT
+trap 'rm -f "$sbom"; stop_registry' EXIT
 npx --yes "@cyclonedx/cyclonedx-npm@$CYCLONEDX_NPM_VERSION" --omit dev --package-lock-only --output-format JSON \
   --output-file "$sbom"
 referrer=$(node --import tsx tools/release/attach-sbom.ts "$registry" nsfwdetector "${image#*@}" "$sbom")
 echo "release: SBOM (CycloneDX, $(node -p "require('$sbom').components.length") components, $(($(stat -c %s "$sbom") / 1000)) kB) attached to the image: $registry/nsfwdetector@$referrer"
 
-# 5. The tag.
+# 5. The image signed (by digest) with the release key; the signature beside it in the registry.
+COSIGN_PASSWORD='' "$COSIGN" sign --key "$SIGNING_KEY" --tlog-upload=false --yes "${COSIGN_REGISTRY_FLAGS[@]}" \
+  "$image" >/dev/null
+echo "release: signed $image with $PUBLIC_KEY's key"
+
+# 6. The tag.
 git tag -a "$version" -m "nsfwdetector $version" "$commit"
 echo "release: tag $version on $commit; image $image"
 echo "release: $version in $((SECONDS - T0)) s"
