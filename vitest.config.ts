@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import DurationsReporter from './test/support/durations-reporter.ts';
 import SkipReporter from './test/support/skip-reporter.ts';
 
 // One local Kubernetes node per machine: its suites run one file at a time, after everything else.
@@ -15,8 +16,9 @@ export default defineConfig({
     globalSetup: ['test/support/run-guard.ts'],
     // Per file: its own temp dir, its children and temp dirs checked after its hooks.
     setupFiles: ['test/support/file-guard.ts'],
-    // Skipped suites (missing tools) listed, and counted, before the summary.
-    reporters: [new SkipReporter()],
+    // Skipped suites (missing tools) listed, and counted, before the summary; then each project's wall
+    // time and the slowest files (also into .ci/run's closing table).
+    reporters: [new SkipReporter(), new DurationsReporter()],
     projects: [
       {
         extends: true,

@@ -30,7 +30,14 @@ image=nsfwdetector:ci
 t=$SECONDS
 # Host network: the private dockerd has no bridge, and the build stage runs npm ci.
 docker build --quiet --network host -f services/Dockerfile --build-arg "NODE_BASE=$base" -t "$image" . >/dev/null
-echo "image-smoke: built $image on $base in $((SECONDS - t)) s: $(($(docker image inspect -f '{{.Size}}' "$image") / 1000000)) MB"
+size_mb=$(($(docker image inspect -f '{{.Size}}' "$image") / 1000000))
+echo "image-smoke: built $image on $base in $((SECONDS - t)) s: $size_mb MB"
+# The bound on the image (what every node pulls on a scale-out): past it the build fails.
+MAX_IMAGE_MB=300
+if ((size_mb > MAX_IMAGE_MB)); then
+  echo "image-smoke: the image is $size_mb MB, over its bound of $MAX_IMAGE_MB MB" >&2
+  exit 1
+fi
 # --build-only: the image into the daemon's cache, nothing started (.ci/run builds it beside the tools).
 [[ "${1:-}" == --build-only ]] && exit 0
 

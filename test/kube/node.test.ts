@@ -1,11 +1,14 @@
-// The local node (npm run kube:up / kube:down) on this machine: up to a Ready node, a pod scheduled,
-// started and Ready on it, a second up a no-op; then the chart, installed from the OCI artifact kube:image
-// pushed, on one install shared by every check: Ready, helm test, the contract through the gateway, the
+// The local node (npm run kube:up / kube:down) on this machine, brought up once, with three nodes, for
+// every phase here (one bring-up, one kube:image, one kube:down for all; nodes 2 and 3 cordoned until
+// the three-node phase): up to Ready nodes, a pod scheduled, started and Ready on the first, a second up
+// a no-op; then the chart, installed from the OCI artifact kube:image pushed, on one install shared by
+// every check: Ready, helm test, the contract through the gateway, the
 // NetworkPolicies enforced, client-sent identity headers ignored, a second release beside it, a
 // zero-downtime upgrade, self-healing and HPA scaling under k6 load; then, on the same node, the
 // operator's suite (operator.suite.ts), skaffold dev's (skaffold-dev.suite.ts) and the edge under a
-// reconnecting slowloris (edge-slowloris.suite.ts), each leaving the node
-// as it found it; finally down leaving nothing of the node behind (processes, bridge, veths, pod network namespaces, KUBE-* iptables chains, ipsets,
+// reconnecting slowloris (edge-slowloris.suite.ts), each leaving the node as it found it; then the
+// chart on three nodes (nodes.suite.ts: spread, drain, failovers, last a node
+// lost); finally down leaving nothing of the node behind (processes, bridge, veths, pod network namespaces, KUBE-* iptables chains, ipsets,
 // nf_tables tables, mounts, kubepods cgroups) and the host's sysctls as they were.
 // Every figure is printed on a line starting `kube-node:`.
 
@@ -41,6 +44,7 @@ import { STACK_TOOLS } from '../support/stack-tools.ts';
 import { type Counts, startLoad, zeroCounts } from '../support/steady-load.ts';
 import { COUNTED_PHASE_MS, withinOneUtcDay } from '../support/utc-day.ts';
 import { edgeSlowlorisOnTheNode } from './edge-slowloris.suite.ts';
+import { NODES, threeNodesOnTheCluster } from './nodes.suite.ts';
 import { operatorOnTheNode } from './operator.suite.ts';
 import { skaffoldDevOnTheNode } from './skaffold-dev.suite.ts';
 
@@ -61,21 +65,28 @@ describeWithKubeNode('the local Kubernetes node', () => {
 
   beforeAll(async () => {
     facts = kubeNodeFacts();
-    before = await bringUp(facts);
+    before = await bringUp(facts, NODES);
+    // The one-node phases run on the first node alone, as on a one-node cluster: the others cordoned
+    // until the three-node phase (nodes.suite.ts) makes every node schedulable again.
+    const others = (await kubectlJson(facts, ['get', 'nodes'])).items
+      .map((n: { metadata: { name: string } }) => n.metadata.name)
+      .filter((n: string) => n !== facts.nodeName);
+    expect(others).toHaveLength(NODES - 1);
+    await k('cordon', ...others);
   }, NODE_UP_TIMEOUT);
 
   afterAll(async () => {
     if (!down) await runNodeScript('down.sh');
   }, 300_000);
 
-  it('runs a pod to Ready on the node, with cluster DNS and the metrics API', async () => {
+  it('runs a pod to Ready on the first node, with cluster DNS and the metrics API', async () => {
     await k(
       'run',
       'trivial',
       `--image=${facts.pauseImage}`,
       '--image-pull-policy=Never',
       '--restart=Never',
-      '--overrides={"spec":{"securityContext":{"runAsNonRoot":true,"runAsUser":65535}}}',
+      `--overrides=${JSON.stringify({ spec: { nodeSelector: { 'kubernetes.io/hostname': facts.nodeName }, securityContext: { runAsNonRoot: true, runAsUser: 65535 } } })}`,
     );
     await k('wait', '--for=condition=Ready', 'pod/trivial', '--timeout=120s');
     const pod = await kubectlJson(facts, ['get', 'pod', 'trivial']);
@@ -112,8 +123,10 @@ describeWithKubeNode('the local Kubernetes node', () => {
   operatorOnTheNode(() => facts);
   skaffoldDevOnTheNode(() => facts);
   edgeSlowlorisOnTheNode(() => facts);
+  // Last: it loses a node.
+  threeNodesOnTheCluster(() => facts);
 
-  it('kube:down leaves nothing of the node behind and restores the host', async () => {
+  it('kube:down leaves nothing of any node behind and restores the host', async () => {
     down = true;
     await bringDown(facts, before);
   }, 300_000);

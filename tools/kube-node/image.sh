@@ -6,7 +6,9 @@
 # cache holds) and Redis (Debian's), and writes Helm values naming all three to
 # $KUBE_NODE_DIR/state/image-values.yaml (helm install … -f that file). The chart goes there too, as an
 # OCI artifact: helm install … oci://<registry>/charts/nsfwdetector --version <chart version>.
-# KUBE_IMAGE_TAG (default: local) tags the image, e.g. for an upgrade to a new tag.
+# KUBE_IMAGE_TAG (default: local) tags the image, e.g. for an upgrade to a new tag. KUBE_CHART_VERSION
+# (the release, tools/release/release.sh): the chart is packaged with that version and appVersion, the
+# three images by digest in its own values.yaml. NSFWDETECTOR_KUBE_REGISTRY: another registry than the node's.
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
 ((EUID == 0)) || { echo "kube-node: needs root (dockerd)" >&2; exit 1; }
@@ -57,7 +59,16 @@ echo "kube-image: Helm values for the three images: $STATE_DIR/image-values.yaml
 
 # The chart, packaged and pushed as users install charts (helm's caches in the temp directory).
 export HELM_CACHE_HOME=$ctx/helm HELM_CONFIG_HOME=$ctx/helm HELM_DATA_HOME=$ctx/helm
-"$BIN/helm" package charts/nsfwdetector -d "$ctx" >/dev/null
+if [[ -n "${KUBE_CHART_VERSION:-}" ]]; then
+  cp -r charts/nsfwdetector "$ctx/chart"
+  node --import tsx tools/release/chart-values.ts "$ctx/chart/values.yaml" \
+    "image.repository=$REGISTRY/nsfwdetector" "image.tag=$TAG" "image.digest=$d" \
+    "gateway.envoyImage.repository=$REGISTRY/envoy" "gateway.envoyImage.tag=v$ENVOY_VERSION@$de" \
+    "redis.image.repository=$REGISTRY/redis" "redis.image.tag=7-bookworm@$dr"
+  "$BIN/helm" package "$ctx/chart" -d "$ctx" --version "$KUBE_CHART_VERSION" --app-version "$KUBE_CHART_VERSION" >/dev/null
+else
+  "$BIN/helm" package charts/nsfwdetector -d "$ctx" >/dev/null
+fi
 chart=$(ls "$ctx"/nsfwdetector-*.tgz)
 "$BIN/helm" push "$chart" "oci://$REGISTRY/charts" --plain-http >/dev/null
 version=$(basename "$chart" .tgz)

@@ -1,27 +1,25 @@
-// The chart on three nodes (npm run kube:up -- --nodes 3): node 1 is this machine's host processes as in
-// node.test.ts, nodes 2 and 3 run in network namespaces of their own (tools/kube-node/nodes.sh). Checked:
+// The chart on three nodes (npm run kube:up -- --nodes 3), the last phase of the node suite (node.test.ts
+// brings the three nodes up once for all its phases, and down after this one): node 1 is this machine's
+// host processes, nodes 2 and 3 run in network namespaces of their own (tools/kube-node/nodes.sh). Checked:
 // every node Ready with its own address and pod subnet; detect's and the gateway's pods on different
 // nodes, read from `kubectl get pods -o wide`; the PodDisruptionBudget in force; NetworkPolicies enforced
 // between pods on different nodes; a node drained under steady key and anonymous k6 traffic without a
 // failed request and with the account's count equal to its 200s, then uncordoned and the pods spread
-// again; a detect and a gateway pod deleted gracefully under the same traffic; last, kube:down leaving
-// nothing of any node behind. Every figure is printed on a line starting `kube-nodes:`.
+// again; a detect and a gateway pod deleted gracefully under the same traffic; Redis failovers; last a
+// node lost (so this phase runs last: the node suite's kube:down follows). Every figure is printed on a
+// line starting `kube-nodes:`.
 
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { beforeAll, expect, it } from 'vitest';
 import { runMixed } from '../../loadtests/mixed.ts';
 import { soak } from '../../loadtests/soak-sampler.ts';
 import {
-  bringDown,
-  bringUp,
   describeWithKubeNode,
-  type HostBefore,
   installChart,
   type KubeNodeFacts,
   kubectl,
   kubectlJson,
-  kubeNodeFacts,
   lastLine,
   NODE_UP_TIMEOUT,
   type NodeImages,
@@ -36,7 +34,8 @@ import { STACK_TOOLS } from '../support/stack-tools.ts';
 import { type Counts, startLoad, zeroCounts } from '../support/steady-load.ts';
 import { COUNTED_PHASE_MS, withinOneUtcDay } from '../support/utc-day.ts';
 
-const NODES = 3;
+/** The nodes the node suite brings up (node.test.ts): this phase needs three. */
+export const NODES = 3;
 const VALUES = [join(REPO, 'test/kube/values-suite.yaml'), join(REPO, 'test/kube/values-nodes.yaml')];
 const release = 'nsfwdetector';
 const ns = 'nsfwdetector';
@@ -61,9 +60,16 @@ interface WidePod {
   node: string;
 }
 
-describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
+/** The three-node phase of the node suite, on the nodes `nodeFacts` describes (up with NODES nodes). */
+export function threeNodesOnTheCluster(nodeFacts: () => KubeNodeFacts): void {
+  describeWithKubeNode(`the chart on ${NODES} nodes`, () => threeNodeChecks(nodeFacts), [
+    STACK_TOOLS.helm,
+    STACK_TOOLS.k6,
+  ]);
+}
+
+function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
   let facts: KubeNodeFacts;
-  let before: HostBefore;
   let images: NodeImages;
   let gateway: string;
   let key: string;
@@ -71,7 +77,6 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
   /** A free account's key per Redis failover check, its day limit untouched until then. */
   const limitedKeys: Record<'pod' | 'node', string> = { pod: '', node: '' };
   const limitedEmail = (which: string) => `limit-${which}@example.com`;
-  let down = false;
   const k = (...args: string[]) => kubectl(facts, args);
   const kj = (...args: string[]) => kubectlJson(facts, args);
   const admin = async (...args: string[]) =>
@@ -388,8 +393,13 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     ms === undefined ? 'not within 60 s' : `at t+${(ms / 1000).toFixed(1)} s`;
 
   beforeAll(async () => {
-    facts = kubeNodeFacts();
-    before = await bringUp(facts, NODES);
+    facts = nodeFacts();
+    // Every node schedulable: the node suite's one-node phases ran with nodes 2 and 3 cordoned.
+    const nodes = (await kj('get', 'nodes')).items.map(
+      (n: { metadata: { name: string } }) => n.metadata.name,
+    );
+    expect(nodes).toHaveLength(NODES);
+    await k('uncordon', ...nodes);
     images = await pushImages(facts);
     const started = performance.now();
     await installChart(facts, images, { release, namespace: ns, valuesFiles: VALUES });
@@ -412,10 +422,6 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
       limitedKeys[which] = (await admin('issue-key', limitedEmail(which), '--name', 'limit')).secret;
     }
   }, NODE_UP_TIMEOUT);
-
-  afterAll(async () => {
-    if (!down) await runNodeScript('down.sh');
-  }, 300_000);
 
   it('every node Ready, each with its own address and pod subnet; pods answer across nodes', async () => {
     const nodes = (await kj('get', 'nodes')).items;
@@ -860,12 +866,7 @@ describeWithKubeNode(`the chart on ${NODES} nodes`, () => {
     expect(fullAt, 'two detect pods Ready off the lost node').toBeDefined();
     expect(promotedMs, 'a replica promoted within 60 s').toBeDefined();
   }, 900_000);
-
-  it('kube:down leaves nothing of any node behind and restores the host', async () => {
-    down = true;
-    await bringDown(facts, before);
-  }, 300_000);
-}, [STACK_TOOLS.helm, STACK_TOOLS.k6]);
+}
 
 /**
  * The answers of several k6 runs added up second by second, as lines `t+N s: 200 × a, 503/5001 × b`
