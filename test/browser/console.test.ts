@@ -151,7 +151,7 @@ function consoleFlow(kind: StoreKind): void {
     await expect
       .poll(() => form.locator('.form-error').textContent(), { timeout: 30_000 })
       .toBe(
-        'Could not sign you in with this password. If you already have an account with this email, log in with its password.',
+        'Could not sign you in with this password. If you already have an account with this email, log in with its password; an account an operator made without one needs a password first (ask your operator: npm run admin -- set-password).',
       );
     expect(await page.locator('#dashboard-view').isHidden()).toBe(true);
     await signUp(session, email.toUpperCase(), PASSWORD);

@@ -381,7 +381,7 @@ function credentialsForm(form, path) {
       } catch (err) {
         if (path === 'signup' && err instanceof ApiFailure && err.status === 401)
           throw new Error(
-            'Could not sign you in with this password. If you already have an account with this email, log in with its password.',
+            'Could not sign you in with this password. If you already have an account with this email, log in with its password; an account an operator made without one needs a password first (ask your operator: npm run admin -- set-password).',
           );
         throw err;
       }
