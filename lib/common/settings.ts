@@ -410,6 +410,33 @@ export const SETTINGS = {
     readBy: SCORING,
     doc: 'A frame more than 2.5 times as long as its short edge is scored as overlapping near-square tiles along its long side, at most this many (each one inference; longer frames get longer tiles), and answers its highest tile’s scores; 1: never tiled. docs/models.md, “Tiles and margins”.',
   },
+  HASH_LISTS_FILE: {
+    section: 'scoring',
+    type: 'string',
+    default: '.data/hash-lists.db',
+    readBy: ['detect', 'all-in-one', 'admin'],
+    doc: 'The known-bad PDQ hash lists (`npm run admin -- hash-list …`), an SQLite file readable by its owner only, resolved against the working directory; absent: no lists. docs/hash-matching.md.',
+  },
+  HASH_LISTS_RELOAD_SECONDS: {
+    section: 'scoring',
+    type: 'integer',
+    default: 3,
+    min: 1,
+    max: 10,
+    unit: 's',
+    readBy: SCORING,
+    doc: 'How often the hash lists are checked for a change; a changed list is in force on the next request after it has loaded.',
+  },
+  PDQ_MIN_QUALITY: {
+    section: 'scoring',
+    type: 'integer',
+    // Meta's threshold (threatexchange QUALITY_THRESHOLD): flat or tiny images hash unreliably.
+    default: 50,
+    min: 0,
+    max: 100,
+    readBy: SCORING,
+    doc: 'Images whose PDQ quality (0–100) is below this are not matched against the hash lists (their hash is still answered).',
+  },
   JPEG_DECODER: {
     section: 'scoring',
     type: 'enum',

@@ -21,6 +21,7 @@ import { loadQuotaConfig, type QuotaConfig } from '../quota/config.ts';
 import { AccountsFileError } from '../quota/stores/accounts-file-error.ts';
 import { openStores, type Stores } from '../quota/stores/open-stores.ts';
 import { NotReplicatedError } from '../quota/stores/redis-connection.ts';
+import { HASH_LIST_HELP, runHashListCommand } from './hash-list-command.ts';
 
 const HELP = `Usage: npm run admin -- <command> [options] [--json]
 
@@ -34,6 +35,7 @@ Commands:
   usage <account>                                    tier, limits and today's usage
   prune-accounts --unused-days <n>                   delete console sign-ups older than n days that
                                                      never had a key (so never made a request)
+${HASH_LIST_HELP}
 
 <account> is an account id (acc_…) or an email address.
 Stores: REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES set → Redis (REDIS_KEY_PREFIX); otherwise
@@ -255,6 +257,8 @@ async function runCommand(
 }
 
 async function main(argv: string[]): Promise<number> {
+  // The hash lists have a store of their own (HASH_LISTS_FILE), not the account store.
+  if (argv[0] === 'hash-list') return runHashListCommand(argv.slice(1));
   let parsed: ReturnType<typeof parse>;
   try {
     parsed = parse(argv);

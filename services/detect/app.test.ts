@@ -92,7 +92,11 @@ describe('successful detection', () => {
         height: 240,
         bytes: JPEG.length,
         frames: 1,
+        // Meta's PDQ of the decoded frame, as threatexchange writes it (pdq-parity.test.ts).
+        pdq: '98c43ce61e306d93396433cecc33666cf1b6333164cb4ee64b86cbb33e109e6c',
+        pdq_quality: 100,
       },
+      matches: [],
       timing_ms: expect.any(Number),
     });
     expect(body.data.timing_ms).toBeGreaterThanOrEqual(0);

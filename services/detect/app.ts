@@ -13,6 +13,7 @@ import { headerValue } from '../../lib/common/header-value.ts';
 import { registerProbes, unavailable } from '../../lib/common/probes.ts';
 import { DETECT_ROUTES } from '../../lib/common/routes.ts';
 import { inSpan, recordSpan } from '../../lib/common/telemetry.ts';
+import type { HashMatcher } from './hash-lists.ts';
 import { decodeMemoryBytes } from './image/decode-memory.ts';
 import { probeHeader } from './image/probe.ts';
 import { sniffFormat } from './image/sniff.ts';
@@ -33,6 +34,8 @@ export interface DetectOptions {
   /** The upload limit in force, read once per request (a policy can lower `intake.maxBytes`). */
   maxFileBytes?: () => number;
   limits: DimensionLimits;
+  /** Known-bad hash lists the image's PDQ is matched against (none: no matching). */
+  hashLists?: HashMatcher;
 }
 
 declare module 'fastify' {
@@ -226,9 +229,25 @@ async function detect(request: FastifyRequest, _reply: FastifyReply, opts: Detec
     scored.decodeStartedAt + scored.decodeMs,
     scored.inferenceMs,
   );
+  const matchStarted = epochMs();
+  const matches = opts.hashLists?.match(scored.pdq) ?? [];
+  if (opts.hashLists) {
+    // The lists' names and distances only: a hash never reaches a trace.
+    recordSpan(
+      'hash-match',
+      {
+        'hash_list.matches': matches.length,
+        ...(matches.length > 0 && { 'hash_list.names': matches.map((m) => m.list).join(',') }),
+      },
+      matchStarted,
+      epochMs() - matchStarted,
+    );
+  }
   return ok(
     buildResult({
       scores: scored.scores,
+      ...(scored.pdq && { pdq: scored.pdq }),
+      matches,
       thresholds,
       probed,
       sha256: intake.sha256,
@@ -237,3 +256,5 @@ async function detect(request: FastifyRequest, _reply: FastifyReply, opts: Detec
     }),
   );
 }
+
+const epochMs = (): number => performance.timeOrigin + performance.now();

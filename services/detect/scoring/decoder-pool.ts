@@ -24,6 +24,7 @@ import { ApiError } from '../../../lib/common/errors.ts';
 import { SETTINGS } from '../../../lib/common/settings.ts';
 import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
+import type { ImagePdq } from '../image/pdq.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import type { DecodeReply, DecodeRequest, DecoderProcessData } from './decoder-process.ts';
 import type { StillHeld } from './image-scorer.ts';
@@ -81,6 +82,7 @@ const CLOCK_TICKS_PER_SECOND = 100;
 
 export interface DecodedImage {
   tensor: Float32Array;
+  pdq?: ImagePdq;
   /** Wall-clock start of decoding, epoch milliseconds (fractional). */
   decodeStartedAt: number;
   decodeMs: number;
@@ -367,7 +369,8 @@ export class DecoderPool {
     if (slot.job?.id !== reply.id) return;
     const job = this.#settle(slot) as Job;
     if (reply.ok) {
-      job.resolve({ tensor: reply.tensor, decodeStartedAt: reply.decodeStartedAt, decodeMs: reply.decodeMs });
+      const { tensor, pdq, decodeStartedAt, decodeMs } = reply;
+      job.resolve({ tensor, ...(pdq && { pdq }), decodeStartedAt, decodeMs });
     } else job.reject(errorFromReply(reply));
     this.#dispatch();
   }

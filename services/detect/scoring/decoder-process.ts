@@ -13,6 +13,7 @@ import sharp from 'sharp';
 import { isApiError } from '../../../lib/common/errors.ts';
 import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
+import type { ImagePdq } from '../image/pdq.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import { decodeForModel, epochNow } from './image-scorer.ts';
 import { releaseBuffer } from './release-buffer.ts';
@@ -33,7 +34,7 @@ export interface DecodeRequest {
 }
 
 export type DecodeReply =
-  | { id: number; ok: true; tensor: Float32Array; decodeStartedAt: number; decodeMs: number }
+  | { id: number; ok: true; tensor: Float32Array; pdq?: ImagePdq; decodeStartedAt: number; decodeMs: number }
   | { id: number; ok: false; code?: number; message: string };
 
 const send = process.send?.bind(process);
@@ -65,8 +66,15 @@ try {
     const decodeStartedAt = epochNow();
     let reply: DecodeReply;
     try {
-      const tensor = await decodeForModel(bytes, probed, data.inputSize, decode);
-      reply = { id, ok: true, tensor, decodeStartedAt, decodeMs: epochNow() - decodeStartedAt };
+      const { tensor, pdq } = await decodeForModel(bytes, probed, data.inputSize, decode);
+      reply = {
+        id,
+        ok: true,
+        tensor,
+        ...(pdq && { pdq }),
+        decodeStartedAt,
+        decodeMs: epochNow() - decodeStartedAt,
+      };
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       reply = { id, ok: false, code: isApiError(err) ? err.code : undefined, message };

@@ -43,7 +43,8 @@ export class IsolatedScorer implements ImageScorer {
   async score(bytes: Uint8Array, probed: ProbedImage, stillHeld?: StillHeld): Promise<ScoredImage> {
     const decoded = await this.#decoders.decode(bytes, probed, isLargeImage(bytes, probed), stillHeld);
     const scored = await this.#inference.infer(decoded.tensor, probed);
-    return { ...scored, decodeStartedAt: decoded.decodeStartedAt, decodeMs: decoded.decodeMs };
+    const { pdq, decodeStartedAt, decodeMs } = decoded;
+    return { ...scored, decodeStartedAt, decodeMs, ...(pdq && { pdq }) };
   }
 
   async close(): Promise<void> {

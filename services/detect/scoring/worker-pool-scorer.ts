@@ -348,8 +348,8 @@ export class WorkerPoolScorer implements ImageScorer {
     if (job) {
       clearTimeout(job.deadline);
       if (reply.ok) {
-        const { scores, decodeStartedAt, decodeMs, inferenceMs } = reply;
-        job.resolve({ scores, decodeStartedAt, decodeMs, inferenceMs });
+        const { scores, decodeStartedAt, decodeMs, inferenceMs, pdq } = reply;
+        job.resolve({ scores, decodeStartedAt, decodeMs, inferenceMs, ...(pdq && { pdq }) });
       } else job.reject(errorFromReply(reply));
     }
     this.#dispatch();
