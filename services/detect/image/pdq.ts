@@ -186,19 +186,33 @@ class ColumnBox {
     const sums = this.#sums;
     const slot = (ri % this.#window) * w;
     const ring = this.#ring;
+    const oi = ri - (this.#half - 1);
+    const emit = oi >= 0 && this.#wanted(oi);
+    const out = this.#out;
+    const fround = Math.fround;
     if (ri < this.#window) {
       // Phases 1 and 2: the window grows.
-      for (let j = 0; j < w; j++) sums[j] = (sums[j] as number) + (row[j] as number);
-      this.#count++;
-    } else {
-      // Phase 3: add the new row, then subtract the one `window` rows above it (in that order).
+      const count = ++this.#count;
       for (let j = 0; j < w; j++) {
-        sums[j] = (sums[j] as number) + (row[j] as number);
-        sums[j] = (sums[j] as number) - (ring[slot + j] as number);
+        const v = row[j] as number;
+        const sum = fround((sums[j] as number) + v);
+        sums[j] = sum;
+        ring[slot + j] = v;
+        if (emit) out[j] = sum / count;
+      }
+    } else {
+      // Phase 3: add the new row, then subtract the one `window` rows above it (in that order); the
+      // row in its ring slot is replaced by the new one in the same pass.
+      const count = this.#count;
+      for (let j = 0; j < w; j++) {
+        const v = row[j] as number;
+        const sum = fround(fround((sums[j] as number) + v) - (ring[slot + j] as number));
+        sums[j] = sum;
+        ring[slot + j] = v;
+        if (emit) out[j] = sum / count;
       }
     }
-    ring.set(row, slot);
-    if (ri >= this.#half - 1) this.#write(ri - (this.#half - 1));
+    if (emit) this.#emit(out, oi);
   }
 
   /** Phase 4, after the last row: the window shrinks. */
