@@ -23,7 +23,8 @@ import { closeLoadConnections, postOnce } from './http-load.ts';
 import { type BenchImage, benchImages } from './images.ts';
 import { treeMemory } from './memory.ts';
 
-const SIZES = [10_000, 1_000_000, 10_000_000];
+/** BENCH_HASHMATCH_SIZES (comma-separated) to measure fewer. */
+const SIZES = (process.env.BENCH_HASHMATCH_SIZES ?? '10000,1000000,10000000').split(',').map(Number);
 const QUERIES = 2_000;
 const DISTANCE = 31;
 /** Seconds each matcher gets per size (the linear scan at 10M answers a few queries in it). */
@@ -77,8 +78,9 @@ function rate(queries: Uint32Array[], each: (q: Uint32Array) => number): { qps: 
 const fmt = (x: number) => (x >= 100 ? Math.round(x).toLocaleString('en-US') : x.toFixed(1));
 const mib = (b: number) => `${(b / 1048576).toFixed(0)} MiB`;
 
-export async function hashMatchSection(): Promise<string[]> {
-  const lines: string[] = [];
+/** Prints each figure as soon as it is measured (the 10M figures take minutes on a busy machine). */
+export async function hashMatchSection(): Promise<void> {
+  const lines = { push: (line: string) => console.log(line) };
   const random = prng(31);
   const dir = mkdtempSync(path.join(tmpdir(), 'bench-hashmatch-'));
   try {
@@ -192,5 +194,4 @@ export async function hashMatchSection(): Promise<string[]> {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  return lines;
 }
