@@ -20,6 +20,13 @@ export const MAX_INDEX_DISTANCE = 47;
 const chunkOf = (words: Uint32Array, w: number, c: number): number =>
   ((words[w + (c >> 1)] as number) >>> (c & 1 ? 0 : 16)) & 0xffff;
 
+/** The masks a chunk's value is probed with, per radius: itself, then every value 1 (and 2) bits away. */
+const PROBES: Uint32Array[] = (() => {
+  const one = Array.from({ length: 16 }, (_, b) => 1 << b);
+  const two = one.flatMap((x, i) => one.slice(i + 1).map((y) => x | y));
+  return [Uint32Array.of(0), Uint32Array.from([0, ...one]), Uint32Array.from([0, ...one, ...two])];
+})();
+
 export interface IndexMatch {
   /** Position of the hash in the list. */
   id: number;
@@ -99,38 +106,34 @@ export class PdqIndex {
     const q5 = query[5] as number;
     const q6 = query[6] as number;
     const q7 = query[7] as number;
-    const verify = (id: number) => {
-      const w = id * PDQ_WORDS;
-      let d =
-        popcount32((q0 ^ (words[w] as number)) >>> 0) + popcount32((q1 ^ (words[w + 1] as number)) >>> 0);
-      if (d > maxDistance) return;
-      d +=
-        popcount32((q2 ^ (words[w + 2] as number)) >>> 0) + popcount32((q3 ^ (words[w + 3] as number)) >>> 0);
-      if (d > maxDistance) return;
-      d +=
-        popcount32((q4 ^ (words[w + 4] as number)) >>> 0) + popcount32((q5 ^ (words[w + 5] as number)) >>> 0);
-      if (d > maxDistance) return;
-      d +=
-        popcount32((q6 ^ (words[w + 6] as number)) >>> 0) + popcount32((q7 ^ (words[w + 7] as number)) >>> 0);
-      if (d <= maxDistance) report(id, d);
-    };
+    const masks = PROBES[radius] as Uint32Array;
     for (let c = 0; c < CHUNKS; c++) {
       const offsets = this.#offsets[c] as Uint32Array;
       const ids = this.#ids[c] as Uint32Array;
       const own = chunkOf(query, 0, c);
-      const bucket = (value: number) => {
+      for (let m = 0; m < masks.length; m++) {
+        const value = own ^ (masks[m] as number);
         const end = offsets[value + 1] as number;
+        // A hash close in several chunks is verified (and reported) once per chunk: cheaper than
+        // remembering which were seen.
         for (let k = offsets[value] as number; k < end; k++) {
-          // A hash close in several chunks is verified (and reported) once per chunk: cheaper than
-          // remembering which were seen.
-          verify(ids[k] as number);
-        }
-      };
-      bucket(own);
-      if (radius >= 1) {
-        for (let b = 0; b < 16; b++) {
-          bucket(own ^ (1 << b));
-          if (radius >= 2) for (let b2 = b + 1; b2 < 16; b2++) bucket(own ^ (1 << b) ^ (1 << b2));
+          const id = ids[k] as number;
+          const w = id * PDQ_WORDS;
+          let d =
+            popcount32((q0 ^ (words[w] as number)) >>> 0) + popcount32((q1 ^ (words[w + 1] as number)) >>> 0);
+          if (d > maxDistance) continue;
+          d +=
+            popcount32((q2 ^ (words[w + 2] as number)) >>> 0) +
+            popcount32((q3 ^ (words[w + 3] as number)) >>> 0);
+          if (d > maxDistance) continue;
+          d +=
+            popcount32((q4 ^ (words[w + 4] as number)) >>> 0) +
+            popcount32((q5 ^ (words[w + 5] as number)) >>> 0);
+          if (d > maxDistance) continue;
+          d +=
+            popcount32((q6 ^ (words[w + 6] as number)) >>> 0) +
+            popcount32((q7 ^ (words[w + 7] as number)) >>> 0);
+          if (d <= maxDistance) report(id, d);
         }
       }
     }
