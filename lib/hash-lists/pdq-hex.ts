@@ -16,11 +16,25 @@ export function isPdqHex(text: string): boolean {
   return HEX64.test(text.toLowerCase());
 }
 
+/** Each character code's hex value, or -1 (upper case accepted). */
+const NIBBLE = (() => {
+  const t = new Int8Array(128).fill(-1);
+  for (let v = 0; v < 16; v++) {
+    t[v.toString(16).charCodeAt(0)] = v;
+    t[v.toString(16).toUpperCase().charCodeAt(0)] = v;
+  }
+  return t;
+})();
+
 /** The hash's 32 bytes, in the order of its hex digits. Throws on anything but 64 hex digits. */
 export function pdqBytes(hex: string, into = new Uint8Array(PDQ_BYTES), at = 0): Uint8Array {
-  const lower = hex.toLowerCase();
-  if (!HEX64.test(lower)) throw new Error('not a PDQ hash (64 hex digits)');
-  for (let i = 0; i < PDQ_BYTES; i++) into[at + i] = Number.parseInt(lower.slice(i * 2, i * 2 + 2), 16);
+  if (hex.length !== 64) throw new Error('not a PDQ hash (64 hex digits)');
+  for (let i = 0; i < PDQ_BYTES; i++) {
+    const hi = NIBBLE[hex.charCodeAt(i * 2)] ?? -1;
+    const lo = NIBBLE[hex.charCodeAt(i * 2 + 1)] ?? -1;
+    if (hi < 0 || lo < 0) throw new Error('not a PDQ hash (64 hex digits)');
+    into[at + i] = (hi << 4) | lo;
+  }
   return into;
 }
 
