@@ -87,6 +87,20 @@ install_open_nsfw_reference() {
     onnxruntime==1.30.0 pillow==13.0.0 numpy==2.4.6 protobuf==7.36.2 flatbuffers==25.12.19 packaging==26.3
 }
 
+# Meta's PDQ as its Python users run it: pdqhash (bindings of the C++ reference, built from its sdist)
+# and threatexchange (its hex format, the match threshold, the faiss index), the references of
+# test/pdq/pdq-parity.test.ts and `npm run bench -- --only hashmatch`, which look for this
+# venv by these versions (keep them in step with VENV_PYTHON there).
+PDQHASH_VERSION=0.2.8
+THREATEXCHANGE_VERSION=1.2.17
+install_pdq_reference() {
+  venv "$TOOLS_DIR/pdq-${PDQHASH_VERSION}-threatexchange-${THREATEXCHANGE_VERSION}" --no-deps \
+    "pdqhash==${PDQHASH_VERSION}" "threatexchange==${THREATEXCHANGE_VERSION}" numpy==2.4.6 pillow==13.0.0 \
+    faiss-cpu==1.15.1 packaging==26.4 dacite==1.9.2 python-dateutil==4.0.0 tzdata==2026.6 requests==2.34.2 \
+    urllib3==2.8.0 idna==3.20 certifi==2026.10.19.post1 charset-normalizer==3.5.3 \
+    types-python-dateutil==2.9.0.20261116 weighted_levenshtein==0.2.2
+}
+
 # --- Cluster-mode stack (npm run stack, test/e2e): Envoy, Helm, Jaeger; k6 for the load tests ----------
 # tools/stack/tools.ts finds them at these paths.
 ENVOY_VERSION=1.40.0
@@ -156,7 +170,7 @@ install_debian_packages
 T0=$SECONDS
 # Go builds are CPU-bound but spend long stretches on one core (linking, module downloads): four lanes
 # keep both cores busy.
-lane python install_python_packages install_envoy install_schemathesis install_python_peer install_quantisation install_open_nsfw_reference
+lane python install_python_packages install_envoy install_schemathesis install_python_peer install_quantisation install_open_nsfw_reference install_pdq_reference
 lane kubernetes "main --base-kube"
 lane skaffold build_skaffold
 # distribution's registry: the node's, and the SBOM suite's (test/release) before the node is built.

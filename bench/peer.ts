@@ -252,7 +252,7 @@ async function floorCpuMs(bodies: Buffer[]): Promise<{ decode: number; inference
         const bytes = new Uint8Array(body);
         const probed = probeHeader(bytes, 'jpeg');
         const a = cpuMs();
-        const tensor = await decodeForModel(bytes, probed, scorer.inputSize, options);
+        const { tensor } = await decodeForModel(bytes, probed, scorer.inputSize, options);
         const b = cpuMs();
         await scorer.infer(tensor);
         const c = cpuMs();

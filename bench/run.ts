@@ -12,6 +12,7 @@
 //   accounts  sign-up and key detect at 1k, 100k and 1M embedded accounts, peak RSS (bench/accounts.ts)
 //   models    req/s, CPU per image and RSS of each MODEL choice, ensembles too (bench/model-choices.ts)
 //   tiles     answer time of the largest allowed long JPEG and a 30,000 × 40 strip, tiled and not (bench/tiles.ts)
+//   hashmatch PDQ index at 10k, 1M, 10M hashes vs a linear scan and threatexchange; detect with 1M listed (bench/hashmatch.ts)
 
 import { isNsfwjsModel } from '../lib/policy/model-catalogue.ts';
 import { loadAllInOneConfig } from '../services/all-in-one/config.ts';
@@ -24,6 +25,7 @@ import { startServer } from '../test/support/server-process.ts';
 import { accountsBench } from './accounts.ts';
 import { authorizeBench } from './authorize.ts';
 import { fairnessSection } from './fairness.ts';
+import { hashMatchSection } from './hashmatch.ts';
 import { closeLoadConnections, postOnce, runLoad } from './http-load.ts';
 import { benchImages, largePng, ONE_MP } from './images.ts';
 import { memorySection, treeMemory } from './memory.ts';
@@ -47,6 +49,7 @@ const SECTIONS = [
   'accounts',
   'models',
   'tiles',
+  'hashmatch',
 ] as const;
 const onlyArg = process.argv.indexOf('--only');
 const only = onlyArg < 0 ? [...SECTIONS] : (process.argv[onlyArg + 1] ?? '').split(',');
@@ -280,6 +283,12 @@ if (runs('peer')) {
 if (runs('quantised')) {
   console.log('');
   for (const line of await quantisedSection()) console.log(line);
+}
+
+// Known-bad hash lists: the index at 10k, 1M and 10M hashes, and detect with 1M listed.
+if (runs('hashmatch')) {
+  console.log('');
+  await hashMatchSection();
 }
 
 // The embedded account store's cost at 1k, 100k and 1M accounts.

@@ -443,6 +443,43 @@ export const SETTINGS = {
     chart: { key: 'maxFramesScored' },
     doc: 'Frames of an animated GIF, WebP or APNG (pages of a TIFF) scored, at most, taken evenly from the first to the last; the highest answers and `image.frames_scored` / `image.decisive_frame` say which. 1: the first frame only (spec). Decoding them is bounded from the header (200 MP of frames, else 400/4004). docs/image-cost.md, “Tiles, borders and frames”.',
   },
+  PDQ_HASHES: {
+    section: 'scoring',
+    type: 'enum',
+    // Off until PDQ streams through the libjpeg fast path: on, every JPEG decodes through sharp and
+    // the hash costs ~11 ms of CPU a 1 MP image (docs/hash-matching.md).
+    default: 'off',
+    values: ['off', 'on'],
+    readBy: SCORING,
+    doc: "`on`: Meta's PDQ hash of each scored image in the answer (`image.pdq`, `image.pdq_quality`) and matching against the hash lists (HASH_LISTS_FILE; `matches`); `off`: neither (`matches` is empty). On costs ~11 ms of CPU per 1 MP image and takes JPEGs off the libjpeg fast path. docs/hash-matching.md.",
+  },
+  HASH_LISTS_FILE: {
+    section: 'scoring',
+    type: 'string',
+    default: '.data/hash-lists.db',
+    readBy: ['detect', 'all-in-one', 'admin'],
+    doc: 'The known-bad PDQ hash lists (`npm run admin -- hash-list …`), an SQLite file readable by its owner only, resolved against the working directory; absent: no lists. docs/hash-matching.md.',
+  },
+  HASH_LISTS_RELOAD_SECONDS: {
+    section: 'scoring',
+    type: 'integer',
+    default: 3,
+    min: 1,
+    max: 10,
+    unit: 's',
+    readBy: SCORING,
+    doc: 'How often the hash lists are checked for a change; a changed list is in force on the next request after it has loaded.',
+  },
+  PDQ_MIN_QUALITY: {
+    section: 'scoring',
+    type: 'integer',
+    // Meta's threshold (threatexchange QUALITY_THRESHOLD): flat or tiny images hash unreliably.
+    default: 50,
+    min: 0,
+    max: 100,
+    readBy: SCORING,
+    doc: 'Images whose PDQ quality (0–100) is below this are not matched against the hash lists (their hash is still answered).',
+  },
   JPEG_DECODER: {
     section: 'scoring',
     type: 'enum',

@@ -24,6 +24,7 @@ import { AccountsFileError } from '../quota/stores/accounts-file-error.ts';
 import { openStores, type Stores } from '../quota/stores/open-stores.ts';
 import { NotReplicatedError } from '../quota/stores/redis-connection.ts';
 import { backupAccountsFile, restoreAccountsFile, StoreInUseError } from '../quota/stores/sqlite-backup.ts';
+import { HASH_LIST_HELP, runHashListCommand } from './hash-list-command.ts';
 import { PasswordEntryError, readPassword } from './read-password.ts';
 
 const HELP = `Usage: npm run admin -- <command> [options] [--json]
@@ -44,6 +45,7 @@ Commands:
                                                      refused while anything has ACCOUNTS_FILE open)
   set-password <account>                             set (or reset) the console password: the first
                                                      line of stdin, or typed twice at a prompt
+${HASH_LIST_HELP}
 
 <account> is an account id (acc_…) or an email address.
 Stores: REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES set → Redis (REDIS_KEY_PREFIX); otherwise
@@ -311,6 +313,8 @@ async function runFileCommand(
 }
 
 async function main(argv: string[]): Promise<number> {
+  // The hash lists have a store of their own (HASH_LISTS_FILE), not the account store.
+  if (argv[0] === 'hash-list') return runHashListCommand(argv.slice(1));
   let parsed: ReturnType<typeof parse>;
   try {
     parsed = parse(argv);

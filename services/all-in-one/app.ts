@@ -7,6 +7,7 @@ import { registerOpenApi } from '../../lib/openapi/app.ts';
 import type { ModelChoice } from '../../lib/policy/model-catalogue.ts';
 import { modelAtBoot, policyForApp } from '../../lib/policy/policy-in-force.ts';
 import detectApp from '../detect/app.ts';
+import { HashListWatcher } from '../detect/hash-lists.ts';
 import { intakeLimitsFrom } from '../detect/intake.ts';
 import type { ScorerSlot } from '../detect/scoring/scorer-slot.ts';
 import { WorkGate } from '../detect/work-gate.ts';
@@ -44,7 +45,12 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   // First: the OpenAPI document collects the routes registered after it.
   await registerOpenApi(app);
   await app.register(healthApp);
+  // PDQ_HASHES off: no image is hashed, so no list is loaded or matched.
+  const hashLists = config.hashLists.enabled ? new HashListWatcher(config.hashLists, app.log) : undefined;
+  hashLists?.start();
+  app.addHook('onClose', async () => hashLists?.close());
   await app.register(detectApp, {
+    ...(hashLists && { hashLists }),
     model: deps.model,
     authorizer: createAuthorizer(live, app.log),
     gate,

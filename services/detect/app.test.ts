@@ -95,6 +95,7 @@ describe('successful detection', () => {
         frames_scored: 1,
         decisive_frame: 0,
       },
+      matches: [],
       timing_ms: expect.any(Number),
       model: 'mobilenet_v2',
       classes: { drawing: 0, hentai: 0, neutral: 1, porn: 0, sexy: 0 },

@@ -14,6 +14,7 @@ import { type ProbeCheck, registerProbes, unavailable } from '../../lib/common/p
 import { DETECT_ROUTES } from '../../lib/common/routes.ts';
 import { SETTINGS } from '../../lib/common/settings.ts';
 import { inSpan, recordSpan } from '../../lib/common/telemetry.ts';
+import type { HashMatcher } from './hash-lists.ts';
 import { decodeMemoryBytes } from './image/decode-memory.ts';
 import { imageCostHeader, predictedCpuMs } from './image/image-cost.ts';
 import { costFacts, probeHeader, walkHeader } from './image/probe.ts';
@@ -46,6 +47,8 @@ export interface DetectOptions {
   maxFramesScored?: number;
   /** What else detect needs to answer (the all-in-one server: its quota stores), checked by readiness. */
   alsoReady?: ProbeCheck;
+  /** Known-bad hash lists the image's PDQ is matched against (none: no matching). */
+  hashLists?: HashMatcher;
 }
 
 declare module 'fastify' {
@@ -265,10 +268,26 @@ async function detect(request: FastifyRequest, reply: FastifyReply, opts: Detect
     scored.decodeStartedAt + scored.decodeMs,
     scored.inferenceMs,
   );
+  const matchStarted = epochMs();
+  const matches = opts.hashLists?.match(scored.pdq) ?? [];
+  if (opts.hashLists) {
+    // The lists' names and distances only: a hash never reaches a trace.
+    recordSpan(
+      'hash-match',
+      {
+        'hash_list.matches': matches.length,
+        ...(matches.length > 0 && { 'hash_list.names': matches.map((m) => m.list).join(',') }),
+      },
+      matchStarted,
+      epochMs() - matchStarted,
+    );
+  }
   return ok(
     buildResult({
       model: scorer.model,
       scores: scored.scores,
+      ...(scored.pdq && { pdq: scored.pdq }),
+      matches,
       thresholds,
       probed,
       sha256: intake.sha256,
@@ -278,3 +297,5 @@ async function detect(request: FastifyRequest, reply: FastifyReply, opts: Detect
     }),
   );
 }
+
+const epochMs = (): number => performance.timeOrigin + performance.now();

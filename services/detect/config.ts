@@ -25,6 +25,7 @@ import {
   OFFERED_MODEL_NAMES,
 } from '../../lib/policy/model-catalogue.ts';
 import { loadPolicyConfig, type PolicyConfig } from '../../lib/policy/policy-config.ts';
+import { type HashListConfig, loadHashListConfig } from './hash-lists.ts';
 import { worstJpegDecodeBytes } from './image/image-cost.ts';
 import { type JpegDecoderChoice, libjpegUnavailable } from './image/libjpeg/jpeg-tensor.ts';
 import type { WorkGateOptions } from './work-gate.ts';
@@ -73,6 +74,8 @@ export interface ScoringConfig {
   maxFramesScored: number;
   /** JPEG_DECODER: the libjpeg fast path (`auto`: where it was built), or sharp for every JPEG. */
   jpegDecoder: JpegDecoderChoice;
+  /** The known-bad hash lists matched against each image's PDQ (hash-lists.ts). */
+  hashLists: HashListConfig;
 }
 
 /** The detect server's own configuration (cluster mode). */
@@ -214,6 +217,7 @@ export function loadScoringConfig(env: Env): ScoringConfig {
     maxTiles: intSetting(env, 'MAX_TILES'),
     maxFramesScored: intSetting(env, 'MAX_FRAMES_SCORED'),
     jpegDecoder: jpegDecoderVar(env),
+    hashLists: loadHashListConfig(env),
   };
 }
 

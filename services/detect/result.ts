@@ -2,6 +2,8 @@
 
 import { okSchema } from '../../lib/common/envelope.ts';
 import type { ModelChoice } from '../../lib/policy/model-catalogue.ts';
+import type { HashListMatch } from './hash-lists.ts';
+import type { ImagePdq } from './image/pdq.ts';
 import { IMAGE_FORMATS, type ProbedImage } from './image/types.ts';
 import { classesOf, type ModelScores, type ResultClasses, summarize } from './model/classifier.ts';
 import type { FramesScored } from './model/tiled-classify.ts';
@@ -28,12 +30,27 @@ export interface DetectionResult {
     frames_scored: number;
     /** The 0-based index of the frame whose scores answer. */
     decisive_frame: number;
+    /** Meta's PDQ of the decoded first frame, when PDQ_HASHES is on. */
+    pdq?: string;
+    pdq_quality?: number;
   };
+  /** Known-bad hash lists the image matched (hash-lists.ts): the closest entry of each. */
+  matches: HashListMatch[];
   timing_ms: number;
   /** The model or ensemble that scored (MODEL or the policy's model). */
   model: ModelChoice;
   /** The model family's own class scores; an ensemble's per member. */
   classes: ResultClasses;
+}
+
+const RANK: Record<Decision, number> = { allow: 0, review: 1, block: 2 };
+
+/**
+ * A match raises the decision to its list's action, whatever the score: a known image is known. The
+ * scores stay the model's.
+ */
+export function withMatches(decision: Decision, matches: readonly HashListMatch[]): Decision {
+  return matches.reduce<Decision>((d, m) => (RANK[m.action] > RANK[d] ? m.action : d), decision);
 }
 
 /** Spec 2.2 rule 2: allow below `allow`, block at or above `block`, review in between. */
@@ -55,11 +72,15 @@ export function buildResult(args: {
   timingMs: number;
   /** Several frames scored; unset: the first frame alone. */
   frames?: FramesScored | undefined;
+  /** The decoded frame's PDQ (PDQ_HASHES on); absent: no hash in the answer. */
+  pdq?: ImagePdq | undefined;
+  matches?: HashListMatch[];
 }): DetectionResult {
+  const matches = args.matches ?? [];
   const { nsfw, sfw } = summarize(args.scores);
   const scores = { nsfw: clamp01(nsfw), sfw: clamp01(sfw) };
   return {
-    decision: decisionFor(scores.nsfw, args.thresholds),
+    decision: withMatches(decisionFor(scores.nsfw, args.thresholds), matches),
     scores,
     thresholds: { allow: args.thresholds.allow, block: args.thresholds.block },
     image: {
@@ -71,7 +92,9 @@ export function buildResult(args: {
       frames: args.probed.frames,
       frames_scored: args.frames?.scored ?? 1,
       decisive_frame: args.frames?.decisive ?? 0,
+      ...(args.pdq && { pdq: args.pdq.hash, pdq_quality: args.pdq.quality }),
     },
+    matches,
     timing_ms: Math.round(args.timingMs * 100) / 100,
     model: args.model,
     classes: classesOf(args.scores),
@@ -113,7 +136,7 @@ const classesSchema = {
 
 export const detectionResponseSchema = okSchema({
   type: 'object',
-  required: ['decision', 'scores', 'thresholds', 'image', 'timing_ms', 'model', 'classes'],
+  required: ['decision', 'scores', 'thresholds', 'image', 'matches', 'timing_ms', 'model', 'classes'],
   properties: {
     decision: {
       type: 'string',
@@ -169,6 +192,19 @@ export const detectionResponseSchema = okSchema({
           description:
             'Frames or pages of the input; more than 1 is an animation. Only the first is scored unless the operator set MAX_FRAMES_SCORED higher (frames_scored).',
         },
+        pdq: {
+          type: 'string',
+          pattern: '^[0-9a-f]{64}$',
+          description:
+            "Meta's PDQ perceptual hash of the decoded first frame (before trims and tiles), 64 lowercase hex digits as ThreatExchange writes it; all zeros for an image under 5 pixels on a side. Present when the operator turned PDQ_HASHES on.",
+        },
+        pdq_quality: {
+          type: 'integer',
+          minimum: 0,
+          maximum: 100,
+          description:
+            'PDQ quality; below 50 (PDQ_MIN_QUALITY) the hash is not matched against the lists. Present with `pdq`.',
+        },
         frames_scored: {
           type: 'integer',
           description: 'Frames scored: 1 (the first) unless the operator set MAX_FRAMES_SCORED higher.',
@@ -176,6 +212,20 @@ export const detectionResponseSchema = okSchema({
         decisive_frame: {
           type: 'integer',
           description: 'Index (0-based) of the scored frame whose scores answer: 0 when one frame is scored.',
+        },
+      },
+    },
+    matches: {
+      type: 'array',
+      description:
+        "Known-bad hash lists the image matched, the closest entry of each (rotations and mirrors included); empty when none (always, while PDQ_HASHES is off). A match raises `decision` to the list's action; the scores stay the model's.",
+      items: {
+        type: 'object',
+        required: ['list', 'distance', 'action'],
+        properties: {
+          list: { type: 'string' },
+          distance: { type: 'integer', minimum: 0, maximum: 256 },
+          action: { type: 'string', enum: ['block', 'review'] },
         },
       },
     },

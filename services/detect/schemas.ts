@@ -84,6 +84,7 @@ const success = {
           frames_scored: 1,
           decisive_frame: 0,
         },
+        matches: [],
         timing_ms: 38.4,
         model: 'mobilenet_v2',
         classes: { drawing: 0.0142, hentai: 0.0031, neutral: 0.9645, porn: 0.0098, sexy: 0.0084 },

@@ -10,6 +10,7 @@ import { modelAtBoot, policyForApp } from '../../lib/policy/policy-in-force.ts';
 import detectApp from './app.ts';
 import type { DetectConfig } from './config.ts';
 import { EdgeAuthorizer, requireEdgeIdentity } from './edge-identity.ts';
+import { createHashListMetrics, HashListWatcher } from './hash-lists.ts';
 import { intakeLimitsFrom } from './intake.ts';
 import { MeteredGate, MeteredScorer } from './metered.ts';
 import { createDetectMetrics } from './metrics.ts';
@@ -40,7 +41,14 @@ export async function buildDetectService(
   // POLICY_FILE (the operator's ConfigMap, mounted): its thresholds and upload limit win over the
   // configuration's, from the next request on.
   const policy = policyForApp(app, config);
+  // PDQ_HASHES off: no image is hashed, so no list is loaded or matched.
+  const hashLists = config.hashLists.enabled
+    ? new HashListWatcher(config.hashLists, app.log, createHashListMetrics(http.registry))
+    : undefined;
+  hashLists?.start();
+  app.addHook('onClose', async () => hashLists?.close());
   await app.register(detectApp, {
+    ...(hashLists && { hashLists }),
     model: slot,
     authorizer: new EdgeAuthorizer(),
     gate,

@@ -19,7 +19,17 @@ export async function embeddedApp(
     ...opts.env,
   });
   const model = new ScorerSlot();
-  if (opts.classifier) model.fill(new InProcessScorer(opts.classifier, config.limits));
+  if (opts.classifier)
+    model.fill(
+      new InProcessScorer(
+        opts.classifier,
+        config.limits,
+        undefined,
+        undefined,
+        undefined,
+        config.hashLists.enabled,
+      ),
+    );
   const quotaStore = new MemoryQuotaStore(opts.now);
   const accountStore = memoryAccountStore({ touchIntervalMs: config.keyLastUsedIntervalMs });
   const built = await buildEmbeddedApp({

@@ -62,6 +62,7 @@ import {
 import { framesToScore } from './frames.ts';
 import { type JpegDecoder, jpegToTensor, resolveJpegDecoder } from './libjpeg/jpeg-tensor.ts';
 import { OPEN_NSFW_RESIZE, openNsfwInput } from './open-nsfw-input.ts';
+import { type ImagePdq, pdqOfFrame } from './pdq.ts';
 import { checkImageData } from './probe.ts';
 import { jpegStructure } from './probe-jpeg.ts';
 import { signatureFormat } from './sniff.ts';
@@ -117,6 +118,11 @@ export interface DecodeOptions {
    * MAX_FRAMES_SCORED). Unset or 1: the first frame only (spec).
    */
   maxFramesScored?: number;
+  /**
+   * toModelInput only: also hash the decoded frame with PDQ (pdq.ts), before any trim or tile. PDQ reads
+   * every pixel, which the libjpeg fast path never holds: a JPEG is then decoded by sharp.
+   */
+  pdq?: boolean;
 }
 
 export interface DecodedRgb {
@@ -146,6 +152,8 @@ export interface ModelInput {
   /** Which decoder made the pixels; for a JPEG that sharp decoded, why the fast path declined it. */
   decoder: JpegDecoder;
   declined?: string;
+  /** The decoded frame's PDQ hash, when asked for (`pdq`). */
+  pdq?: ImagePdq;
 }
 
 // libvips loader classes sharp may use: one per whitelisted format (BMP never reaches libvips as a
@@ -413,6 +421,7 @@ export async function toModelInput(
   if (
     probed.format === 'jpeg' &&
     nsfwjsOnly &&
+    !opts.pdq &&
     !(laidOut && isLongBox(probed)) &&
     opts.shrinkOnLoad !== true &&
     (opts.jpegDecoder ?? DEFAULT_JPEG_DECODER()) === 'libjpeg'
@@ -440,9 +449,12 @@ export async function toModelInput(
     }
   } else if (probed.format === 'jpeg' && laidOut && isLongBox(probed)) {
     declined = 'a long frame is tiled';
+  } else if (probed.format === 'jpeg' && opts.pdq) {
+    declined = 'PDQ reads every pixel';
   }
   const targetSize = Math.max(size, ...members.map((m) => resizeTargetOf(m)));
   const decoded = await decodeRgb(bytes, probed, { targetSize, ...opts });
+  const pdq = opts.pdq ? pdqOfFrame(decoded.rgb, decoded.width, decoded.height) : undefined;
   const t1 = performance.now();
   const { tensor, inputs } = await inputsOfFrame(decoded, size, opts);
   const t2 = performance.now();
@@ -456,6 +468,7 @@ export async function toModelInput(
     resizeMs: t2 - t1,
     decoder: 'sharp',
     ...(declined === undefined ? {} : { declined }),
+    ...(pdq === undefined ? {} : { pdq }),
   };
 }
 

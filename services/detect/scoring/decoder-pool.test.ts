@@ -42,7 +42,11 @@ describe('DecoderPool', () => {
   beforeAll(async () => {
     inputs = await Promise.all(names.map(load));
     expected = await Promise.all(
-      inputs.map((i) => decodeForModel(new Uint8Array(i.bytes), i.probed, 224, { jpegDecoder, maxTiles })),
+      inputs.map((i) =>
+        decodeForModel(new Uint8Array(i.bytes), i.probed, 224, { jpegDecoder, maxTiles }).then(
+          (d) => d.tensor,
+        ),
+      ),
     );
   });
 

@@ -30,6 +30,7 @@ import { SETTINGS } from '../../../lib/common/settings.ts';
 import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
 import { pixelsToDecode } from '../image/frames.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
+import type { ImagePdq } from '../image/pdq.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import type { DecodeReply, DecodeRequest, DecoderProcessData } from './decoder-process.ts';
 import type { StillHeld } from './image-scorer.ts';
@@ -93,6 +94,7 @@ const CLOCK_TICKS_PER_SECOND = 100;
 
 export interface DecodedImage {
   tensor: Float32Array;
+  pdq?: ImagePdq;
   /** Wall-clock start of decoding, epoch milliseconds (fractional). */
   decodeStartedAt: number;
   decodeMs: number;
@@ -112,6 +114,8 @@ export interface DecoderPoolOptions {
   maxTiles?: number;
   /** Frames of an animation scored, at most (MAX_FRAMES_SCORED; default: its default, the first only). */
   maxFramesScored?: number;
+  /** Also hash each decoded frame with PDQ (PDQ_HASHES; default off). */
+  pdq?: boolean;
   /** Wall time one image may hold a decoder, from hand-over (SCORING_DEADLINE_MS). */
   deadlineMs: number;
   /** CPU time one image's decode may take at most (DECODE_CPU_LIMIT_MS); less for a small image (decodeCpuLimitMs). */
@@ -253,6 +257,7 @@ export class DecoderPool {
       jpegDecoder: this.#opts.jpegDecoder,
       maxTiles: this.#opts.maxTiles ?? SETTINGS.MAX_TILES.default,
       maxFramesScored: this.#opts.maxFramesScored ?? SETTINGS.MAX_FRAMES_SCORED.default,
+      pdq: this.#opts.pdq ?? false,
     };
     const child = fork(fileURLToPath(this.#opts.entry ?? ENTRY), [JSON.stringify(data)], {
       serialization: 'advanced',
@@ -454,7 +459,8 @@ export class DecoderPool {
     if (slot.job?.id !== reply.id) return;
     const job = this.#settle(slot) as Job;
     if (reply.ok) {
-      job.resolve({ tensor: reply.tensor, decodeStartedAt: reply.decodeStartedAt, decodeMs: reply.decodeMs });
+      const { tensor, pdq, decodeStartedAt, decodeMs } = reply;
+      job.resolve({ tensor, ...(pdq && { pdq }), decodeStartedAt, decodeMs });
     } else job.reject(errorFromReply(reply));
     this.#dispatch();
   }

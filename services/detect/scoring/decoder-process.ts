@@ -13,6 +13,7 @@ import sharp from 'sharp';
 import { isApiError } from '../../../lib/common/errors.ts';
 import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
+import type { ImagePdq } from '../image/pdq.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import { decodeForModel, epochNow } from './image-scorer.ts';
 import { releaseBuffer } from './release-buffer.ts';
@@ -26,6 +27,8 @@ export interface DecoderProcessData {
   maxTiles: number;
   /** Frames of an animation scored, at most (image/frames.ts). */
   maxFramesScored: number;
+  /** Also hash each decoded frame with PDQ (PDQ_HASHES). */
+  pdq: boolean;
 }
 
 export interface DecodeRequest {
@@ -37,7 +40,7 @@ export interface DecodeRequest {
 }
 
 export type DecodeReply =
-  | { id: number; ok: true; tensor: Float32Array; decodeStartedAt: number; decodeMs: number }
+  | { id: number; ok: true; tensor: Float32Array; pdq?: ImagePdq; decodeStartedAt: number; decodeMs: number }
   | { id: number; ok: false; code?: number; message: string };
 
 const send = process.send?.bind(process);
@@ -49,6 +52,7 @@ const decode = {
   ...(data.model !== undefined && { model: data.model }),
   maxTiles: data.maxTiles,
   maxFramesScored: data.maxFramesScored,
+  pdq: data.pdq,
 };
 
 // The parent going away (crash, SIGKILL) closes the channel: nothing is left to decode for.
@@ -73,8 +77,15 @@ try {
     const decodeStartedAt = epochNow();
     let reply: DecodeReply;
     try {
-      const tensor = await decodeForModel(bytes, probed, data.inputSize, decode);
-      reply = { id, ok: true, tensor, decodeStartedAt, decodeMs: epochNow() - decodeStartedAt };
+      const { tensor, pdq } = await decodeForModel(bytes, probed, data.inputSize, decode);
+      reply = {
+        id,
+        ok: true,
+        tensor,
+        ...(pdq && { pdq }),
+        decodeStartedAt,
+        decodeMs: epochNow() - decodeStartedAt,
+      };
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       reply = { id, ok: false, code: isApiError(err) ? err.code : undefined, message };

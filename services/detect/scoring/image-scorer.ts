@@ -6,6 +6,7 @@ import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
 import { type DecodeOptions, toModelInput } from '../image/decode.ts';
 import { SHRINK_ON_LOAD_ABOVE_PIXELS } from '../image/image-cost.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
+import type { ImagePdq } from '../image/pdq.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import type { Classifier, ModelScores } from '../model/classifier.ts';
 import { classifyTiles, type FramesScored, withInputFrames } from '../model/tiled-classify.ts';
@@ -19,6 +20,8 @@ export interface ScoredImage {
   inferenceMs: number;
   /** Several frames scored (MAX_FRAMES_SCORED > 1 on an animation): how many, and which one answered. */
   frames?: FramesScored;
+  /** PDQ of the decoded frame (before trims and tiles), for hash-list matching. */
+  pdq?: ImagePdq;
 }
 
 /**
@@ -65,20 +68,24 @@ export function needsShrinkOnLoad(probed: ProbedImage): boolean {
 /**
  * The decode half of the unit of work: the model input for `bytes`, exactly as every scorer makes it
  * (the libjpeg fast path first where chosen, shrink-on-load only where a full decode would cost too
- * much). Runs in the decoder processes (decoder-process.ts) and in InProcessScorer.
+ * much), and the decoded frame's PDQ. Runs in the decoder processes (decoder-process.ts) and in
+ * InProcessScorer.
  */
 export async function decodeForModel(
   bytes: Uint8Array,
   probed: ProbedImage,
   inputSize: number,
   decode: DecodeOptions,
-): Promise<Float32Array> {
+): Promise<{ tensor: Float32Array; pdq?: ImagePdq }> {
   const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const input = await toModelInput(buffer, probed, inputSize, {
     ...decode,
     shrinkOnLoad: needsShrinkOnLoad(probed) ? 'if-declined' : false,
   });
-  return input.inputFrames ? withInputFrames(input.tensor, input.inputFrames) : input.tensor;
+  return {
+    tensor: input.inputFrames ? withInputFrames(input.tensor, input.inputFrames) : input.tensor,
+    ...(input.pdq && { pdq: input.pdq }),
+  };
 }
 
 /** Decode and inference on the calling thread: the unit of work, also used inside each pool worker. */
@@ -99,6 +106,7 @@ export class InProcessScorer implements ImageScorer {
     jpegDecoder?: JpegDecoder,
     maxTiles?: number,
     maxFramesScored?: number,
+    pdq?: boolean,
   ) {
     this.#classifier = classifier;
     this.model = classifier.name;
@@ -109,14 +117,15 @@ export class InProcessScorer implements ImageScorer {
       ...(jpegDecoder ? { jpegDecoder } : {}),
       ...(maxTiles !== undefined ? { maxTiles } : {}),
       ...(maxFramesScored !== undefined ? { maxFramesScored } : {}),
+      ...(pdq ? { pdq } : {}),
     };
   }
 
   async score(bytes: Uint8Array, probed: ProbedImage): Promise<ScoredImage> {
     const decodeStartedAt = epochNow();
-    const tensor = await decodeForModel(bytes, probed, this.inputSize, this.#decode);
+    const { tensor, pdq } = await decodeForModel(bytes, probed, this.inputSize, this.#decode);
     const decodeMs = epochNow() - decodeStartedAt;
-    return { ...(await this.infer(tensor)), decodeStartedAt, decodeMs };
+    return { ...(await this.infer(tensor)), decodeStartedAt, decodeMs, ...(pdq && { pdq }) };
   }
 
   /**

@@ -59,7 +59,8 @@ export class RoutedScorer implements ImageScorer {
     if (route.path === 'in-process') return this.#workers.score(bytes, probed);
     const decoded = await this.#decoders.decode(bytes, probed, isLargeImage(bytes, probed), stillHeld);
     const scored = await this.#workers.infer(decoded.tensor, probed);
-    return { ...scored, decodeStartedAt: decoded.decodeStartedAt, decodeMs: decoded.decodeMs };
+    const { pdq, decodeStartedAt, decodeMs } = decoded;
+    return { ...scored, decodeStartedAt, decodeMs, ...(pdq && { pdq }) };
   }
 
   async close(): Promise<void> {

@@ -27,6 +27,8 @@ export interface ScorerWorkerData {
   jpegDecoder: JpegDecoder;
   /** Margins trimmed and long frames tiled, up to this many tiles, as the decoder processes do. */
   maxTiles: number;
+  /** Also hash each decoded frame with PDQ (PDQ_HASHES). */
+  pdq: boolean;
 }
 
 export interface ScoreRequest {
@@ -56,6 +58,8 @@ try {
     data.limits,
     data.jpegDecoder,
     data.maxTiles,
+    undefined,
+    data.pdq,
   );
   const solo =
     data.soloThreads > 1
@@ -64,6 +68,8 @@ try {
           data.limits,
           data.jpegDecoder,
           data.maxTiles,
+          undefined,
+          data.pdq,
         )
       : shared;
   // One warm-up image through the whole unit of work (each session) before reporting ready: the first

@@ -33,6 +33,7 @@ export function scoringPoolOptions(
     limits: config.limits,
     jpegDecoder: resolveJpegDecoder(config.jpegDecoder),
     maxTiles: config.maxTiles,
+    pdq: config.hashLists.enabled,
     deadlineMs: config.scoringDeadlineMs,
   };
 }
@@ -74,6 +75,7 @@ export async function loadScorer(
       deadlineMs: config.scoringDeadlineMs,
       cpuLimitMs: config.decodeCpuLimitMs,
       maxTiles: config.maxTiles,
+      pdq: config.hashLists.enabled,
       maxFramesScored: config.maxFramesScored,
       onProcessError: onWorkerError,
     }),

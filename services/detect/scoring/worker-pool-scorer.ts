@@ -103,6 +103,8 @@ export interface WorkerPoolOptions {
   jpegDecoder?: JpegDecoder;
   /** Tiles a long frame is scored as, at most, after its margins are trimmed (MAX_TILES; default: its default). */
   maxTiles?: number;
+  /** Also hash each decoded frame with PDQ (PDQ_HASHES; default off). */
+  pdq?: boolean;
   /** Called when a worker dies and is replaced (for logging). */
   onWorkerError?: (err: Error) => void;
   /** The worker script; tests substitute one that misbehaves. Default: the ONNX scoring worker. */
@@ -239,6 +241,7 @@ export class WorkerPoolScorer implements ImageScorer {
       limits: this.#opts.limits,
       jpegDecoder: this.#opts.jpegDecoder ?? 'sharp',
       maxTiles: this.#opts.maxTiles ?? SETTINGS.MAX_TILES.default,
+      pdq: this.#opts.pdq ?? false,
     };
     const worker = new Worker(this.#opts.entry ?? ENTRY, { workerData: data });
     const slot: Slot = { worker, solo, jobs: new Map(), ready: false };
@@ -352,8 +355,15 @@ export class WorkerPoolScorer implements ImageScorer {
     if (job) {
       clearTimeout(job.deadline);
       if (reply.ok) {
-        const { scores, decodeStartedAt, decodeMs, inferenceMs, frames } = reply;
-        job.resolve({ scores, decodeStartedAt, decodeMs, inferenceMs, ...(frames && { frames }) });
+        const { scores, decodeStartedAt, decodeMs, inferenceMs, frames, pdq } = reply;
+        job.resolve({
+          scores,
+          decodeStartedAt,
+          decodeMs,
+          inferenceMs,
+          ...(frames && { frames }),
+          ...(pdq && { pdq }),
+        });
       } else job.reject(errorFromReply(reply));
     }
     this.#dispatch();

@@ -1,0 +1,148 @@
+// Known-bad images matched in the answer, embedded: a list imported with the admin command (the real
+// one, into a real HASH_LISTS_FILE) is in force in a running app without a restart; an image listed from
+// a re-encoded, resized copy matches, so does a rotated copy, another image does not; the list's action
+// raises the decision whatever the score; a malformed import changes nothing; `rm` stops the matching.
+
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import sharp from 'sharp';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { fixture } from '../../test/fixtures/corpus.ts';
+import { embeddedApp } from '../../test/support/embedded-app.ts';
+import { eventually } from '../../test/support/eventually.ts';
+import { FakeClassifier } from '../../test/support/fake-classifier.ts';
+import { runHashListCommand } from '../admin/hash-list-command.ts';
+import { decodeRgb } from './image/decode.ts';
+import { pdqOfFrame } from './image/pdq.ts';
+import { probeHeader } from './image/probe.ts';
+import { withMatches } from './result.ts';
+
+const PHOTO = readFileSync(fixture('2569067123_aca715a2ee_o.jpg'));
+const OTHER = readFileSync(fixture('concert.jpg'));
+
+/** The PDQ a copy of the photo would be listed under: resized to a quarter and re-encoded. */
+async function listedCopyHash(): Promise<string> {
+  const copy = await sharp(PHOTO).resize(681).jpeg({ quality: 60 }).toBuffer();
+  const decoded = await decodeRgb(copy, probeHeader(copy, 'jpeg'));
+  return pdqOfFrame(decoded.rgb, decoded.width, decoded.height).hash;
+}
+
+describe('hash lists in the detect answer (embedded)', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'hash-lists-'));
+  const env = {
+    PDQ_HASHES: 'on',
+    HASH_LISTS_FILE: path.join(dir, 'hash-lists.db'),
+    HASH_LISTS_RELOAD_SECONDS: '1',
+  };
+  let app: Awaited<ReturnType<typeof embeddedApp>>['app'];
+  const admin = (...argv: string[]) => runHashListCommand(argv, { ...process.env, ...env });
+
+  beforeAll(async () => {
+    // The command's own output is not what is under test.
+    vi.spyOn(console, 'log').mockImplementation(() => {});
+    vi.spyOn(console, 'error').mockImplementation(() => {});
+    ({ app } = await embeddedApp({ env, classifier: new FakeClassifier() }));
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    vi.restoreAllMocks();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const detect = async (bytes: Buffer) => {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/api/public/detect',
+      payload: bytes,
+      headers: { 'content-type': 'image/jpeg' },
+    });
+    expect(res.statusCode).toBe(200);
+    return res.json().data;
+  };
+
+  it('answers no match while no list is in force', async () => {
+    const data = await detect(PHOTO);
+    expect(data.matches).toEqual([]);
+    expect(data.decision).toBe('allow');
+    expect(data.image.pdq).toMatch(/^[0-9a-f]{64}$/);
+    expect(data.image.pdq_quality).toBe(100);
+  });
+
+  it('matches an image listed from a re-encoded, resized copy, and raises the decision to block', async () => {
+    const file = path.join(dir, 'known.txt');
+    writeFileSync(file, `# known-bad, from a partner\n${await listedCopyHash()}\n${'ab'.repeat(32)}\n`);
+    expect(admin('import', 'partner', file)).toBe(0);
+    const data = await eventually('the list in force', async () => {
+      const d = await detect(PHOTO);
+      return d.matches.length > 0 ? d : undefined;
+    });
+    expect(data.matches).toEqual([{ list: 'partner', distance: expect.any(Number), action: 'block' }]);
+    expect(data.matches[0].distance).toBeLessThanOrEqual(31);
+    // The score stays the model's (neutral); the decision is the list's.
+    expect(data.scores.nsfw).toBe(0);
+    expect(data.decision).toBe('block');
+  });
+
+  it('matches a rotated and a mirrored copy, and not another image', async () => {
+    for (const copy of [
+      await sharp(PHOTO).rotate(90).jpeg().toBuffer(),
+      await sharp(PHOTO).flop().jpeg().toBuffer(),
+    ]) {
+      const data = await detect(copy);
+      expect(data.matches).toMatchObject([{ list: 'partner', action: 'block' }]);
+      expect(data.matches[0].distance).toBeLessThanOrEqual(31);
+    }
+    const other = await detect(OTHER);
+    expect(other.matches).toEqual([]);
+    expect(other.decision).toBe('allow');
+  });
+
+  it('a review list matches beside it; the strongest action decides, a review match raises allow to review', async () => {
+    const file = path.join(dir, 'review.txt');
+    writeFileSync(file, `${await listedCopyHash()}\n`);
+    expect(admin('import', 'watch', file, '--action', 'review', '--max-distance', '40')).toBe(0);
+    const data = await eventually('both lists in force', async () => {
+      const d = await detect(PHOTO);
+      return d.matches.length === 2 ? d : undefined;
+    });
+    expect(data.matches.map((m: { list: string; action: string }) => [m.list, m.action])).toEqual([
+      ['partner', 'block'],
+      ['watch', 'review'],
+    ]);
+    expect(data.decision).toBe('block');
+    const review = { list: 'watch', distance: 3, action: 'review' } as const;
+    expect(withMatches('allow', [review])).toBe('review');
+    expect(withMatches('block', [review])).toBe('block');
+  });
+
+  it('refuses a malformed import whole, naming the line, and leaves the list as it was', async () => {
+    const file = path.join(dir, 'broken.txt');
+    writeFileSync(file, `${'cd'.repeat(32)}\n# fine so far\nnot a hash\n`);
+    const errors = vi.mocked(console.error);
+    errors.mockClear();
+    expect(admin('import', 'partner', file)).toBe(1);
+    expect(errors.mock.calls.flat().join(' ')).toMatch(/line 3: .*partner not changed/);
+    const log = vi.mocked(console.log);
+    log.mockClear();
+    expect(admin('ls', '--json')).toBe(0);
+    const { lists } = JSON.parse(String(log.mock.calls[0]?.[0]));
+    expect(lists.find((l: { name: string }) => l.name === 'partner')).toMatchObject({
+      count: 2,
+      action: 'block',
+    });
+    expect((await detect(PHOTO)).decision).toBe('block');
+  });
+
+  it('stops matching once the list is removed, without a restart', async () => {
+    expect(admin('rm', 'partner')).toBe(0);
+    expect(admin('rm', 'watch')).toBe(0);
+    expect(admin('rm', 'watch')).toBe(1);
+    const data = await eventually('the lists gone', async () => {
+      const d = await detect(PHOTO);
+      return d.matches.length === 0 ? d : undefined;
+    });
+    expect(data.decision).toBe('allow');
+  });
+});

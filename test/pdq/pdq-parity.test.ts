@@ -1,0 +1,153 @@
+// PDQ (pdq.ts) against Meta's own: threatexchange 1.2.17's hasher over pdqhash 0.2.8 (the C++ reference,
+// pdqhashing.cpp + downscaling.cpp), in the venv .ci/install-tools.sh makes (install_pdq_reference).
+// - The same pixels: the frame the service decodes for the model, given to both. Bit for bit the same
+//   hash, quality and eight dihedral hashes on every corpus image and on hand-made edge cases (flat, 1×N
+//   and N×1, under and at the 5-pixel minimum, exactly 64×64, alpha, 16-bit): pdq.ts repeats each float32
+//   operation of the reference in its order, and pdqhash's luma (numpy, in doubles) exactly.
+// - The files, each side decoding them itself: Pillow applies no EXIF orientation or ICC profile and does
+//   not flatten alpha, so some differ; printed (how many equal, the largest distance), not asserted.
+// Needs the venv; under CI=true a missing one fails the suite.
+
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import sharp from 'sharp';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { pdqDistance } from '../../lib/hash-lists/pdq-hex.ts';
+import { decodeRgb } from '../../services/detect/image/decode.ts';
+import { type ImagePdq, pdqOfFrame } from '../../services/detect/image/pdq.ts';
+import { probeHeader } from '../../services/detect/image/probe.ts';
+import { sniffFormat } from '../../services/detect/image/sniff.ts';
+import { InProcessScorer, needsShrinkOnLoad } from '../../services/detect/scoring/image-scorer.ts';
+import { TOOLS_DIR } from '../../tools/stack/tools.ts';
+import { CORPUS, fixture } from '../fixtures/corpus.ts';
+import { FakeClassifier } from '../support/fake-classifier.ts';
+import { describeWithTool, tool } from '../support/tools.ts';
+
+/** Keep in step with PDQHASH_VERSION / THREATEXCHANGE_VERSION in .ci/install-tools.sh. */
+const VENV_PYTHON = path.join(TOOLS_DIR, 'pdq-0.2.8-threatexchange-1.2.17', 'bin', 'python');
+const REFERENCE = tool('pdqhash + threatexchange venv', 'bash .ci/install-tools.sh', { path: VENV_PYTHON });
+const SCRIPT = path.join(import.meta.dirname, 'pdq-reference.py');
+
+interface Reference {
+  name: string;
+  hash: string;
+  quality: number;
+  dihedral: string[];
+  file?: { hash: string; quality: number } | { error: string };
+}
+
+/** Hand-made images, as files: each goes through the service's decoder like an upload. */
+async function edgeCases(): Promise<Record<string, Buffer>> {
+  const flat = (width: number, height: number) =>
+    sharp({ create: { width, height, channels: 3, background: '#808080' } })
+      .png()
+      .toBuffer();
+  const noise = (width: number, height: number, channels: 3 | 4 = 3) => {
+    const data = Buffer.alloc(width * height * channels);
+    let s = 12345;
+    for (let i = 0; i < data.length; i++) {
+      s = (s * 1103515245 + 12345) >>> 0;
+      data[i] = s >>> 24;
+    }
+    return sharp(data, { raw: { width, height, channels } });
+  };
+  return {
+    'flat 300×200': await flat(300, 200),
+    'flat 64×64': await flat(64, 64),
+    '1×200': await noise(1, 200).png().toBuffer(),
+    '200×1': await noise(200, 1).png().toBuffer(),
+    '4×4 (under the minimum)': await noise(4, 4).png().toBuffer(),
+    '5×5 (the minimum)': await noise(5, 5).png().toBuffer(),
+    '64×64 (no filter)': await noise(64, 64).png().toBuffer(),
+    '65×63': await noise(65, 63).png().toBuffer(),
+    '1000×17': await noise(1000, 17).png().toBuffer(),
+    'alpha 257×129': await noise(257, 129, 4).png().toBuffer(),
+    '16-bit 300×180': await noise(300, 180).png({ compressionLevel: 1 }).toColourspace('rgb16').toBuffer(),
+  };
+}
+
+describeWithTool(REFERENCE, 'PDQ against pdqhash 0.2.8 / threatexchange 1.2.17', () => {
+  const ours = new Map<string, { served: ImagePdq; fromPixels: ImagePdq; file?: string }>();
+  const refs = new Map<string, Reference>();
+  let dir: string;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'pdq-parity-'));
+    const scorer = new InProcessScorer(new FakeClassifier(), undefined, undefined, 8, undefined, true);
+    const inputs: [string, Buffer, string | undefined][] = [];
+    for (const [name, outcome] of Object.entries(CORPUS)) {
+      if ('ok' in outcome) inputs.push([name, readFileSync(fixture(name)), fixture(name)]);
+    }
+    for (const [name, bytes] of Object.entries(await edgeCases())) inputs.push([name, bytes, undefined]);
+    const jobs: object[] = [];
+    for (const [name, bytes, file] of inputs) {
+      const probed = probeHeader(bytes, await sniffFormat(bytes));
+      const decoded = await decodeRgb(bytes, probed, { shrinkOnLoad: needsShrinkOnLoad(probed) });
+      const served = (await scorer.score(new Uint8Array(bytes), probed)).pdq;
+      if (!served) throw new Error(`${name}: the service answered no PDQ`);
+      ours.set(name, { served, fromPixels: pdqOfFrame(decoded.rgb, decoded.width, decoded.height), file });
+      const rgb = path.join(dir, `${jobs.length}.rgb`);
+      await writeFile(rgb, decoded.rgb);
+      jobs.push({ name, rgb, width: decoded.width, height: decoded.height, ...(file && { file }) });
+    }
+    await scorer.close();
+    await writeFile(path.join(dir, 'jobs.json'), JSON.stringify(jobs));
+    const out = execFileSync(VENV_PYTHON, [SCRIPT, path.join(dir, 'jobs.json')], {
+      encoding: 'utf8',
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    for (const line of out.trim().split('\n')) {
+      const ref = JSON.parse(line) as Reference;
+      refs.set(ref.name, ref);
+    }
+  }, 900_000);
+
+  afterAll(async () => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('answers for every corpus image the service scores and every edge case', () => {
+    expect(refs.size).toBe(ours.size);
+    expect(ours.size).toBeGreaterThan(60);
+  });
+
+  it('hashes the frame the service decodes, whole, before trims and tiles', () => {
+    for (const [name, o] of ours) expect(o.served, name).toEqual(o.fromPixels);
+  });
+
+  it('gives the same hash, quality and dihedral hashes as pdqhash from the same pixels, bit for bit', () => {
+    let qualities = 0;
+    for (const [name, o] of ours) {
+      const ref = refs.get(name) as Reference;
+      expect(o.fromPixels.hash, name).toBe(ref.hash);
+      expect(o.fromPixels.quality, name).toBe(ref.quality);
+      expect(o.fromPixels.variants, name).toEqual(ref.dihedral);
+      if (ref.quality > 0 && ref.quality < 100) qualities++;
+    }
+    // The comparison covers more than the all-or-nothing qualities of 0 and 100.
+    expect(qualities).toBeGreaterThan(3);
+    expect(refs.get('flat 300×200')?.quality).toBe(0);
+    expect(refs.get('4×4 (under the minimum)')?.hash).toBe('0'.repeat(64));
+  });
+
+  it('prints how threatexchange hashes the files themselves (Pillow decoding them)', () => {
+    let equal = 0;
+    let compared = 0;
+    let worst = { distance: 0, name: '' };
+    for (const [name, o] of ours) {
+      const file = refs.get(name)?.file;
+      if (!o.file || !file || 'error' in file) continue;
+      compared++;
+      const distance = pdqDistance(o.served.hash, file.hash);
+      if (distance === 0) equal++;
+      if (distance > worst.distance) worst = { distance, name };
+    }
+    console.log(
+      `PDQ of the files, threatexchange's pdq_from_file vs the service: ${equal} of ${compared} equal, largest distance ${worst.distance}${worst.name ? ` (${worst.name})` : ''}`,
+    );
+    expect(compared).toBeGreaterThan(40);
+  });
+});
