@@ -124,6 +124,12 @@ describeWithTool(CHROMIUM, 'API reference page in Chromium', () => {
       if ((await deep.innerText()).includes('Collapse')) await deep.click();
       await deep.click();
       await expect.poll(() => deep.innerText()).toContain('Collapse');
+      // The deep expansion renders level by level: wait until every field's description is on the page.
+      const missing = async () => {
+        const text = (await response.innerText()).replace(/\s+/g, ' ');
+        return fields.filter((f) => !text.includes(f.name) || !text.includes(plain(f.description ?? '')));
+      };
+      await expect.poll(async () => (await missing()).map((f) => f.path), { timeout: 15_000 }).toEqual([]);
       const shown = (await response.innerText()).replace(/\s+/g, ' ');
       for (const field of fields) {
         expect(shown, field.path).toContain(field.name);
