@@ -77,7 +77,8 @@ describe('the ready line of npm start', () => {
       .filter((pid) => basename(executable(pid) ?? '') === 'node')
       .map(commandLine)
       .filter((command): command is string => command !== undefined && !command.startsWith('npm'));
-    // The server, and its decoder processes (DECODER_PROCESSES, 3 by default), compiled too.
+    // The server alone: its decoder processes (compiled too) start only for an image that needs
+    // isolating, and the ordinary JPEG scored above decoded in a worker thread.
     const decoder = /\/dist\/services\/detect\/scoring\/decoder-process\.js /;
     expect(
       nodes.filter((command) => !decoder.test(command)),
@@ -86,7 +87,7 @@ describe('the ready line of npm start', () => {
     expect(
       nodes.filter((command) => decoder.test(command)),
       commands.join('\n'),
-    ).toHaveLength(3);
+    ).toEqual([]);
     expect(
       commands.filter((command) => /tsx|esbuild/.test(command)),
       commands.join('\n'),
