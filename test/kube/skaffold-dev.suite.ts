@@ -124,6 +124,11 @@ export function skaffoldDevOnTheNode(nodeFacts: () => KubeNodeFacts): void {
       await eventually('a 200 from the forwarded gateway', async () =>
         (await get(gateway, '/api/public/health')).status === 200 ? true : undefined,
       );
+      // Health answers before detect is ready (its model loaded, its workers warm): until then a detect
+      // is 503/5001, as documented. The checks below start from a scoring detect.
+      await eventually('a scored image through the forwarded gateway', async () =>
+        (await thresholds()) !== '503' ? true : undefined,
+      );
       console.log(
         `kube-node: skaffold dev: first build, deploy (status check on) and 200 in ${seconds(Date.now() - started)} s`,
       );
