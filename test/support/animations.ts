@@ -2,19 +2,10 @@
 // by sharp (libvips), APNG written here (libvips writes no APNG): each frame's image data from a PNG of
 // it, framed by acTL, fcTL and fdAT chunks as the APNG specification says.
 
-import { crc32 } from 'node:zlib';
 import sharp from 'sharp';
+import { pngChunk as chunk } from '../../services/detect/image/apng.ts';
 
 export type AnimatedFormat = 'gif' | 'webp' | 'tiff' | 'apng';
-
-function chunk(type: string, data: Uint8Array): Buffer {
-  const out = Buffer.alloc(12 + data.length);
-  out.writeUInt32BE(data.length, 0);
-  out.write(type, 4, 'ascii');
-  out.set(data, 8);
-  out.writeUInt32BE(crc32(out.subarray(4, 8 + data.length)), 8 + data.length);
-  return out;
-}
 
 /** The IHDR data and the joined IDAT data of a PNG. */
 function pngParts(png: Buffer): { ihdr: Buffer; data: Buffer } {

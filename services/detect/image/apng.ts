@@ -23,7 +23,8 @@ const SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 /** Chunks before the image data that each frame's PNG needs to decode as the file does. */
 const CARRIED = new Set(['PLTE', 'tRNS', 'gAMA', 'cHRM', 'sRGB', 'iCCP', 'sBIT']);
 
-function chunk(type: string, data: Uint8Array): Buffer {
+/** One PNG chunk: length, type, data and its CRC. */
+export function pngChunk(type: string, data: Uint8Array): Buffer {
   const out = Buffer.alloc(12 + data.length);
   out.writeUInt32BE(data.length, 0);
   out.write(type, 4, 'ascii');
@@ -83,7 +84,7 @@ function readAnimation(bytes: Uint8Array): {
       if (!frame) throw new Error('fdAT before any fcTL');
       frame.data.push(data.subarray(4));
     } else if (!seenData && CARRIED.has(type)) {
-      carried.push(chunk(type, data));
+      carried.push(pngChunk(type, data));
     }
     p += 12 + length;
   }
@@ -97,10 +98,10 @@ function framePng(ihdr: Buffer, carried: readonly Buffer[], frame: FrameControl)
   header.writeUInt32BE(frame.height, 4);
   return Buffer.concat([
     SIGNATURE,
-    chunk('IHDR', header),
+    pngChunk('IHDR', header),
     ...carried,
-    chunk('IDAT', Buffer.concat(frame.data)),
-    chunk('IEND', Buffer.alloc(0)),
+    pngChunk('IDAT', Buffer.concat(frame.data)),
+    pngChunk('IEND', Buffer.alloc(0)),
   ]);
 }
 
