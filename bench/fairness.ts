@@ -14,6 +14,7 @@
 //   uploads   8 loops of 40–50 MB legitimate PNGs, each from its own address, beside 4 loops of probes;
 //   walks     4 concurrent loops of the 51 MB PNG of 4.3 M empty chunks, beside a loop asking
 //             /api/public/health and /internal/live: the longest either waited.
+// BENCH_FAIRNESS_PHASES (comma-separated, of the five above) runs fewer; every phase by default.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -188,6 +189,12 @@ function loopStall(file: string, from: number, to: number): string {
   return `${Math.max(0, ...windows.map(([, ms]) => ms)).toFixed(0)} ms (${windows.length} windows of 250 ms)`;
 }
 
+const PHASES = ['baseline', 'mix', 'attacks', 'uploads', 'walks'] as const;
+const CHOSEN = new Set(process.env.BENCH_FAIRNESS_PHASES?.split(',') ?? PHASES);
+for (const phase of CHOSEN)
+  if (!(PHASES as readonly string[]).includes(phase))
+    throw new Error(`BENCH_FAIRNESS_PHASES: no phase "${phase}" (${PHASES.join(', ')})`);
+
 const ATTACKS: Array<[HostileImageName, string]> = [
   ['jpeg-scan-blocks-131m-grey', '14142² grey 42-scan JPEG (131 M blocks)'],
   ['jpeg-scan-blocks-strip-30000x4472', '30000×4472 grey 64-scan JPEG (134 M blocks)'],
@@ -254,111 +261,118 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
     const legitLoops = (prefix: string) =>
       Array.from({ length: 4 }, (_, i) => loop(over, probe(`${prefix}.${i + 1}`)));
 
-    // Baseline: the probes alone, beside the hogs.
-    end = performance.now() + seconds * 1000;
     let from = Date.now();
-    const [quiet, ...baseline] = await Promise.all([
-      healthProber(server.url, seconds * 1000),
-      ...legitLoops('10.8.0'),
-    ]);
-    lines.push(
-      [
-        'fairness (2 CPU hogs beside the server throughout): baseline, 1 MP probes (4 loops)',
-        latency(baseline.flat()),
-      ],
-      ['  longest /api/public/health or /internal/live answer beside them', stall(quiet)],
-      ["  the server's longest event-loop delay", loopStall(stallFile, from, Date.now())],
-    );
-
-    // The largest allowed images, 8 at a time, each loop from its own address.
-    peak = treeMemory(pid);
-    end = performance.now() + seconds * 1000;
-    const [probeAnswers, ...mix] = await Promise.all([
-      loop(over, probe('10.1.0.1')),
-      ...Array.from({ length: 8 }, (_, i) =>
-        loop(over, () => post(url, largest[i % 4] as Buffer, types[i % 4] as string, `10.2.0.${i + 1}`)),
-      ),
-    ]);
-    lines.push(
-      ['1 MP probe beside 8 loops of the largest images', latency(probeAnswers ?? [])],
-      ['  the largest images', tally(mix.flat())],
-      [
-        '  peak memory, server + decoders (PSS)',
-        `${Math.round(peak / MiB)} MiB (at rest ${Math.round(rest / MiB)} MiB)`,
-      ],
-    );
-
-    // Two loops of each scan-bound JPEG from one address, beside legitimate traffic.
-    for (const [name, about] of ATTACKS) {
-      const attack = await hostileImage(name);
-      peak = treeMemory(pid);
+    if (CHOSEN.has('baseline')) {
+      // Baseline: the probes alone, beside the hogs.
       end = performance.now() + seconds * 1000;
-      const [attacks, ...legit] = await Promise.all([
-        Promise.all([1, 2].map(() => loop(over, () => post(url, attack, 'image/jpeg', '10.6.6.6')))).then(
-          (a) => a.flat(),
-        ),
-        ...legitLoops('10.3.0'),
+      from = Date.now();
+      const [quiet, ...baseline] = await Promise.all([
+        healthProber(server.url, seconds * 1000),
+        ...legitLoops('10.8.0'),
       ]);
       lines.push(
-        [`attack: 1 MP probes (4 loops) beside 2 loops of the ${about}`, latency(legit.flat())],
         [
-          '  the attack (one address)',
-          `${tally(attacks)}; ${charged(attacks)} (${(attack.length / 1024).toFixed(0)} KiB each)`,
+          'fairness (2 CPU hogs beside the server throughout): baseline, 1 MP probes (4 loops)',
+          latency(baseline.flat()),
         ],
+        ['  longest /api/public/health or /internal/live answer beside them', stall(quiet)],
+        ["  the server's longest event-loop delay", loopStall(stallFile, from, Date.now())],
+      );
+    }
+    if (CHOSEN.has('mix')) {
+      // The largest allowed images, 8 at a time, each loop from its own address.
+      peak = treeMemory(pid);
+      end = performance.now() + seconds * 1000;
+      const [probeAnswers, ...mix] = await Promise.all([
+        loop(over, probe('10.1.0.1')),
+        ...Array.from({ length: 8 }, (_, i) =>
+          loop(over, () => post(url, largest[i % 4] as Buffer, types[i % 4] as string, `10.2.0.${i + 1}`)),
+        ),
+      ]);
+      lines.push(
+        ['1 MP probe beside 8 loops of the largest images', latency(probeAnswers ?? [])],
+        ['  the largest images', tally(mix.flat())],
         [
           '  peak memory, server + decoders (PSS)',
-          `${Math.round(peak / MiB)} MiB  (chart limit ${CHART_MEMORY_LIMIT_MIB} MiB; decode budget ${Math.round(config.concurrency.decodeBytes / MiB)} MiB)`,
+          `${Math.round(peak / MiB)} MiB (at rest ${Math.round(rest / MiB)} MiB)`,
         ],
       );
     }
-
-    // Large legitimate uploads: 8 loops of 40–50 MB PNGs, each from its own address.
-    end = performance.now() + seconds * 1000;
-    from = Date.now();
-    const [legitBeside, uploads] = await Promise.all([
-      Promise.all(legitLoops('10.4.0')),
-      uploadLoops(
-        url,
-        Array.from({ length: 8 }, (_, i) => bigFiles[i % 2] as string),
-        'image/png',
-        '10.5.0.',
-        seconds * 1000,
-      ),
-    ]);
-    lines.push(
-      [
-        `uploads: 1 MP probes (4 loops) beside 8 loops of ${bigPngs.map((b) => (b.length / 1e6).toFixed(0)).join('/')} MB PNGs`,
-        latency(legitBeside.flat()),
-      ],
-      ['  the large PNGs (8 loops from another process)', tally(uploads)],
-      ["  the server's longest event-loop delay", loopStall(stallFile, from, Date.now())],
-    );
-
-    // Header walks: 4 concurrent loops of the 4.3 M-chunk PNG beside the health and liveness probes.
-    end = performance.now() + seconds * 1000;
-    from = Date.now();
-    const chunkyFile = join(stallDir, 'chunky.png');
-    writeFileSync(chunkyFile, chunky);
-    const [asked, walks] = await Promise.all([
-      healthProber(server.url, seconds * 1000),
-      uploadLoops(
-        url,
-        [chunkyFile, chunkyFile, chunkyFile, chunkyFile],
-        'image/png',
-        '10.7.0.',
-        seconds * 1000,
-      ),
-    ]);
+    if (CHOSEN.has('attacks')) {
+      // Two loops of each scan-bound JPEG from one address, beside legitimate traffic.
+      for (const [name, about] of ATTACKS) {
+        const attack = await hostileImage(name);
+        peak = treeMemory(pid);
+        end = performance.now() + seconds * 1000;
+        const [attacks, ...legit] = await Promise.all([
+          Promise.all([1, 2].map(() => loop(over, () => post(url, attack, 'image/jpeg', '10.6.6.6')))).then(
+            (a) => a.flat(),
+          ),
+          ...legitLoops('10.3.0'),
+        ]);
+        lines.push(
+          [`attack: 1 MP probes (4 loops) beside 2 loops of the ${about}`, latency(legit.flat())],
+          [
+            '  the attack (one address)',
+            `${tally(attacks)}; ${charged(attacks)} (${(attack.length / 1024).toFixed(0)} KiB each)`,
+          ],
+          [
+            '  peak memory, server + decoders (PSS)',
+            `${Math.round(peak / MiB)} MiB  (chart limit ${CHART_MEMORY_LIMIT_MIB} MiB; decode budget ${Math.round(config.concurrency.decodeBytes / MiB)} MiB)`,
+          ],
+        );
+      }
+    }
+    if (CHOSEN.has('uploads')) {
+      // Large legitimate uploads: 8 loops of 40–50 MB PNGs, each from its own address.
+      end = performance.now() + seconds * 1000;
+      from = Date.now();
+      const [legitBeside, uploads] = await Promise.all([
+        Promise.all(legitLoops('10.4.0')),
+        uploadLoops(
+          url,
+          Array.from({ length: 8 }, (_, i) => bigFiles[i % 2] as string),
+          'image/png',
+          '10.5.0.',
+          seconds * 1000,
+        ),
+      ]);
+      lines.push(
+        [
+          `uploads: 1 MP probes (4 loops) beside 8 loops of ${bigPngs.map((b) => (b.length / 1e6).toFixed(0)).join('/')} MB PNGs`,
+          latency(legitBeside.flat()),
+        ],
+        ['  the large PNGs (8 loops from another process)', tally(uploads)],
+        ["  the server's longest event-loop delay", loopStall(stallFile, from, Date.now())],
+      );
+    }
+    if (CHOSEN.has('walks')) {
+      // Header walks: 4 concurrent loops of the 4.3 M-chunk PNG beside the health and liveness probes.
+      end = performance.now() + seconds * 1000;
+      from = Date.now();
+      const chunkyFile = join(stallDir, 'chunky.png');
+      writeFileSync(chunkyFile, chunky);
+      const [asked, walks] = await Promise.all([
+        healthProber(server.url, seconds * 1000),
+        uploadLoops(
+          url,
+          [chunkyFile, chunkyFile, chunkyFile, chunkyFile],
+          'image/png',
+          '10.7.0.',
+          seconds * 1000,
+        ),
+      ]);
+      lines.push(
+        [
+          'walks: longest /api/public/health or /internal/live answer beside 4 loops of the 4.3 M-chunk PNG',
+          stall(asked),
+        ],
+        ["  the server's longest event-loop delay", loopStall(stallFile, from, Date.now())],
+        ['  the 4.3 M-chunk PNGs', `${tally(walks)} (${(chunky.length / 1e6).toFixed(0)} MB each)`],
+      );
+    }
     clearInterval(sampler);
-    lines.push(
-      [
-        'walks: longest /api/public/health or /internal/live answer beside 4 loops of the 4.3 M-chunk PNG',
-        stall(asked),
-      ],
-      ["  the server's longest event-loop delay", loopStall(stallFile, from, Date.now())],
-      ['  the 4.3 M-chunk PNGs', `${tally(walks)} (${(chunky.length / 1e6).toFixed(0)} MB each)`],
-      ['  server alive at the end', String(server.proc.exitCode === null)],
-    );
+    lines.push(['server alive at the end', String(server.proc.exitCode === null)]);
     return lines;
   } finally {
     for (const hog of hogs) hog.kill('SIGKILL');
