@@ -12,74 +12,9 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type Child, spawnChild } from '../../test/support/children.ts';
 import { describeWithTool, ENVOY, requireTool } from '../../test/support/tools.ts';
 import { envoyAdminUrl, envoyListenerPort, localEnvoyArgs } from '../../tools/stack/local-envoy.ts';
-import { FILTER_WASM } from './build.ts';
+import { listener } from './local-listener.ts';
 
 const BOUND = 3;
-
-/** A listener answering every request 200 itself, behind the filter; `idle` closes idle connections. */
-function listener(name: string, idle: string) {
-  return {
-    name,
-    address: { socket_address: { address: '127.0.0.1', port_value: 0 } },
-    filter_chains: [
-      {
-        filters: [
-          {
-            name: 'envoy.filters.network.wasm',
-            typed_config: {
-              '@type': 'type.googleapis.com/envoy.extensions.filters.network.wasm.v3.Wasm',
-              config: {
-                name: 'source_connection_limit',
-                root_id: 'source_connection_limit',
-                failure_policy: 'FAIL_OPEN',
-                configuration: {
-                  '@type': 'type.googleapis.com/google.protobuf.StringValue',
-                  value: `max_connections=${BOUND} ipv6_prefix_bits=64 buckets=16384`,
-                },
-                vm_config: {
-                  vm_id: 'source_connection_limit',
-                  runtime: 'envoy.wasm.runtime.v8',
-                  code: { local: { filename: FILTER_WASM } },
-                },
-              },
-            },
-          },
-          {
-            name: 'envoy.filters.network.http_connection_manager',
-            typed_config: {
-              '@type':
-                'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
-              stat_prefix: name,
-              common_http_protocol_options: { idle_timeout: idle },
-              route_config: {
-                virtual_hosts: [
-                  {
-                    name: 'all',
-                    domains: ['*'],
-                    routes: [
-                      {
-                        match: { prefix: '/' },
-                        direct_response: { status: 200, body: { inline_string: 'ok' } },
-                      },
-                    ],
-                  },
-                ],
-              },
-              http_filters: [
-                {
-                  name: 'envoy.filters.http.router',
-                  typed_config: {
-                    '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router',
-                  },
-                },
-              ],
-            },
-          },
-        ],
-      },
-    ],
-  };
-}
 
 /** A connection from `from`, and what its first request got: Envoy's answer, or closed without one. */
 interface Connection {
@@ -128,7 +63,12 @@ describeWithTool(ENVOY, 'the per-source connection bound (Wasm filter) in Envoy'
     dir = mkdtempSync(join(tmpdir(), 'source-connection-limit-'));
     const config = {
       admin: { address: { socket_address: { address: '127.0.0.1', port_value: 0 } } },
-      static_resources: { listeners: [listener('edge', '60s'), listener('short_idle', '1s')] },
+      static_resources: {
+        listeners: [
+          listener('edge', { idle: '60s', bound: BOUND }),
+          listener('short_idle', { idle: '1s', bound: BOUND }),
+        ],
+      },
     };
     const configPath = join(dir, 'envoy.json');
     writeFileSync(configPath, JSON.stringify(config));
