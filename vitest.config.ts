@@ -29,6 +29,7 @@ export default defineConfig({
             'lib/**/*.test.ts',
             'tools/**/*.test.ts',
             'models/**/*.test.ts',
+            'edge/**/*.test.ts',
             'test/**/*.test.ts',
           ],
           exclude: [KUBE_SUITES],

@@ -19,6 +19,8 @@ TOOLS_DIR="${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}"
 # - redis-server for the Redis suites and the authorize() benchmark (the tests start their own instances);
 # - a C compiler and libjpeg-turbo's headers for the JPEG fast path (built by npm install's postinstall);
 # - clang with libFuzzer and the sanitizer runtimes for the native JPEG decoder's fuzz target;
+# - lld (wasm-ld) to link the edge's Wasm filter, whose checked-in binary CI rebuilds and compares
+#   (edge/source-connection-limit/build.test.ts);
 # - promtool (prometheus) validates the services' and Envoy's Prometheus exposition;
 # - debootstrap makes the Node base image's root filesystem (.ci/docker-base.sh);
 # - the local node's packages (NODE_PACKAGES), so that one apt-get run installs everything.
@@ -27,6 +29,7 @@ DEBIAN_PACKAGES=(chromium:/usr/bin/chromium fonts-liberation:/usr/share/fonts/tr
   libc6-dev:/usr/include/stdio.h libjpeg62-turbo-dev:/usr/include/jpeglib.h libjpeg-turbo-progs:/usr/bin/jpegtran
   clang:/usr/bin/clang
   libclang-rt-14-dev:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a
+  lld:/usr/bin/wasm-ld
   prometheus:/usr/bin/promtool debootstrap:/usr/sbin/debootstrap "${NODE_PACKAGES[@]}")
 install_debian_packages() {
   local missing

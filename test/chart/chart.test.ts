@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { loadUploadConfig } from '../../services/detect/config.ts';
-import { LOCAL_VALUES, renderEnvoyConfigText } from '../../tools/stack/render-envoy.ts';
+import { LOCAL_FILTER_VALUES, LOCAL_VALUES, renderEnvoyConfigText } from '../../tools/stack/render-envoy.ts';
 import { describeWithKube } from '../support/describe-kube.ts';
 import { type KubeApiServer, startKubeApiServer } from '../support/kube-apiserver.ts';
 import { startServer } from '../support/server-process.ts';
@@ -628,6 +628,7 @@ spec:
       'envoy.upstreams.quota.port': 41003,
       'envoy.admin.port': 0,
       'envoy.tracing.collector.port': 41004,
+      ...LOCAL_FILTER_VALUES,
     };
     const stackFile = await renderEnvoyConfigText({ valuesFiles: [LOCAL_VALUES], set: stackValues });
     const ns = await restrictedNamespace();

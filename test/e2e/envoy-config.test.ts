@@ -3,11 +3,12 @@
 // Lists and envelopes are compared with their sources in the code, so they cannot drift apart.
 
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { FILTER_WASM } from '../../edge/source-connection-limit/build.ts';
 import { loadCoreConfig } from '../../lib/common/config.ts';
 import { ERRORS } from '../../lib/common/errors.ts';
 import {
@@ -17,6 +18,7 @@ import {
   PROXY_ADDED_HEADER_BYTES,
 } from '../../lib/common/http-limits.ts';
 import { refusedBodyBounds } from '../../lib/common/root-app.ts';
+import { SETTINGS } from '../../lib/common/settings.ts';
 import { loadPolicyConfig } from '../../lib/policy/policy-config.ts';
 import {
   CHECK_REQUEST_HEADERS,
@@ -28,6 +30,7 @@ import {
 import {
   CHART_DIR,
   type EnvoyConfig,
+  LOCAL_FILTER_VALUES,
   LOCAL_VALUES,
   renderEnvoyConfig,
 } from '../../tools/stack/render-envoy.ts';
@@ -50,6 +53,23 @@ function filter(config: EnvoyConfig, name: string): Json {
   return hcm(config).http_filters.find((f: Json) => f.name === name)?.typed_config;
 }
 
+function networkFilters(config: EnvoyConfig): Json[] {
+  return (config as Json).static_resources.listeners.find((l: Json) => l.name === 'edge').filter_chains[0]
+    .filters;
+}
+
+/**
+ * The configuration as this machine's Envoy can validate it: Envoy loads the Wasm filter while it
+ * validates, from the gateway's /etc/envoy in a deployment, here from the chart's own copy.
+ */
+function withLocalFilter(config: EnvoyConfig): EnvoyConfig {
+  const copy = structuredClone(config) as Json;
+  for (const f of networkFilters(copy))
+    if (f.name === 'envoy.filters.network.wasm')
+      f.typed_config.config.vm_config.code.local.filename = FILTER_WASM;
+  return copy;
+}
+
 const names = (matcher: Json): string[] =>
   matcher.patterns.map((p: Json) => {
     expect(p.ignore_case).toBe(true);
@@ -64,7 +84,10 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
     dir = mkdtempSync(join(tmpdir(), 'nsfwdetector-envoy-config-'));
     [deployed, local] = await Promise.all([
       renderEnvoyConfig(),
-      renderEnvoyConfig({ valuesFiles: [LOCAL_VALUES], set: { 'envoy.upstreams.detect.port': 18080 } }),
+      renderEnvoyConfig({
+        valuesFiles: [LOCAL_VALUES],
+        set: { 'envoy.upstreams.detect.port': 18080, ...LOCAL_FILTER_VALUES },
+      }),
     ]);
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -75,7 +98,7 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
       ['local', local],
     ] as const) {
       const path = join(dir, `${name}.json`);
-      writeFileSync(path, JSON.stringify(config));
+      writeFileSync(path, JSON.stringify(withLocalFilter(config)));
       const { stdout } = await execFileAsync(requireTool('envoy'), ['--mode', 'validate', '-c', path]);
       expect(stdout).toMatch(/OK/);
     }
@@ -277,8 +300,8 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
   it('with envoy.sourceLimit on, asks the quota sidecar about every new connection by its source, before reading it; never behind a balancer', async () => {
     // Off by default (docs/edge.md): no filter, no cluster.
     for (const config of [deployed, local]) {
-      const listener = (config as Json).static_resources.listeners.find((l: Json) => l.name === 'edge');
-      expect(listener.filter_chains[0].filters.map((f: Json) => f.name)).toEqual([
+      expect(networkFilters(config).map((f: Json) => f.name)).toEqual([
+        'envoy.filters.network.wasm',
         'envoy.filters.network.http_connection_manager',
       ]);
       expect((config as Json).static_resources.clusters.map((c: Json) => c.name)).not.toContain(
@@ -294,8 +317,7 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
       }),
     ]);
     for (const config of [deployedOn, localOn]) {
-      const listener = (config as Json).static_resources.listeners.find((l: Json) => l.name === 'edge');
-      const [first, second] = listener.filter_chains[0].filters;
+      const [, first, second] = networkFilters(config);
       expect(first.name).toBe('envoy.filters.network.ratelimit');
       expect(second.name).toBe('envoy.filters.network.http_connection_manager');
       const rl = first.typed_config;
@@ -317,7 +339,7 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
     }
     // The real Envoy accepts it.
     const path = join(dir, 'source-limit.json');
-    writeFileSync(path, JSON.stringify(deployedOn));
+    writeFileSync(path, JSON.stringify(withLocalFilter(deployedOn)));
     expect((await execFileAsync(requireTool('envoy'), ['--mode', 'validate', '-c', path])).stdout).toMatch(
       /OK/,
     );
@@ -326,6 +348,58 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
     const filters = behind.static_resources.listeners[0].filter_chains[0].filters.map((f: Json) => f.name);
     expect(filters).toEqual(['envoy.filters.network.http_connection_manager']);
     expect(behind.static_resources.clusters.map((c: Json) => c.name)).not.toContain('source_limit');
+  });
+
+  it('bounds the connections each source holds (the Wasm filter, first, shipped in the ConfigMap); never behind a balancer', async () => {
+    for (const config of [deployed, local]) {
+      const [first] = networkFilters(config);
+      expect(first.name).toBe('envoy.filters.network.wasm');
+      const plugin = first.typed_config.config;
+      expect(plugin.configuration.value).toBe('max_connections=512 ipv6_prefix_bits=64 buckets=16384');
+      // An IPv6 source is the network the services count a client by.
+      expect(plugin.configuration.value).toContain(
+        `ipv6_prefix_bits=${SETTINGS.CLIENT_IPV6_PREFIX_LENGTH.default}`,
+      );
+      // Should the filter fail, connections are let in: the global bound and the timeouts still hold.
+      expect(plugin.failure_policy).toBe('FAIL_OPEN');
+      // One VM id: every worker's VM shares the counts.
+      expect(plugin.vm_config.vm_id).toBe('source_connection_limit');
+      expect(plugin.vm_config.runtime).toBe('envoy.wasm.runtime.v8');
+    }
+    // A deployment reads it beside envoy.yaml (the ConfigMap is mounted at /etc/envoy), the stack
+    // from the chart's file; the ConfigMap holds that file's bytes.
+    const code = (config: EnvoyConfig) => networkFilters(config)[0].typed_config.config.vm_config.code.local;
+    expect(code(deployed).filename).toBe('/etc/envoy/source-connection-limit.wasm');
+    expect(code(local).filename).toBe(FILTER_WASM);
+    const { stdout: manifest } = await execFileAsync(requireTool('helm'), [
+      'template',
+      'nsfwdetector',
+      CHART_DIR,
+      '--show-only',
+      'templates/envoy-configmap.yaml',
+    ]);
+    const binary = /^ {2}source-connection-limit\.wasm: (\S+)$/m.exec(manifest)?.[1];
+    expect(Buffer.from(binary ?? '', 'base64').equals(readFileSync(FILTER_WASM))).toBe(true);
+    // Behind a load balancer the socket's peer is the balancer: neither the filter nor its binary.
+    const behind = await renderEnvoyConfig({ set: { 'envoy.xffNumTrustedHops': 1 } });
+    expect(networkFilters(behind).map((f: Json) => f.name)).toEqual([
+      'envoy.filters.network.http_connection_manager',
+    ]);
+    const { stdout: behindManifest } = await execFileAsync(requireTool('helm'), [
+      'template',
+      'nsfwdetector',
+      CHART_DIR,
+      '--show-only',
+      'templates/envoy-configmap.yaml',
+      '--set',
+      'envoy.xffNumTrustedHops=1',
+    ]);
+    expect(behindManifest).not.toContain('binaryData');
+    // And off when asked.
+    const off = await renderEnvoyConfig({ set: { 'envoy.sourceConnectionLimit.enabled': 'false' } });
+    expect(networkFilters(off).map((f: Json) => f.name)).toEqual([
+      'envoy.filters.network.http_connection_manager',
+    ]);
   });
 
   it('bounds slow and idle clients, and sheds load on connections and heap before either runs out (docs/edge.md)', () => {

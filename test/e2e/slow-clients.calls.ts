@@ -1,5 +1,6 @@
-// The other clients of the slowloris tests (slow-clients.test.ts, through the stack): health and
-// detect calls, each on a connection of its own, spread over a while, and their summary.
+// The other clients of the slowloris tests (slow-clients.test.ts through the stack,
+// test/kube/edge-slowloris.suite.ts through the chart on the local node): health and detect calls, each
+// on a connection of its own, spread over a while, and their summary.
 
 import { request } from 'node:http';
 import { JPEG } from '../support/stack-client.ts';

@@ -4,7 +4,7 @@
 // was closed connects again at its next tick — or, with RECONNECT=at-once, the moment it is closed.
 // With SEND=nothing a connection sends nothing at all (it waits for the idle timeout). Prints its
 // state as one JSON line a second; stops on SIGTERM or after DURATION_MS. Plain Node (no imports but
-// node:net, types only stripped), so that a pod can run it from a ConfigMap too.
+// node:net, types only stripped), so that a pod can run it from a ConfigMap (edge-slowloris.suite.ts).
 
 import { connect, type Socket } from 'node:net';
 

@@ -5,8 +5,8 @@
 // every check: Ready, helm test, the contract through the gateway, the
 // NetworkPolicies enforced, client-sent identity headers ignored, a second release beside it, a
 // zero-downtime upgrade, self-healing and HPA scaling under k6 load; then, on the same node, the
-// operator's suite (operator.suite.ts) and skaffold dev's (skaffold-dev.suite.ts), each leaving the
-// node as it found it; then the
+// operator's suite (operator.suite.ts), skaffold dev's (skaffold-dev.suite.ts) and the edge under a
+// reconnecting slowloris (edge-slowloris.suite.ts), each leaving the node as it found it; then the
 // chart on three nodes (nodes.suite.ts: spread, drain, failovers, last a node
 // lost); finally down leaving nothing of the node behind (processes, bridge, veths, pod network namespaces, KUBE-* iptables chains, ipsets,
 // nf_tables tables, mounts, kubepods cgroups) and the host's sysctls as they were.
@@ -43,6 +43,7 @@ import { expectAnonymousJpegScored, get, partialUpload, post } from '../support/
 import { STACK_TOOLS } from '../support/stack-tools.ts';
 import { type Counts, startLoad, zeroCounts } from '../support/steady-load.ts';
 import { COUNTED_PHASE_MS, withinOneUtcDay } from '../support/utc-day.ts';
+import { edgeSlowlorisOnTheNode } from './edge-slowloris.suite.ts';
 import { NODES, threeNodesOnTheCluster } from './nodes.suite.ts';
 import { operatorOnTheNode } from './operator.suite.ts';
 import { skaffoldDevOnTheNode } from './skaffold-dev.suite.ts';
@@ -121,6 +122,7 @@ describeWithKubeNode('the local Kubernetes node', () => {
   chartOnTheNode(() => facts);
   operatorOnTheNode(() => facts);
   skaffoldDevOnTheNode(() => facts);
+  edgeSlowlorisOnTheNode(() => facts);
   // Last: it loses a node.
   threeNodesOnTheCluster(() => facts);
 

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { envoyAdminUrl, envoyListenerPort, localEnvoyArgs } from '../../tools/stack/local-envoy.ts';
-import { LOCAL_VALUES, renderEnvoyConfig } from '../../tools/stack/render-envoy.ts';
+import { LOCAL_FILTER_VALUES, LOCAL_VALUES, renderEnvoyConfig } from '../../tools/stack/render-envoy.ts';
 import { type Child, spawnChild } from './children.ts';
 import { ENVOY, requireTool } from './tools.ts';
 
@@ -44,6 +44,7 @@ export async function startEdgeEnvoy(opts: EdgeEnvoyOptions): Promise<EdgeEnvoy>
     valuesFiles: [LOCAL_VALUES],
     set: {
       'envoy.listener.port': 0,
+      ...LOCAL_FILTER_VALUES,
       'envoy.upstreams.detect.port': opts.detectPorts[0] as number,
       'envoy.upstreams.health.port': opts.detectPorts[0] as number,
       'envoy.upstreams.quota.port': opts.quotaPort,

@@ -58,6 +58,8 @@ export const JPEG_TENSOR_ADDON: Tool = {
 export const C_COMPILER = tool('cc', `apt-get install gcc libc6-dev libjpeg62-turbo-dev  ${VIA_SCRIPT}`);
 /** clang with libFuzzer and the sanitizer runtimes: test/fuzz builds the native decoder's fuzz target. */
 export const CLANG = tool('clang', `apt-get install clang libclang-rt-14-dev  ${VIA_SCRIPT}`);
+/** wasm-ld (lld): the edge's Wasm filter (edge/source-connection-limit) is linked with it. */
+export const WASM_LD = tool('wasm-ld', `apt-get install lld  ${VIA_SCRIPT}`);
 export const REDIS_SERVER = tool('redis-server', `apt-get install redis-server  ${VIA_SCRIPT}`);
 /** `redis-cli --cluster` creates and reshards the test clusters (redis-tools, a dependency of redis-server). */
 export const REDIS_CLI = tool('redis-cli', `apt-get install redis-tools  ${VIA_SCRIPT}`);

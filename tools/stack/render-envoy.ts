@@ -4,12 +4,15 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { FILTER_WASM } from '../../edge/source-connection-limit/build.ts';
 import { requireTool } from './tools.ts';
 
 const execFileAsync = promisify(execFile);
 
 export const CHART_DIR = fileURLToPath(new URL('../../charts/nsfwdetector/', import.meta.url));
 export const LOCAL_VALUES = `${CHART_DIR}values-local.yaml`;
+/** Envoy on this machine loads the per-source connection bound's filter from the chart's own file. */
+export const LOCAL_FILTER_VALUES = { 'envoy.sourceConnectionLimit.filename': FILTER_WASM } as const;
 
 /** Envoy's bootstrap configuration, as JSON (Envoy reads it as YAML). */
 export type EnvoyConfig = Record<string, unknown>;

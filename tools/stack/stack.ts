@@ -14,7 +14,7 @@ import sharp from 'sharp';
 import { numberSetting } from '../../lib/common/config.ts';
 import { Child, listeningPorts, waitFor } from './child.ts';
 import { envoyAdminUrl, envoyListenerPort, localEnvoyArgs } from './local-envoy.ts';
-import { LOCAL_VALUES, renderEnvoyConfigText } from './render-envoy.ts';
+import { LOCAL_FILTER_VALUES, LOCAL_VALUES, renderEnvoyConfigText } from './render-envoy.ts';
 import { requireTool } from './tools.ts';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -250,6 +250,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       valuesFiles: [LOCAL_VALUES],
       set: {
         'envoy.listener.port': opts.port ?? 8080,
+        ...LOCAL_FILTER_VALUES,
         'envoy.upstreams.detect.port': ports.get('detect') as number,
         'envoy.upstreams.health.port': ports.get('health') as number,
         'envoy.upstreams.quota.port': ports.get('quota') as number,

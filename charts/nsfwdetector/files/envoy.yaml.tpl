@@ -107,6 +107,31 @@ static_resources:
         socket_address: { address: {{ $e.listener.address | quote }}, port_value: {{ $e.listener.port }} }
       filter_chains:
         - filters:
+{{- if include "nsfwdetector.sourceConnectionLimitOn" $ }}
+{{- $scl := $e.sourceConnectionLimit }}
+            # One source holds at most maxConnections open connections (docs/edge.md): a Wasm filter
+            # (edge/source-connection-limit) counts them per source across the workers, and closes a
+            # new connection from a source at its bound before a byte is read; a connection releases
+            # its count when it closes, whoever closes it. Should the filter fail, connections are let
+            # in (the global bound and the timeouts still hold).
+            - name: envoy.filters.network.wasm
+              typed_config:
+                "@type": type.googleapis.com/envoy.extensions.filters.network.wasm.v3.Wasm
+                config:
+                  name: source_connection_limit
+                  root_id: source_connection_limit
+                  failure_policy: FAIL_OPEN
+                  configuration:
+                    "@type": type.googleapis.com/google.protobuf.StringValue
+                    value: {{ printf "max_connections=%d ipv6_prefix_bits=%d buckets=%d" (int $scl.maxConnections) (int $scl.ipv6PrefixBits) (int $scl.buckets) | quote }}
+                  vm_config:
+                    # Every worker's VM shares the counts (shared data is per vm_id).
+                    vm_id: source_connection_limit
+                    runtime: envoy.wasm.runtime.v8
+                    code:
+                      local:
+                        filename: {{ $scl.filename | quote }}
+{{- end }}
 {{- if include "nsfwdetector.sourceLimitOn" $ }}
             # One source may open only so many connections a second (docs/edge.md): before a byte is
             # read, the quota sidecar is asked with the peer's address; a refused connection is closed

@@ -38,6 +38,14 @@ balancer.
 {{- if and .Values.envoy.sourceLimit.enabled (eq (int .Values.envoy.xffNumTrustedHops) 0) }}true{{ end }}
 {{- end -}}
 
+{{- /*
+"true" when the edge bounds the connections one source holds (envoy.sourceConnectionLimit, a Wasm
+network filter): the same rule, it counts the socket's peer.
+*/}}
+{{- define "nsfwdetector.sourceConnectionLimitOn" -}}
+{{- if and .Values.envoy.sourceConnectionLimit.enabled (eq (int .Values.envoy.xffNumTrustedHops) 0) }}true{{ end }}
+{{- end -}}
+
 {{- define "nsfwdetector.envoyCluster" -}}
 {{- $u := .upstream -}}
 {{- $address := .address | default $u.address -}}
