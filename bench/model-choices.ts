@@ -6,7 +6,7 @@
 
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { type ModelChoice, modelMembers } from '../lib/policy/model-catalogue.ts';
+import { MODELS, type ModelChoice, modelMembers } from '../lib/policy/model-catalogue.ts';
 import { MODELS_DIR } from '../services/detect/model/model-file.ts';
 import { processTree } from '../test/support/process-tree.ts';
 import { startServer } from '../test/support/server-process.ts';
@@ -28,11 +28,11 @@ export async function modelChoicesSection(seconds: number): Promise<Array<[strin
   const bodies = (await benchImages()).map((i) => i.jpeg);
   const lines: Array<[string, string]> = [];
   for (const choice of BENCHED_CHOICES) {
-    const missing = modelMembers(choice).filter((m) => !existsSync(path.join(MODELS_DIR, `${m}.onnx`)));
+    const missing = modelMembers(choice).filter((m) => !existsSync(path.join(MODELS_DIR, MODELS[m].file)));
     if (missing.length > 0) {
       lines.push([
         `MODEL=${choice}`,
-        `not run: ${missing.map((m) => `models/${m}.onnx`).join(', ')} missing`,
+        `not run: ${missing.map((m) => `models/${MODELS[m].file}`).join(', ')} missing`,
       ]);
       continue;
     }

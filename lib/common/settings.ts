@@ -6,6 +6,7 @@
 // A leaf: types and data only.
 
 import { DEFAULT_MAX_FILE_BYTES, FRAMING_BYTES } from './http-limits.ts';
+import { formatNames, formatsLimitedBy } from './image-formats.ts';
 
 export type Process = 'detect' | 'quota' | 'health' | 'all-in-one' | 'operator' | 'admin' | 'calibrate';
 
@@ -242,7 +243,7 @@ export const SETTINGS = {
     min: 1,
     unit: 'px',
     readBy: UPLOADS,
-    doc: 'Longest edge of a JPEG (spec 8).',
+    doc: `Longest edge of a ${formatNames(formatsLimitedBy('jpeg'))} (spec 8).`,
   },
   JPEG_MAX_PIXELS: {
     section: 'uploads',
@@ -251,7 +252,7 @@ export const SETTINGS = {
     min: 1,
     unit: 'pixels',
     readBy: UPLOADS,
-    doc: 'Total pixels of a JPEG (spec 8).',
+    doc: `Total pixels of a ${formatNames(formatsLimitedBy('jpeg'))} (spec 8).`,
   },
   OTHER_MAX_EDGE: {
     section: 'uploads',
@@ -260,7 +261,7 @@ export const SETTINGS = {
     min: 1,
     unit: 'px',
     readBy: UPLOADS,
-    doc: 'Longest edge of a PNG, WebP, BMP, TIFF or GIF (spec 8).',
+    doc: `Longest edge of a ${formatNames(formatsLimitedBy('other'))} (spec 8).`,
   },
   OTHER_MAX_PIXELS: {
     section: 'uploads',
@@ -269,7 +270,7 @@ export const SETTINGS = {
     min: 1,
     unit: 'pixels',
     readBy: UPLOADS,
-    doc: 'Total pixels of a PNG, WebP, BMP, TIFF or GIF (spec 8).',
+    doc: `Total pixels of a ${formatNames(formatsLimitedBy('other'))} (spec 8).`,
   },
   MAX_ACTIVE_IMAGES: {
     section: 'uploads',

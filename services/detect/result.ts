@@ -77,7 +77,7 @@ export function buildResult(args: {
   matches?: HashListMatch[];
 }): DetectionResult {
   const matches = args.matches ?? [];
-  const { nsfw, sfw } = summarize(args.scores);
+  const { nsfw, sfw } = summarize(args.scores, args.model);
   const scores = { nsfw: clamp01(nsfw), sfw: clamp01(sfw) };
   return {
     decision: withMatches(decisionFor(scores.nsfw, args.thresholds), matches),
@@ -97,7 +97,7 @@ export function buildResult(args: {
     matches,
     timing_ms: Math.round(args.timingMs * 100) / 100,
     model: args.model,
-    classes: classesOf(args.scores),
+    classes: classesOf(args.scores, args.model),
   };
 }
 
