@@ -26,8 +26,11 @@ export interface FormatRow {
   /** The MIME types file-type reports for it (the sniffer trusts none it does not list). */
   sniffedAs: readonly string[];
   limits: LimitClass;
-  /** `sharp`, or image/bmp.ts (whose pixels then reach sharp raw). */
-  decoder: 'sharp' | 'bmp';
+  /**
+   * The libvips loader sharp decodes it with (decode.ts allows these alone, process-wide), or image/bmp.ts,
+   * whose pixels then reach sharp raw.
+   */
+  decoder: `VipsForeignLoad${string}Buffer` | 'bmp.ts';
   /**
    * How strict libvips is (sharp's failOn), measured on the corpus and on truncated copies of it.
    * JPEG: 'warning'. A JPEG whose scan data stops early but ends with EOI ("premature end of data
@@ -64,7 +67,7 @@ export const FORMATS = {
     mimeAliases: ['image/jpg'],
     sniffedAs: ['image/jpeg'],
     limits: 'jpeg',
-    decoder: 'sharp',
+    decoder: 'VipsForeignLoadJpegBuffer',
     failOn: 'warning',
     frames: 'none',
   },
@@ -76,7 +79,7 @@ export const FORMATS = {
     // APNG: its default image (the first frame), or frames read by apng.ts.
     sniffedAs: ['image/png', 'image/apng'],
     limits: 'other',
-    decoder: 'sharp',
+    decoder: 'VipsForeignLoadPngBuffer',
     failOn: 'error',
     frames: 'apng',
   },
@@ -87,7 +90,7 @@ export const FORMATS = {
     mimeAliases: [],
     sniffedAs: ['image/webp'],
     limits: 'other',
-    decoder: 'sharp',
+    decoder: 'VipsForeignLoadWebpBuffer',
     failOn: 'error',
     frames: 'replayed',
   },
@@ -102,7 +105,7 @@ export const FORMATS = {
     mimeAliases: ['image/x-ms-bmp', 'image/x-bmp'],
     sniffedAs: ['image/bmp'],
     limits: 'other',
-    decoder: 'bmp',
+    decoder: 'bmp.ts',
     failOn: 'error', // unused: its pixels reach sharp raw
     frames: 'none',
   },
@@ -118,7 +121,7 @@ export const FORMATS = {
     mimeAliases: [],
     sniffedAs: ['image/tiff'],
     limits: 'other',
-    decoder: 'sharp',
+    decoder: 'VipsForeignLoadTiffBuffer',
     failOn: 'error',
     frames: 'pages',
   },
@@ -129,7 +132,7 @@ export const FORMATS = {
     mimeAliases: [],
     sniffedAs: ['image/gif'],
     limits: 'other',
-    decoder: 'sharp',
+    decoder: 'VipsForeignLoadNsgifBuffer',
     failOn: 'error',
     frames: 'replayed',
   },

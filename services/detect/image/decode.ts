@@ -37,7 +37,7 @@
 
 import sharp, { type Sharp } from 'sharp';
 import { ApiError, isApiError } from '../../../lib/common/errors.ts';
-import { FORMATS, type FormatRow } from '../../../lib/common/image-formats.ts';
+import { FORMATS, type FormatRow, formatRow, IMAGE_FORMATS } from '../../../lib/common/image-formats.ts';
 import { type ModelChoice, type ModelName, modelMembers } from '../../../lib/policy/model-catalogue.ts';
 import { driverOf, jpegFastPathServes } from '../model/family-drivers.ts';
 import { apngFrames } from './apng.ts';
@@ -149,16 +149,10 @@ export interface ModelInput {
   pdq?: ImagePdq;
 }
 
-// libvips loader classes sharp may use: one per whitelisted format (BMP never reaches libvips as a
-// file, only as raw pixels). Everything else (SVG, HEIF/AVIF, PDF, JP2, JXL, FITS, Magick, ...) is
-// blocked process-wide as defence in depth behind the sniffer.
-const ALLOWED_LOADERS = [
-  'VipsForeignLoadJpegBuffer',
-  'VipsForeignLoadPngBuffer',
-  'VipsForeignLoadWebpBuffer',
-  'VipsForeignLoadNsgifBuffer',
-  'VipsForeignLoadTiffBuffer',
-];
+// libvips loader classes sharp may use: the formats' own (BMP never reaches libvips as a file, only as
+// raw pixels). Everything else (SVG, HEIF/AVIF, PDF, JP2, JXL, FITS, Magick, ...) is blocked
+// process-wide as defence in depth behind the sniffer.
+const ALLOWED_LOADERS = IMAGE_FORMATS.map((f) => formatRow(f).decoder).filter((d) => d !== 'bmp.ts');
 
 let configured = false;
 function configureSharp(): void {
@@ -229,7 +223,7 @@ export async function decodeRgb(
 
   const decode = async (failOn: FailOn): Promise<DecodedRgb> => {
     let pipeline: Sharp;
-    if (FORMATS[format].decoder === 'bmp') {
+    if (FORMATS[format].decoder === 'bmp.ts') {
       const bmp = decodeBmp(bytes, maxPixels);
       pipeline = sharp(bmp.data, {
         raw: { width: bmp.width, height: bmp.height, channels: bmp.channels },
