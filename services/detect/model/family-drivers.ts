@@ -42,6 +42,8 @@ export interface FamilyDriver<F extends ModelFamily> {
   summarize(scores: FamilyOutputs[F]): NsfwProbability;
   /** data.classes: its own classes, copied by name. */
   classes(scores: FamilyOutputs[F]): FamilyOutputs[F];
+  /** What each of its classes means (the OpenAPI document's data.classes), and how scores.nsfw is made. */
+  describe: { classes: { readonly [C in keyof FamilyOutputs[F]]: string }; nsfw: string };
 }
 
 export const FAMILY_DRIVERS: { readonly [F in ModelFamily]: FamilyDriver<F> } = {
@@ -52,6 +54,16 @@ export const FAMILY_DRIVERS: { readonly [F in ModelFamily]: FamilyDriver<F> } = 
     classifier: async (opts) => (await import('./onnx-classifier.ts')).OnnxClassifier.create(opts),
     summarize: (s) => ({ nsfw: s.porn + s.hentai + s.sexy, sfw: s.drawing + s.neutral }),
     classes: ({ drawing, hentai, neutral, porn, sexy }) => ({ drawing, hentai, neutral, porn, sexy }),
+    describe: {
+      classes: {
+        drawing: 'safe drawing or illustration.',
+        hentai: 'pornographic drawing.',
+        neutral: 'safe photograph.',
+        porn: 'pornographic photograph.',
+        sexy: 'exposing, not pornographic.',
+      },
+      nsfw: 'porn + hentai + sexy',
+    },
   },
   open_nsfw: {
     input: (rgb, width, height) => openNsfwInput(rgb, width, height),
@@ -60,6 +72,10 @@ export const FAMILY_DRIVERS: { readonly [F in ModelFamily]: FamilyDriver<F> } = 
     classifier: async (opts) => (await import('./open-nsfw-classifier.ts')).OpenNsfwClassifier.create(opts),
     summarize: ({ nsfw, sfw }) => ({ nsfw, sfw }),
     classes: ({ nsfw, sfw }) => ({ nsfw, sfw }),
+    describe: {
+      classes: { nsfw: "the model's NSFW probability.", sfw: "its complement (the model's other class)." },
+      nsfw: 'nsfw',
+    },
   },
 };
 
