@@ -6,7 +6,12 @@
 
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { type ModelChoice, modelMembers } from '../lib/policy/model-catalogue.ts';
+import {
+  MODELS,
+  type ModelChoice,
+  modelMembers,
+  OFFERED_MODEL_NAMES,
+} from '../lib/policy/model-catalogue.ts';
 import { MODELS_DIR } from '../services/detect/model/model-file.ts';
 import { processTree } from '../test/support/process-tree.ts';
 import { startServer } from '../test/support/server-process.ts';
@@ -14,12 +19,8 @@ import { closeLoadConnections, postOnce, runLoad } from './http-load.ts';
 import { benchImages } from './images.ts';
 import { treeCpuMs } from './peer.ts';
 
-export const BENCHED_CHOICES: readonly ModelChoice[] = [
-  'mobilenet_v2',
-  'inception_v3',
-  'open_nsfw',
-  'mobilenet_v2+open_nsfw',
-];
+/** Every offered model, and the ensemble docs/models.md measures. */
+export const BENCHED_CHOICES: readonly ModelChoice[] = [...OFFERED_MODEL_NAMES, 'mobilenet_v2+open_nsfw'];
 
 const peakRssMiB = (pid: number): number =>
   Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
@@ -28,11 +29,11 @@ export async function modelChoicesSection(seconds: number): Promise<Array<[strin
   const bodies = (await benchImages()).map((i) => i.jpeg);
   const lines: Array<[string, string]> = [];
   for (const choice of BENCHED_CHOICES) {
-    const missing = modelMembers(choice).filter((m) => !existsSync(path.join(MODELS_DIR, `${m}.onnx`)));
+    const missing = modelMembers(choice).filter((m) => !existsSync(path.join(MODELS_DIR, MODELS[m].file)));
     if (missing.length > 0) {
       lines.push([
         `MODEL=${choice}`,
-        `not run: ${missing.map((m) => `models/${m}.onnx`).join(', ')} missing`,
+        `not run: ${missing.map((m) => `models/${MODELS[m].file}`).join(', ')} missing`,
       ]);
       continue;
     }

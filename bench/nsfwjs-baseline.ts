@@ -9,9 +9,9 @@ import { fileURLToPath } from 'node:url';
 import * as tf from '@tensorflow/tfjs';
 import sharp from 'sharp';
 import {
-  FLOAT_SOURCE,
+  floatSourceOf,
   isNsfwjsModel,
-  MODEL_INPUT_SIZE,
+  MODELS,
   type ModelChoice,
   type ModelName,
 } from '../lib/policy/model-catalogue.ts';
@@ -38,7 +38,7 @@ export async function nsfwjsWasmImagesPerSecond(
   if (rgbImages.length === 0) throw new Error('no images to classify');
   const model = opts.model;
   if (!isNsfwjsModel(model)) throw new Error(`${model} is not an nsfwjs model: it has no nsfwjs baseline`);
-  const net = await loadReference(FLOAT_SOURCE[model], 'wasm');
+  const net = await loadReference(floatSourceOf(model), 'wasm');
 
   const classify = async (img: RgbImage) => {
     let { rgb, width, height } = img;
@@ -76,7 +76,7 @@ export async function nsfwjsWasmImagesPerSecond(
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const model = (process.argv[2] ?? 'mobilenet_v2') as ModelName;
   const seconds = Number(process.argv[3] ?? 5);
-  const size = MODEL_INPUT_SIZE[model];
+  const size = MODELS[model].inputSize;
   // A few synthetic images, at and off the model size, so the resize path runs too.
   const images = [size, 480, 333].map((edge, k) => {
     const rgb = new Uint8Array(edge * edge * 3);

@@ -20,6 +20,7 @@ import {
   FLOAT_MODEL_NAMES,
   type FloatModelName,
   MODEL_NAMES,
+  MODELS,
   type ModelName,
 } from '../lib/policy/model-catalogue.ts';
 import { kerasToOnnx } from './keras-to-onnx.ts';
@@ -36,7 +37,8 @@ export interface Checksums {
   models: Partial<Record<ModelName, { sha256: string; bytes: number }>>;
 }
 
-export const modelFile = (name: FloatModelName, dir = MODELS_DIR): string => path.join(dir, `${name}.onnx`);
+export const modelFile = (name: FloatModelName, dir = MODELS_DIR): string =>
+  path.join(dir, MODELS[name].file);
 
 const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
 

@@ -1,7 +1,7 @@
 // How far the quantised model's scores.nsfw strays from the float model's, on the corpus images it was
 // not calibrated on, and the bound it must meet to ship (MODEL offers it only then: classifier.ts).
 
-import { MODEL_INPUT_SIZE } from '../lib/policy/model-catalogue.ts';
+import { MODELS } from '../lib/policy/model-catalogue.ts';
 import { createOnnxClassifier } from '../services/detect/model/onnx-classifier.ts';
 import type { Thresholds } from '../services/detect/result.ts';
 import { decisionFor } from '../services/detect/result.ts';
@@ -47,7 +47,7 @@ export async function measureFidelity(
   const rows: Array<{ image: string; float: number; int8: number; abs: number }> = [];
   try {
     for (const image of images) {
-      const tensor = await corpusTensor(image, MODEL_INPUT_SIZE.mobilenet_v2);
+      const tensor = await corpusTensor(image, MODELS.mobilenet_v2.inputSize);
       const a = nsfwOf(await float.classify(tensor));
       const b = nsfwOf(await int8.classify(tensor));
       rows.push({ image, float: a, int8: b, abs: Math.abs(a - b) });

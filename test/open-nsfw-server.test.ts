@@ -44,7 +44,7 @@ describeWithTool(OPEN_NSFW_MODEL, 'MODEL=open_nsfw, the server process', () => {
       for (const name of IMAGES) {
         const bytes = readFileSync(fixture(name));
         const probed = probeHeader(bytes, await sniffFormat(bytes));
-        const expected = summarize((await local.score(new Uint8Array(bytes), probed)).scores);
+        const expected = summarize((await local.score(new Uint8Array(bytes), probed)).scores, 'open_nsfw');
         const res = await fetch(`${server?.url}/api/public/detect`, {
           method: 'POST',
           body: new Uint8Array(bytes),
@@ -92,7 +92,7 @@ describeWithTool(OPEN_NSFW_MODEL, 'MODEL=mobilenet_v2+open_nsfw, the server proc
         const bytes = readFileSync(fixture(name));
         const probed = probeHeader(bytes, await sniffFormat(bytes));
         const own = await Promise.all(
-          members.map(async (m) => summarize((await m.score(new Uint8Array(bytes), probed)).scores)),
+          members.map(async (m) => summarize((await m.score(new Uint8Array(bytes), probed)).scores, m.model)),
         );
         const res = await fetch(`${server?.url}/api/public/detect`, {
           method: 'POST',
@@ -112,7 +112,10 @@ describeWithTool(OPEN_NSFW_MODEL, 'MODEL=mobilenet_v2+open_nsfw, the server proc
           'porn',
           'sexy',
         ]);
-        expect(summarize(classes.mobilenet_v2 as never).nsfw, name).toBeCloseTo(own[0]?.nsfw ?? -1, 12);
+        expect(summarize(classes.mobilenet_v2 as never, 'mobilenet_v2').nsfw, name).toBeCloseTo(
+          own[0]?.nsfw ?? -1,
+          12,
+        );
         expect(classes.open_nsfw?.nsfw, name).toBeCloseTo(own[1]?.nsfw ?? -1, 12);
         expect(body.data.scores.sfw, name).toBeCloseTo(((own[0]?.sfw ?? 0) + (own[1]?.sfw ?? 0)) / 2, 12);
       }

@@ -36,10 +36,11 @@ describe('end-to-end parity with nsfwjs over the corpus', () => {
       for (const name of decodable) {
         const bytes = readFileSync(fixture(name));
         const probed = probeHeader(bytes, await sniffFormat(bytes));
-        const ours = summarize((await scorer.score(bytes, probed)).scores).nsfw;
+        const ours = summarize((await scorer.score(bytes, probed)).scores, 'mobilenet_v2').nsfw;
         const rgb = await decodeRgb(bytes, probed);
         const reference = summarize(
           await referenceScoresFromRgb(rgb.rgb, rgb.width, rgb.height, 'mobilenet_v2', 'wasm'),
+          'mobilenet_v2',
         ).nsfw;
         deltas.push({ name, delta: Math.abs(ours - reference), ours, reference });
       }

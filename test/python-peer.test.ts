@@ -46,6 +46,7 @@ describeWithTool(PYTHON_PEER, 'the Python peer of the benchmark', () => {
         const bytes = readFileSync(fixture(name));
         const ours = summarize(
           (await scorer.score(bytes, probeHeader(bytes, await sniffFormat(bytes)))).scores,
+          'mobilenet_v2',
         ).nsfw;
         const res = await fetch(`${peer?.url}/api/public/detect`, {
           method: 'POST',

@@ -1,12 +1,14 @@
 // The one table of failures (spec part 7). Every refusal the service sends is an ApiError built from
 // this table, so the HTTP status, the code and the default message can never drift apart.
 
+import { formatNames } from './image-formats.ts';
+
 export const ERRORS = {
   BAD_REQUEST: { status: 400, code: 4001, message: 'Bad request' },
   UNSUPPORTED_FORMAT: {
     status: 400,
     code: 4002,
-    message: 'Unsupported format: send JPEG, PNG, WebP, BMP, TIFF or GIF',
+    message: `Unsupported format: send ${formatNames()}`,
   },
   FILE_TOO_LARGE: { status: 400, code: 4003, message: 'File too large: the limit is 50 MB (52428800 bytes)' },
   DIMENSIONS_EXCEEDED: { status: 400, code: 4004, message: 'Image dimensions exceed the limits' },

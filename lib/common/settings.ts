@@ -5,7 +5,9 @@
 // (`npm run settings`; `npm run settings -- --check` fails on drift, and a test runs it).
 // A leaf: types and data only.
 
+import { MODELS, OFFERED_MODEL_NAMES } from '../policy/model-catalogue.ts';
 import { DEFAULT_MAX_FILE_BYTES, FRAMING_BYTES } from './http-limits.ts';
+import { formatNames, formatsLimitedBy } from './image-formats.ts';
 
 export type Process = 'detect' | 'quota' | 'health' | 'all-in-one' | 'operator' | 'admin' | 'calibrate';
 
@@ -140,7 +142,7 @@ export const SETTINGS = {
     readBy: SCORING,
     chart: { key: 'model' },
     crd: 'model',
-    doc: "The classifier: `mobilenet_v2` (224 px), `inception_v3` (299 px), `open_nsfw` (224 px), or an ensemble joined by `+` (`mobilenet_v2+open_nsfw`: the mean of the members' scores; docs/models.md). A policy that names one rolls the detect pods.",
+    doc: `The classifier: ${OFFERED_MODEL_NAMES.map((m) => `\`${m}\` (${MODELS[m].inputSize} px)`).join(', ')}, or an ensemble joined by \`+\` (\`mobilenet_v2+open_nsfw\`: the mean of the members' scores; docs/models.md). A policy that names one rolls the detect pods.`,
   },
   ALLOW_UNSHIPPED_MODELS: {
     section: 'scoring',
@@ -242,7 +244,7 @@ export const SETTINGS = {
     min: 1,
     unit: 'px',
     readBy: UPLOADS,
-    doc: 'Longest edge of a JPEG (spec 8).',
+    doc: `Longest edge of a ${formatNames(formatsLimitedBy('jpeg'))} (spec 8).`,
   },
   JPEG_MAX_PIXELS: {
     section: 'uploads',
@@ -251,7 +253,7 @@ export const SETTINGS = {
     min: 1,
     unit: 'pixels',
     readBy: UPLOADS,
-    doc: 'Total pixels of a JPEG (spec 8).',
+    doc: `Total pixels of a ${formatNames(formatsLimitedBy('jpeg'))} (spec 8).`,
   },
   OTHER_MAX_EDGE: {
     section: 'uploads',
@@ -260,7 +262,7 @@ export const SETTINGS = {
     min: 1,
     unit: 'px',
     readBy: UPLOADS,
-    doc: 'Longest edge of a PNG, WebP, BMP, TIFF or GIF (spec 8).',
+    doc: `Longest edge of a ${formatNames(formatsLimitedBy('other'))} (spec 8).`,
   },
   OTHER_MAX_PIXELS: {
     section: 'uploads',
@@ -269,7 +271,7 @@ export const SETTINGS = {
     min: 1,
     unit: 'pixels',
     readBy: UPLOADS,
-    doc: 'Total pixels of a PNG, WebP, BMP, TIFF or GIF (spec 8).',
+    doc: `Total pixels of a ${formatNames(formatsLimitedBy('other'))} (spec 8).`,
   },
   MAX_ACTIVE_IMAGES: {
     section: 'uploads',
@@ -441,6 +443,7 @@ export const SETTINGS = {
     max: 64,
     readBy: SCORING,
     chart: { key: 'maxFramesScored' },
+    crd: 'maxFramesScored',
     doc: 'Frames of an animated GIF, WebP or APNG (pages of a TIFF) scored, at most, taken evenly from the first to the last; the highest answers and `image.frames_scored` / `image.decisive_frame` say which. 1: the first frame only (spec). Decoding them is bounded from the header (200 MP of frames, else 400/4004). docs/image-cost.md, “Tiles, borders and frames”.',
   },
   PDQ_HASHES: {

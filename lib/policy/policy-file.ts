@@ -1,6 +1,6 @@
 // The policy file the operator renders from a DetectionPolicy into a ConfigMap and the services read
 // (POLICY_FILE). One JSON document holding what the policy states: each group (thresholds, model,
-// anonymous, tiers.free, tiers.pro, upload.maxBytes) is given whole or left out, and what is left out
+// anonymous, tiers.free, tiers.pro, upload.maxBytes, maxFramesScored) is given whole or left out, and what is left out
 // stays as the deployment is configured (policy-in-force.ts merges). Parsing validates the file fully,
 // so a bad file is refused as a whole and the last good policy stays in force.
 
@@ -22,6 +22,8 @@ export interface PolicyDocument {
   anonymous?: WindowLimits;
   tiers?: { free?: WindowLimits; pro?: WindowLimits };
   upload?: { maxBytes?: number };
+  /** Frames of an animation scored, at most (MAX_FRAMES_SCORED). */
+  maxFramesScored?: number;
 }
 
 export const POLICY_FILE_KEY = 'policy.json';
@@ -99,6 +101,12 @@ export function parsePolicy(text: string): PolicyDocument {
       );
     if (!omitted(tiers.pro))
       doc.tiers.pro = limits(tiers.pro, 'tiers.pro', SETTINGS.PRO_PER_MINUTE.min, SETTINGS.PRO_PER_DAY.min);
+  }
+  if (!omitted(o.maxFramesScored)) {
+    const { min, max } = SETTINGS.MAX_FRAMES_SCORED;
+    const frames = num(o.maxFramesScored, 'maxFramesScored', min, max);
+    if (!Number.isInteger(frames)) throw new Error(`maxFramesScored must be a whole number, got ${frames}`);
+    doc.maxFramesScored = frames;
   }
   if (!omitted(o.upload)) {
     const upload = obj(o.upload, 'upload');

@@ -36,6 +36,7 @@ describe('a policy that states only its thresholds', () => {
       });
       expect(policy.maxFileBytes()).toBe(52_428_800);
       expect(policy.model()).toBeUndefined();
+      expect(policy.maxFramesScored()).toBeUndefined();
     } finally {
       policy.close();
     }
@@ -60,11 +61,12 @@ describe('a policy that states only its thresholds', () => {
 });
 
 describe('a policy that states a window', () => {
-  it('changes that window and no other; its model and a lower upload limit apply', () => {
+  it('changes that window and no other; its model, a lower upload limit and its frames scored apply', () => {
     const policy = inForce({
       tiers: { pro: { perMinute: 100, perDay: 50_000 } },
       model: 'inception_v3',
       upload: { maxBytes: 1000 },
+      maxFramesScored: 8,
     });
     try {
       expect(policy.thresholds()).toEqual({ allow: 0.1, block: 0.9 });
@@ -74,6 +76,7 @@ describe('a policy that states a window', () => {
       });
       expect(policy.model()).toBe('inception_v3');
       expect(policy.maxFileBytes()).toBe(1000);
+      expect(policy.maxFramesScored()).toBe(8);
     } finally {
       policy.close();
     }

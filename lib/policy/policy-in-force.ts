@@ -33,6 +33,11 @@ export interface PolicyInForce {
    * operator rolls.
    */
   model(): ModelChoice | undefined;
+  /**
+   * The policy's frames scored of an animation, if a valid policy is mounted and states it (detect falls
+   * back to MAX_FRAMES_SCORED); read once per request, like the thresholds.
+   */
+  maxFramesScored(): number | undefined;
   /** The name and generation of the DetectionPolicy in force; undefined while the configuration applies. */
   source(): PolicySource | undefined;
   /** Stops watching the file. */
@@ -71,6 +76,7 @@ export function policyInForce(config: PolicyConfig, log: PolicyLogger): PolicyIn
     },
     maxFileBytes: () => Math.min(config.maxFileBytes, watch?.current()?.upload?.maxBytes ?? Infinity),
     model: () => watch?.current()?.model,
+    maxFramesScored: () => watch?.current()?.maxFramesScored,
     source: () => watch?.current()?.source,
     close: () => watch?.close(),
   };

@@ -60,7 +60,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     limits: config.limits,
     scoringDeadlineMs: config.scoringDeadlineMs,
     maxTiles: config.maxTiles,
-    maxFramesScored: config.maxFramesScored,
+    maxFramesScored: () => policy.maxFramesScored() ?? config.maxFramesScored,
     ...(deps.storesReady ? { alsoReady: storesReadyCheck(deps.storesReady) } : {}),
   });
   await registerConsole(app, live);

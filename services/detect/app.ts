@@ -43,8 +43,11 @@ export interface DetectOptions {
   scoringDeadlineMs?: number;
   /** MAX_TILES, for the predicted cost of a long frame. Default: the setting's default. */
   maxTiles?: number;
-  /** MAX_FRAMES_SCORED, for the predicted cost of an animation. Default: the setting's default. */
-  maxFramesScored?: number;
+  /**
+   * Frames of an animation scored, at most: the DetectionPolicy's, else MAX_FRAMES_SCORED; read once per
+   * request (like the thresholds), for the predicted cost and the scorer. Default: the setting's default.
+   */
+  maxFramesScored?: number | (() => number);
   /** What else detect needs to answer (the all-in-one server: its quota stores), checked by readiness. */
   alsoReady?: ProbeCheck;
   /** Known-bad hash lists the image's PDQ is matched against (none: no matching). */
@@ -176,6 +179,9 @@ export default async function detectApp(app: FastifyInstance, opts: DetectOption
 async function detect(request: FastifyRequest, reply: FastifyReply, opts: DetectOptions) {
   // The policy as the request arrives: a policy change mid-request never changes this request's answer.
   const thresholds = typeof opts.thresholds === 'function' ? opts.thresholds() : opts.thresholds;
+  const maxFramesScored =
+    (typeof opts.maxFramesScored === 'function' ? opts.maxFramesScored() : opts.maxFramesScored) ??
+    SETTINGS.MAX_FRAMES_SCORED.default;
   const intakeLimits = opts.maxFileBytes ? { ...opts.intake, maxBytes: opts.maxFileBytes() } : opts.intake;
   const intake = await inSpan('intake', {}, async (span) => {
     const admission = request.admission;
@@ -229,12 +235,7 @@ async function detect(request: FastifyRequest, reply: FastifyReply, opts: Detect
   const memory = decodeMemoryBytes(bytes, probed);
   // What the work will cost, from the header: stated to the client, the queue's order, and a refusal
   // before any work for an image that could not be done inside the deadline on one core.
-  const facts = costFacts(
-    bytes,
-    probed,
-    opts.maxTiles ?? SETTINGS.MAX_TILES.default,
-    opts.maxFramesScored ?? SETTINGS.MAX_FRAMES_SCORED.default,
-  );
+  const facts = costFacts(bytes, probed, opts.maxTiles ?? SETTINGS.MAX_TILES.default, maxFramesScored);
   const costMs = predictedCpuMs(facts, scorer.model);
   reply.header('x-image-cost', imageCostHeader(facts, scorer.model));
   const deadlineMs = opts.scoringDeadlineMs ?? SETTINGS.SCORING_DEADLINE_MS.default;
@@ -248,7 +249,7 @@ async function detect(request: FastifyRequest, reply: FastifyReply, opts: Detect
     (stillHeld) => {
       // Handed over: the body no longer counts against the upload bytes, its decode memory does.
       request.admission?.releaseBytes();
-      return scorer.score(bytes, probed, stillHeld);
+      return scorer.score(bytes, probed, stillHeld, { maxFramesScored });
     },
     memory,
     request.gateClient,

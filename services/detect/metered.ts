@@ -4,7 +4,7 @@
 import type { ApiError } from '../../lib/common/errors.ts';
 import type { ProbedImage } from './image/types.ts';
 import type { DetectMetrics } from './metrics.ts';
-import type { ImageScorer, ScoredImage, StillHeld } from './scoring/image-scorer.ts';
+import type { ImageScorer, PerImage, ScoredImage, StillHeld } from './scoring/image-scorer.ts';
 import { WorkGate } from './work-gate.ts';
 
 /** The work gate, counting its refusals by reason. */
@@ -51,8 +51,13 @@ export class MeteredScorer implements ImageScorer {
     return this.#inner.state;
   }
 
-  async score(bytes: Uint8Array, probed: ProbedImage, stillHeld?: StillHeld): Promise<ScoredImage> {
-    const scored = await this.#inner.score(bytes, probed, stillHeld);
+  async score(
+    bytes: Uint8Array,
+    probed: ProbedImage,
+    stillHeld?: StillHeld,
+    perImage?: PerImage,
+  ): Promise<ScoredImage> {
+    const scored = await this.#inner.score(bytes, probed, stillHeld, perImage);
     const labels = { model: this.#inner.model };
     this.#metrics.decode.observe(labels, scored.decodeMs / 1000);
     this.#metrics.inference.observe(labels, scored.inferenceMs / 1000);

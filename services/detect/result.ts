@@ -1,11 +1,18 @@
 // The detection result of spec 2.2 and the JSON schema it is serialized with.
 
 import { okSchema } from '../../lib/common/envelope.ts';
-import type { ModelChoice } from '../../lib/policy/model-catalogue.ts';
+import {
+  MODEL_FAMILIES,
+  MODELS,
+  type ModelChoice,
+  type ModelFamily,
+  OFFERED_MODEL_NAMES,
+} from '../../lib/policy/model-catalogue.ts';
 import type { HashListMatch } from './hash-lists.ts';
 import type { ImagePdq } from './image/pdq.ts';
 import { IMAGE_FORMATS, type ProbedImage } from './image/types.ts';
 import { classesOf, type ModelScores, type ResultClasses, summarize } from './model/classifier.ts';
+import { FAMILY_DRIVERS } from './model/family-drivers.ts';
 import type { FramesScored } from './model/tiled-classify.ts';
 
 export type Decision = 'allow' | 'review' | 'block';
@@ -77,7 +84,7 @@ export function buildResult(args: {
   matches?: HashListMatch[];
 }): DetectionResult {
   const matches = args.matches ?? [];
-  const { nsfw, sfw } = summarize(args.scores);
+  const { nsfw, sfw } = summarize(args.scores, args.model);
   const scores = { nsfw: clamp01(nsfw), sfw: clamp01(sfw) };
   return {
     decision: withMatches(decisionFor(scores.nsfw, args.thresholds), matches),
@@ -97,23 +104,30 @@ export function buildResult(args: {
     matches,
     timing_ms: Math.round(args.timingMs * 100) / 100,
     model: args.model,
-    classes: classesOf(args.scores),
+    classes: classesOf(args.scores, args.model),
   };
 }
 
 const number01 = { type: 'number', minimum: 0, maximum: 1 } as const;
 
 const classScore = (meaning: string) => ({ ...number01, description: meaning });
-/** One model's own classes, by name: nsfwjs's five or open_nsfw's two. */
-const familyClasses = {
-  drawing: classScore('nsfwjs models: safe drawing or illustration.'),
-  hentai: classScore('nsfwjs models: pornographic drawing.'),
-  neutral: classScore('nsfwjs models: safe photograph.'),
-  porn: classScore('nsfwjs models: pornographic photograph.'),
-  sexy: classScore('nsfwjs models: exposing, not pornographic.'),
-  nsfw: classScore("open_nsfw: the model's NSFW probability."),
-  sfw: classScore("open_nsfw: its complement (the model's other class)."),
-} as const;
+/** The offered models of each family, for the descriptions. */
+const modelsOf = (family: ModelFamily): string =>
+  OFFERED_MODEL_NAMES.filter((m) => MODELS[m].family === family).join(', ');
+/** One model's own classes, by name: every family's (its driver says what each means). */
+const familyClasses = Object.fromEntries(
+  MODEL_FAMILIES.flatMap((family) =>
+    Object.entries(FAMILY_DRIVERS[family].describe.classes as Record<string, string>).map(
+      ([name, meaning]) => [name, classScore(`${family} family (${modelsOf(family)}): ${meaning}`)],
+    ),
+  ),
+);
+/** Each family's classes and how its scores.nsfw is made, for data.classes's description. */
+const familiesDescribed = MODEL_FAMILIES.map((family) => {
+  const { classes, nsfw } = FAMILY_DRIVERS[family].describe;
+  const names = Object.keys(classes).map((c) => `\`${c}\``);
+  return `${family} family (${modelsOf(family)}): ${names.join(', ')} (scores.nsfw is ${nsfw}).`;
+}).join(' ');
 
 const modelSchema = {
   type: 'string',
@@ -124,8 +138,7 @@ const modelSchema = {
 
 const classesSchema = {
   type: 'object',
-  description:
-    "The model family's own class scores, read by name. nsfwjs models (mobilenet_v2, inception_v3): `drawing`, `hentai`, `neutral`, `porn`, `sexy` (scores.nsfw is porn + hentai + sexy). open_nsfw: `nsfw`, `sfw`. An ensemble: one object per member, keyed by the member's name, each with that member's classes.",
+  description: `The model family's own class scores, read by name. ${familiesDescribed} An ensemble: one object per member, keyed by the member's name, each with that member's classes.`,
   properties: familyClasses,
   additionalProperties: {
     type: 'object',

@@ -5,17 +5,11 @@
 // (lib/common/describe-only.ts) accepts — every rule they state is enforced by intake and authorize, in the error envelope.
 
 import { errorResponse } from '../../lib/common/error-schemas.ts';
+import { FORMATS, IMAGE_FORMATS } from '../../lib/common/image-formats.ts';
 import { detectionResponseSchema } from './result.ts';
 
 /** The raw-body media types (way B); each must match the image's content. */
-export const RAW_IMAGE_TYPES = [
-  'image/jpeg',
-  'image/png',
-  'image/webp',
-  'image/bmp',
-  'image/tiff',
-  'image/gif',
-];
+export const RAW_IMAGE_TYPES = IMAGE_FORMATS.map((f) => FORMATS[f].mime);
 
 const binary = { type: 'string', format: 'binary', contentMediaType: 'application/octet-stream' } as const;
 

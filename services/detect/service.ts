@@ -58,7 +58,7 @@ export async function buildDetectService(
     limits: config.limits,
     scoringDeadlineMs: config.scoringDeadlineMs,
     maxTiles: config.maxTiles,
-    maxFramesScored: config.maxFramesScored,
+    maxFramesScored: () => policy.maxFramesScored() ?? config.maxFramesScored,
   });
   return {
     app,

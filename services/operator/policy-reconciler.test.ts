@@ -61,6 +61,19 @@ describe('renderPolicy', () => {
       source: { name: 'main', generation: 2 },
       tiers: { pro: { perMinute: 60, perDay: 20_000 } },
     });
+    expect(renderPolicy(policy({ maxFramesScored: 8 }))).toEqual({
+      source: { name: 'main', generation: 2 },
+      maxFramesScored: 8,
+    });
+  });
+
+  it('refuses frames scored outside the setting’s range, as the services would', () => {
+    expect(() => renderPolicy(policy({ maxFramesScored: 65 }))).toThrow(
+      'maxFramesScored must be a number in [1, 64], got 65',
+    );
+    expect(() => renderPolicy(policy({ maxFramesScored: 2.5 }))).toThrow(
+      'maxFramesScored must be a whole number, got 2.5',
+    );
   });
 });
 

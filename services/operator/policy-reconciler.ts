@@ -41,6 +41,7 @@ export function renderPolicy(cr: CustomResource): PolicyDocument {
     anonymous: s.anonymous,
     tiers: s.tiers,
     upload: s.upload,
+    maxFramesScored: s.maxFramesScored,
   };
   // The same validation the services run: a file they would refuse is never written.
   return parsePolicy(JSON.stringify(doc));
@@ -55,6 +56,7 @@ function stated(doc: PolicyDocument): string {
     doc.tiers?.free && `free ${doc.tiers.free.perMinute}/min ${doc.tiers.free.perDay}/day`,
     doc.tiers?.pro && `pro ${doc.tiers.pro.perMinute}/min ${doc.tiers.pro.perDay}/day`,
     doc.upload?.maxBytes !== undefined && `upload ${doc.upload.maxBytes} bytes`,
+    doc.maxFramesScored !== undefined && `${doc.maxFramesScored} frame(s) scored`,
   ].filter(Boolean);
   return parts.length ? parts.join(', ') : 'nothing: the configuration applies';
 }

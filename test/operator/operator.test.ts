@@ -16,11 +16,13 @@ import {
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import sharp from 'sharp';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { SETTINGS } from '../../lib/common/settings.ts';
 import { detectionPolicyManifest } from '../../tools/calibrate/report.ts';
 import { CHART_DIR, helm, removeHelmHome, sets } from '../chart/helm.ts';
 import { fixture } from '../fixtures/corpus.ts';
+import { animationOf } from '../support/animations.ts';
 import { describeWithKube } from '../support/describe-kube.ts';
 import { eventually } from '../support/eventually.ts';
 import { type KubeApiServer, startKubeApiServer } from '../support/kube-apiserver.ts';
@@ -133,6 +135,18 @@ spec:
       await expect(kubectl(['apply', '-f', '-'], policy(0.1, 1.5, 'bad'))).rejects.toThrow(
         /less than or equal to 1/,
       );
+      // Frames scored: the setting's range (MAX_FRAMES_SCORED), a whole number.
+      const frames = (n: number) => `${policy(0.1, 0.9, 'bad')}  maxFramesScored: ${n}\n`;
+      const { min, max } = SETTINGS.MAX_FRAMES_SCORED;
+      await expect(kubectl(['apply', '-f', '-'], frames(max + 1))).rejects.toThrow(
+        new RegExp(
+          `spec.maxFramesScored: Invalid value: ${max + 1}: spec.maxFramesScored in body should be less than or equal to ${max}`,
+        ),
+      );
+      await expect(kubectl(['apply', '-f', '-'], frames(min - 1))).rejects.toThrow(
+        /spec.maxFramesScored in body should be greater than or equal to 1/,
+      );
+      await expect(kubectl(['apply', '-f', '-'], frames(2.5))).rejects.toThrow(/spec.maxFramesScored/);
     });
 
     it("accepts the calibration report's DetectionPolicy manifest as it is (npm run calibrate)", async () => {
@@ -183,6 +197,23 @@ endpoints: [{ addresses: [${hostAddress()}], conditions: { ready: true }, target
       });
       expect(res.status).toBe(200);
       return ((await res.json()) as { data: { thresholds: unknown } }).data.thresholds;
+    };
+    /** Frames detect scores of an 8-frame GIF: 1 as configured, the policy's maxFramesScored once in force. */
+    const detectFramesScored = async () => {
+      const frames = await Promise.all(
+        Array.from({ length: 8 }, (_, i) =>
+          sharp({ create: { width: 64, height: 64, channels: 3, background: { r: 32 * i, g: 128, b: 0 } } })
+            .png()
+            .toBuffer(),
+        ),
+      );
+      const res = await fetch(`${detect.url}/api/public/detect`, {
+        method: 'POST',
+        headers: { 'content-type': 'image/gif', 'x-account-id': '-', 'x-quota-tier': 'anonymous' },
+        body: new Uint8Array(await animationOf('gif', frames)),
+      });
+      expect(res.status).toBe(200);
+      return ((await res.json()) as { data: { image: { frames_scored: number } } }).data.image.frames_scored;
     };
 
     it('renders a policy into a ConfigMap owned by it, status Ready with observedGeneration; `kubectl wait` works', async () => {
@@ -289,7 +320,7 @@ endpoints: [{ addresses: [${hostAddress()}], conditions: { ready: true }, target
       }
     }, 120_000);
 
-    it('follows a threshold change: ConfigMap and status, and detect answers with it on its next request', async () => {
+    it('follows a threshold and frames change: ConfigMap and status, and detect answers with them on its next request', async () => {
       mount = mkdtempSync(join(tmpdir(), 'nsfwdetector-policy-'));
       dirs.push(mount);
       kubeletWrite(await configMapText());
@@ -302,6 +333,7 @@ endpoints: [{ addresses: [${hostAddress()}], conditions: { ready: true }, target
       });
       operators.push(detect);
       expect(await detectThresholds()).toEqual({ allow: 0.2, block: 0.8 });
+      expect(await detectFramesScored()).toBe(1);
       // The detect process, a ready endpoint of the detect Service (the operator asks it what it applies).
       await kubectl(['apply', '-f', '-'], endpointSlice(detect.port));
 
@@ -311,12 +343,13 @@ endpoints: [{ addresses: [${hostAddress()}], conditions: { ready: true }, target
         'main',
         '--type=merge',
         '-p',
-        '{"spec":{"thresholds":{"allow":0.3,"block":0.6}}}',
+        '{"spec":{"thresholds":{"allow":0.3,"block":0.6},"maxFramesScored":8}}',
       ]);
       const text = await eventually('the ConfigMap to follow', async () => {
         const t = await configMapText();
         return JSON.parse(t).thresholds.allow === 0.3 ? t : undefined;
       });
+      expect(JSON.parse(text).maxFramesScored).toBe(8);
       // Rendered but not in force: the kubelet has not written the file yet, detect applies generation 1.
       const applying = await eventually('Progressing (Applying) for generation 2', async () => {
         const c = await condition('Progressing', 2);
@@ -331,6 +364,7 @@ endpoints: [{ addresses: [${hostAddress()}], conditions: { ready: true }, target
       await kubectl(['wait', '--for=condition=Ready', 'detectionpolicy/main', '--timeout=60s']);
       await readyFor('main', 2);
       expect(await detectThresholds()).toEqual({ allow: 0.3, block: 0.6 });
+      expect(await detectFramesScored()).toBe(8);
 
       // An invalid file keeps the last good policy.
       kubeletWrite('{"thresholds": {"allow": 0.9, "block": 0.1}}');

@@ -50,6 +50,7 @@ export function policyText(o: Overrides): string {
       pro: o.tiers?.pro ?? { perMinute: 100_000, perDay: 1_000_000 },
     },
     upload: o.upload ?? { maxBytes: 52_428_800 },
+    ...(o.maxFramesScored !== undefined && { maxFramesScored: o.maxFramesScored }),
   };
   return JSON.stringify(doc);
 }

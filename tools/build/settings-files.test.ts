@@ -97,6 +97,7 @@ describe('the example DetectionPolicy', () => {
     });
     expect(limits).toEqual({ anonymous: [10, 30], free: [10, 100], pro: [30, 10_000] });
     expect(example).toMatch(/^ {2}model: mobilenet_v2$/m);
+    expect(example).toContain(`# maxFramesScored: ${SETTINGS.MAX_FRAMES_SCORED.default} `);
   });
 });
 

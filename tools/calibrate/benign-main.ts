@@ -20,7 +20,7 @@ import { BENIGN_SOURCES, benignImages } from './benign-corpus.ts';
 import { createFileScorer, loadCalibrateConfig } from './score-image.ts';
 
 const BASELINE = fileURLToPath(new URL('./benign-baseline.json', import.meta.url));
-const DEFAULT_MODELS = ['mobilenet_v2', 'inception_v3', 'open_nsfw', 'mobilenet_v2+open_nsfw'];
+const DEFAULT_MODELS: readonly string[] = [...OFFERED_MODEL_NAMES, 'mobilenet_v2+open_nsfw'];
 
 export interface BenignShares {
   images: number;

@@ -49,7 +49,7 @@ export async function createFileScorer(config: CalibrateConfig): Promise<FileSco
       const format = await sniffFormat(bytes);
       const probed = probeHeader(bytes, format, config.limits);
       const scored = await scorer.score(bytes, probed);
-      return { nsfw: Math.min(1, Math.max(0, summarize(scored.scores).nsfw)) };
+      return { nsfw: Math.min(1, Math.max(0, summarize(scored.scores, config.model).nsfw)) };
     } catch (err) {
       if (isApiError(err)) return { code: err.code, message: err.message };
       throw err;

@@ -98,6 +98,7 @@ describe.each(MODELS)('borders and strips with %s', (model) => {
   const nsfw = async (scorer: InProcessScorer, bytes: Buffer): Promise<number> =>
     summarize(
       (await scorer.score(new Uint8Array(bytes), probeHeader(bytes, await sniffFormat(bytes)))).scores,
+      scorer.model,
     ).nsfw;
 
   it.each(PICTURES)(

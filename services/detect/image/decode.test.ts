@@ -5,7 +5,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { ApiError } from '../../../lib/common/errors.ts';
 import { fixture } from '../../../test/fixtures/corpus.ts';
 import { prng } from '../../../test/support/prng.ts';
-import { decodeRgb, resizeToTensor, shrinkScale, toModelInput } from './decode.ts';
+import { decodeRgb, shrinkScale, toModelInput } from './decode.ts';
+import { resizeToTensor } from './nsfwjs-input.ts';
 import { probeHeader } from './probe.ts';
 
 async function codeOf(p: Promise<unknown>): Promise<number | 'ok'> {

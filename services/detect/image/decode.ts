@@ -1,15 +1,11 @@
-// Decode → model input. Reproduces what nsfwjs does to an image before its model sees it:
-//
-//   tf.browser.fromPixels(img)               8-bit RGB (alpha: see ALPHA below)
-//     .toFloat().div(255)                    float32 in [0,1]
-//   tf.image.resizeBilinear(x, [s, s], true) align_corners = true, no crop, aspect ratio NOT kept
-//     .reshape([1, s, s, 3])                 NHWC
+// Decode → model input. Reproduces what nsfwjs does to an image before its model sees it
+// (tf.browser.fromPixels: 8-bit RGB, alpha: see ALPHA below), then makes each model's input from it by
+// its family's driver (model/family-drivers.ts; nsfwjs's resize is nsfwjs-input.ts).
 //
 // The decode half (`decodeRgb`) turns any whitelisted input into upright 8-bit sRGB RGB with sharp
-// (BMP through our own decoder); the resize half (`resizeToTensor`) is a bit-exact port of the tfjs
-// CPU kernel of resizeBilinear(alignCorners = true), fed the same float32 values (v / 255).
-// toModelInput first offers a JPEG to the libjpeg fast path (libjpeg/jpeg-tensor.c: libjpeg-turbo with
-// the resize done on the decoded rows, bit-identical); whatever it declines is decoded by sharp.
+// (BMP through our own decoder). toModelInput first offers a JPEG to the libjpeg fast path
+// (libjpeg/jpeg-tensor.c: libjpeg-turbo with nsfwjs's resize done on the decoded rows, bit-identical)
+// when every model's family takes that input; whatever it declines is decoded by sharp.
 //
 // Decoding rules:
 // - EXIF / TIFF orientation applied (autoOrient), so the model sees the image upright;
@@ -34,20 +30,16 @@
 // Safety: sharp only ever receives bytes whose own signature matches the sniffed, whitelisted format
 // (checked again here), only the whitelisted libvips loaders are enabled (see `configureSharp`),
 // `limitInputPixels` repeats the dimension limit as a second guard, `failOn` rejects truncated and
-// corrupt data ('warning' for JPEG, 'error' for the others: see FAIL_ON), probe.ts
+// corrupt data (each format's failOn, lib/common/image-formats.ts), probe.ts
 // refuses beforehand, from the header, data too short for the size it claims, and a timeout bounds
 // pathological inputs. Every decoder failure is 4005.
 // Nothing is written to disk; sharp's operation cache is disabled so no pixels outlive a request.
 
 import sharp, { type Sharp } from 'sharp';
 import { ApiError, isApiError } from '../../../lib/common/errors.ts';
-import {
-  MODEL_FAMILY,
-  MODEL_INPUT_SIZE,
-  type ModelChoice,
-  type ModelName,
-  modelMembers,
-} from '../../../lib/policy/model-catalogue.ts';
+import { FORMATS, type FormatRow, formatRow, IMAGE_FORMATS } from '../../../lib/common/image-formats.ts';
+import { type ModelChoice, type ModelName, modelMembers } from '../../../lib/policy/model-catalogue.ts';
+import { driverOf, jpegFastPathServes } from '../model/family-drivers.ts';
 import { apngFrames } from './apng.ts';
 import { decodeBmp } from './bmp.ts';
 import {
@@ -61,7 +53,7 @@ import {
 } from './frame-layout.ts';
 import { framesToScore } from './frames.ts';
 import { type JpegDecoder, jpegToTensor, resolveJpegDecoder } from './libjpeg/jpeg-tensor.ts';
-import { OPEN_NSFW_RESIZE, openNsfwInput } from './open-nsfw-input.ts';
+import { resizeToTensor } from './nsfwjs-input.ts';
 import { type ImagePdq, pdqOfFrame } from './pdq.ts';
 import { checkImageData } from './probe.ts';
 import { jpegStructure } from './probe-jpeg.ts';
@@ -69,8 +61,8 @@ import { signatureFormat } from './sniff.ts';
 import {
   DEFAULT_DIMENSION_LIMITS,
   type DimensionLimits,
-  FORMAT_NAMES,
   type ImageFormat,
+  limitsOf,
   type ProbedImage,
 } from './types.ts';
 
@@ -100,9 +92,10 @@ export interface DecodeOptions {
    */
   jpegDecoder?: JpegDecoder;
   /**
-   * toModelInput only: whose input to make. Default: nsfwjs's (the resize below, or the libjpeg fast
-   * path) at `size`. A model of the open_nsfw family: decoded by sharp, then open-nsfw-input.ts. An
-   * ensemble: one decode by sharp, then each member's input from the same pixels, one after another.
+   * toModelInput only: whose input to make, by its family's driver (model/family-drivers.ts). Default:
+   * nsfwjs's (nsfwjs-input.ts, or the libjpeg fast path) at `size`. A family the fast path does not
+   * serve is decoded by sharp. An ensemble: one decode by sharp, then each member's input from the same
+   * pixels, one after another.
    */
   model?: ModelChoice;
   /**
@@ -156,16 +149,10 @@ export interface ModelInput {
   pdq?: ImagePdq;
 }
 
-// libvips loader classes sharp may use: one per whitelisted format (BMP never reaches libvips as a
-// file, only as raw pixels). Everything else (SVG, HEIF/AVIF, PDF, JP2, JXL, FITS, Magick, ...) is
-// blocked process-wide as defence in depth behind the sniffer.
-const ALLOWED_LOADERS = [
-  'VipsForeignLoadJpegBuffer',
-  'VipsForeignLoadPngBuffer',
-  'VipsForeignLoadWebpBuffer',
-  'VipsForeignLoadNsgifBuffer',
-  'VipsForeignLoadTiffBuffer',
-];
+// libvips loader classes sharp may use: the formats' own (BMP never reaches libvips as a file, only as
+// raw pixels). Everything else (SVG, HEIF/AVIF, PDF, JP2, JXL, FITS, Magick, ...) is blocked
+// process-wide as defence in depth behind the sniffer.
+const ALLOWED_LOADERS = IMAGE_FORMATS.map((f) => formatRow(f).decoder).filter((d) => d !== 'bmp.ts');
 
 let configured = false;
 function configureSharp(): void {
@@ -176,29 +163,7 @@ function configureSharp(): void {
   sharp.unblock({ operation: ALLOWED_LOADERS });
 }
 
-type FailOn = 'error' | 'warning';
-
-/**
- * How strict libvips is per format, measured on the corpus and on truncated copies of it.
- * JPEG: 'warning'. A JPEG whose scan data stops early but ends with EOI ("premature end of data
- * segment"), a corrupt Huffman stream or a bad restart marker are only libjpeg *warnings*: at
- * 'error' the rest of the canvas is filled with grey and scored. The few warnings that lose no pixel
- * are let through (BENIGN_JPEG_WARNINGS). Every corpus JPEG decodes at 'warning'.
- * PNG, GIF, WebP: 'error' already refuses every truncation measured (also with IEND, the GIF
- * trailer or a patched RIFF size appended); 'warning' caught nothing more, and would refuse real
- * PNGs for libpng's harmless warnings (e.g. "known incorrect sRGB profile").
- * TIFF: 'error' (libtiff warns about unknown tags of valid files: the corpus GeoTIFF bonne.geo.tif);
- * cut-off TIFF data is refused from the IFD instead (checkImageData in probe.ts).
- * ('truncated' is *weaker* than 'error' in sharp's order: none < truncated < error < warning.)
- */
-const FAIL_ON: Record<ImageFormat, FailOn> = {
-  jpeg: 'warning',
-  png: 'error',
-  webp: 'error',
-  gif: 'error',
-  tiff: 'error',
-  bmp: 'error', // unused: BMP is decoded by bmp.ts and reaches sharp as raw pixels
-};
+type FailOn = FormatRow['failOn'];
 
 /**
  * libjpeg warnings after which every pixel is still decoded: bytes skipped before a marker, an
@@ -220,12 +185,12 @@ function undecodable(format: ImageFormat, err: unknown): ApiError {
       ? 'the data is truncated'
       : 'the data is corrupt or uses an unsupported variant';
   // The decoder's own words travel as `cause`, for logs only (never sent to the client).
-  return new ApiError('UNDECODABLE', `Undecodable ${FORMAT_NAMES[format]} image: ${reason}`, {}, err);
+  return new ApiError('UNDECODABLE', `Undecodable ${FORMATS[format].name} image: ${reason}`, {}, err);
 }
 
 function maxPixelsOf(probed: ProbedImage, opts: DecodeOptions): number {
   const limits = opts.limits ?? DEFAULT_DIMENSION_LIMITS;
-  return (probed.format === 'jpeg' ? limits.jpeg : limits.other).maxPixels;
+  return limitsOf(limits, probed.format).maxPixels;
 }
 
 /** What every decoder is handed only after: the sniffed signature again, and enough data for the header. */
@@ -258,7 +223,7 @@ export async function decodeRgb(
 
   const decode = async (failOn: FailOn): Promise<DecodedRgb> => {
     let pipeline: Sharp;
-    if (format === 'bmp') {
+    if (FORMATS[format].decoder === 'bmp.ts') {
       const bmp = decodeBmp(bytes, maxPixels);
       pipeline = sharp(bmp.data, {
         raw: { width: bmp.width, height: bmp.height, channels: bmp.channels },
@@ -298,7 +263,7 @@ export async function decodeRgb(
 
   try {
     try {
-      return await decode(FAIL_ON[format]);
+      return await decode(FORMATS[format].failOn);
     } catch (err) {
       // A harmless libjpeg warning (e.g. junk between segments, written by some cameras and
       // editors; every pixel is decoded): decode again as 'error' would, and score it.
@@ -320,80 +285,6 @@ export function shrinkScale(width: number, height: number, target: number): numb
 }
 
 /**
- * The float32 values tfjs holds after `toFloat().div(255)`: fround(v / 255), stored as doubles (the
- * kernel's arithmetic is in doubles; this saves a conversion per read, ~6% of the resize).
- */
-const UNIT = (() => {
-  const t = new Float64Array(256);
-  for (let v = 0; v < 256; v++) t[v] = Math.fround(v / 255);
-  return t;
-})();
-
-/**
- * RGB (8-bit, interleaved) → NHWC float32 [1, size, size, 3] in [0, 1]: a bit-exact port of the tfjs
- * CPU kernel of `tf.image.resizeBilinear(x / 255, [size, size], alignCorners = true)`.
- * Output pixel i samples the input at i * (in - 1) / (out - 1).
- */
-export function resizeToTensor(rgb: Uint8Array, width: number, height: number, size: number): Float32Array {
-  if (!Number.isInteger(size) || size < 1) throw new RangeError(`invalid size ${size}`);
-  if (width < 1 || height < 1 || rgb.length < width * height * 3) throw new RangeError('invalid RGB buffer');
-  const out = new Float32Array(size * size * 3);
-  const rowRatio = size > 1 ? (height - 1) / (size - 1) : height;
-  const colRatio = size > 1 ? (width - 1) / (size - 1) : width;
-
-  const colLeft = new Int32Array(size);
-  const colRight = new Int32Array(size);
-  const colFrac = new Float64Array(size);
-  for (let c = 0; c < size; c++) {
-    const src = colRatio * c;
-    const left = Math.max(0, Math.floor(src));
-    colLeft[c] = left * 3;
-    colRight[c] = Math.min(width - 1, Math.ceil(src)) * 3;
-    colFrac[c] = src - left;
-  }
-
-  // The three channels are unrolled by hand (measured ~1.35 → ~1.0 ms for a 1 MP image); the
-  // arithmetic and its order are the kernel's, so the output stays bit-identical.
-  const unit = UNIT;
-  let o = 0;
-  for (let r = 0; r < size; r++) {
-    const src = rowRatio * r;
-    const topRow = Math.max(0, Math.floor(src));
-    const rowFrac = src - topRow;
-    const top = topRow * width * 3;
-    const bottom = Math.min(height - 1, Math.ceil(src)) * width * 3;
-    for (let c = 0; c < size; c++) {
-      const left = colLeft[c] as number;
-      const right = colRight[c] as number;
-      const cf = colFrac[c] as number;
-      const tl0 = unit[rgb[top + left] as number] as number;
-      const tr0 = unit[rgb[top + right] as number] as number;
-      const bl0 = unit[rgb[bottom + left] as number] as number;
-      const br0 = unit[rgb[bottom + right] as number] as number;
-      const tl1 = unit[rgb[top + left + 1] as number] as number;
-      const tr1 = unit[rgb[top + right + 1] as number] as number;
-      const bl1 = unit[rgb[bottom + left + 1] as number] as number;
-      const br1 = unit[rgb[bottom + right + 1] as number] as number;
-      const tl2 = unit[rgb[top + left + 2] as number] as number;
-      const tr2 = unit[rgb[top + right + 2] as number] as number;
-      const bl2 = unit[rgb[bottom + left + 2] as number] as number;
-      const br2 = unit[rgb[bottom + right + 2] as number] as number;
-      const t0 = tl0 + (tr0 - tl0) * cf;
-      const t1 = tl1 + (tr1 - tl1) * cf;
-      const t2 = tl2 + (tr2 - tl2) * cf;
-      const b0 = bl0 + (br0 - bl0) * cf;
-      const b1 = bl1 + (br1 - bl1) * cf;
-      const b2 = bl2 + (br2 - bl2) * cf;
-      out[o] = t0 + (b0 - t0) * rowFrac;
-      out[o + 1] = t1 + (b1 - t1) * rowFrac;
-      out[o + 2] = t2 + (b2 - t2) * rowFrac;
-      o += 3;
-    }
-  }
-  return out;
-}
-
-/**
  * The model input for a sniffed and probed image: decode (first frame, upright, sRGB, alpha
  * flattened) then the nsfwjs resize. Throws ApiError 4005 if the image does not decode.
  */
@@ -406,7 +297,6 @@ export async function toModelInput(
   const t0 = performance.now();
   let declined: string | undefined;
   const members = opts.model ? modelMembers(opts.model) : [];
-  const nsfwjsOnly = members.length <= 1 && members.every((m) => MODEL_FAMILY[m] === 'nsfwjs');
   const { maxTiles } = opts;
   const laidOut = maxTiles !== undefined;
   if (probed.frames > 1 && (opts.maxFramesScored ?? 1) > 1) {
@@ -420,7 +310,7 @@ export async function toModelInput(
   }
   if (
     probed.format === 'jpeg' &&
-    nsfwjsOnly &&
+    jpegFastPathServes(members) &&
     !opts.pdq &&
     !(laidOut && isLongBox(probed)) &&
     opts.shrinkOnLoad !== true &&
@@ -484,13 +374,12 @@ async function inputsOfFrame(
   opts: DecodeOptions,
 ): Promise<{ tensor: Float32Array; inputs: number }> {
   const members = opts.model ? modelMembers(opts.model) : [];
-  const nsfwjsOnly = members.length <= 1 && members.every((m) => MODEL_FAMILY[m] === 'nsfwjs');
   const boxes =
     opts.maxTiles !== undefined
       ? frameLayout(decoded.rgb, decoded.width, decoded.height, opts.maxTiles)
       : [{ left: 0, top: 0, width: decoded.width, height: decoded.height }];
   const inputOf = (d: DecodedRgb): Promise<Float32Array> | Float32Array =>
-    nsfwjsOnly ? resizeToTensor(d.rgb, d.width, d.height, size) : inputOfMembers(d, members);
+    members.length === 0 ? resizeToTensor(d.rgb, d.width, d.height, size) : inputOfMembers(d, members);
   const tensor = isWholeFrame(boxes, decoded.width, decoded.height)
     ? await inputOf(decoded)
     : concat(
@@ -541,7 +430,7 @@ async function framesToModelInput(
     resizeMs += performance.now() - t1;
   };
   let first: DecodedRgb | undefined;
-  if (probed.format === 'png') {
+  if (FORMATS[probed.format].frames === 'apng') {
     guardDecoderInput(bytes, probed);
     let at = t0;
     try {
@@ -591,20 +480,13 @@ async function flattenRgba(
 }
 
 /** The size a model's preprocessing resizes to (what shrink-on-load must not go below). */
-const resizeTargetOf = (model: ModelName): number =>
-  MODEL_FAMILY[model] === 'open_nsfw' ? OPEN_NSFW_RESIZE : MODEL_INPUT_SIZE[model];
+const resizeTargetOf = (model: ModelName): number => driverOf(model).resizeTarget(model);
 
 /** Each model's input from the same decoded pixels, one after another in one buffer. */
 async function inputOfMembers(decoded: DecodedRgb, members: readonly ModelName[]): Promise<Float32Array> {
   const { rgb, width, height } = decoded;
   const parts: Float32Array[] = [];
-  for (const m of members) {
-    parts.push(
-      MODEL_FAMILY[m] === 'open_nsfw'
-        ? await openNsfwInput(rgb, width, height)
-        : resizeToTensor(rgb, width, height, MODEL_INPUT_SIZE[m]),
-    );
-  }
+  for (const m of members) parts.push(await driverOf(m).input(rgb, width, height, m));
   return concat(parts);
 }
 

@@ -42,8 +42,10 @@ describe('tiles and margins with mobilenet_v2', () => {
   });
 
   const nsfw = async (scorer: InProcessScorer, png: Buffer): Promise<number> =>
-    summarize((await scorer.score(new Uint8Array(png), probeHeader(png, await sniffFormat(png)))).scores)
-      .nsfw;
+    summarize(
+      (await scorer.score(new Uint8Array(png), probeHeader(png, await sniffFormat(png)))).scores,
+      scorer.model,
+    ).nsfw;
 
   it('scores the photo alone the same either way', async () => {
     expect(await nsfw(nsfwjs, photo)).toBeCloseTo(OWN, 4);

@@ -58,7 +58,10 @@ describe('frames scored with mobilenet_v2', () => {
       .resize(160, 160)
       .png()
       .toBuffer();
-    own = summarize((await first.score(new Uint8Array(picture), probeHeader(picture, 'png'))).scores).nsfw;
+    own = summarize(
+      (await first.score(new Uint8Array(picture), probeHeader(picture, 'png'))).scores,
+      first.model,
+    ).nsfw;
     // Blank frames of different greys: encoders merge identical (or, for GIF, similar) frames.
     const blank = (i: number): Promise<Buffer> => {
       const grey = 255 - 16 * i;
@@ -85,12 +88,12 @@ describe('frames scored with mobilenet_v2', () => {
       expect(probed.frames).toBe(8);
       const byDefault = await first.score(new Uint8Array(bytes), probed);
       expect(byDefault.frames).toBeUndefined();
-      expect(summarize(byDefault.scores).nsfw).toBeLessThan(0.1);
+      expect(summarize(byDefault.scores, first.model).nsfw).toBeLessThan(0.1);
       const scored = await eight.score(new Uint8Array(bytes), probed);
       expect(scored.frames).toEqual({ scored: 8, decisive: DECISIVE });
-      const nsfw = summarize(scored.scores).nsfw;
+      const nsfw = summarize(scored.scores, eight.model).nsfw;
       console.log(
-        `${format}: first frame ${summarize(byDefault.scores).nsfw.toFixed(4)}, 8 frames ${nsfw.toFixed(4)} (frame ${DECISIVE} alone ${own.toFixed(4)})`,
+        `${format}: first frame ${summarize(byDefault.scores, first.model).nsfw.toFixed(4)}, 8 frames ${nsfw.toFixed(4)} (frame ${DECISIVE} alone ${own.toFixed(4)})`,
       );
       // GIF's 256-colour palette moves the picture a little; the others are lossless.
       expect(Math.abs(nsfw - own)).toBeLessThan(format === 'gif' ? 0.2 : 1e-3);

@@ -10,8 +10,9 @@
 // the largest allowed still image, a 200 MP JPEG.
 
 import { ApiError } from '../../../lib/common/errors.ts';
+import { FORMATS } from '../../../lib/common/image-formats.ts';
 import { tiffPageSizes } from './probe-tiff.ts';
-import { type DimensionLimits, FORMAT_NAMES, type ProbedImage } from './types.ts';
+import { type DimensionLimits, limitsOf, type ProbedImage } from './types.ts';
 
 /** Pixels the frames scored of one image may take to decode, at most (see the header). */
 export const MAX_DECODED_FRAME_PIXELS = 200_000_000;
@@ -38,14 +39,15 @@ export function decodedFramePixels(
 ): number {
   const canvas = probed.width * probed.height;
   if (indices.length <= 1 && (indices[0] ?? 0) === 0) return canvas;
-  switch (probed.format) {
-    case 'tiff':
+  switch (FORMATS[probed.format].frames) {
+    case 'pages':
       return tiffPageSizes(bytes, Math.max(...indices) + 1)
         .filter((_, i) => indices.includes(i))
         .reduce((n, page) => n + page.width * page.height, 0);
-    case 'png':
+    case 'apng':
       return (Math.max(...indices) + 1) * canvas;
-    default:
+    case 'replayed':
+    case 'none':
       return indices.reduce((n, i) => n + (i + 1) * canvas, 0);
   }
 }
@@ -63,9 +65,9 @@ export function framesToScore(
 ): number[] {
   const indices = sampledFrames(probed.frames, maxFramesScored);
   if (indices.length === 1) return indices;
-  const name = FORMAT_NAMES[probed.format];
-  if (probed.format === 'tiff') {
-    const { maxEdge, maxPixels } = limits.other;
+  const name = FORMATS[probed.format].name;
+  if (FORMATS[probed.format].frames === 'pages') {
+    const { maxEdge, maxPixels } = limitsOf(limits, probed.format);
     const pages = tiffPageSizes(bytes, Math.max(...indices) + 1);
     for (const i of indices) {
       const { width, height } = pages[i] ?? { width: 0, height: 0 };

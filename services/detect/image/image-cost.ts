@@ -3,6 +3,9 @@
 // the CPU time and memory they allow. (Plain TypeScript: the fast path's child processes load it with
 // Node's type stripping.)
 
+import type { ImageFormat } from '../../../lib/common/image-formats.ts';
+import { MODEL_NAMES, MODELS, type ModelName } from '../../../lib/policy/model-catalogue.ts';
+
 /**
  * More scans than any encoder writes: libjpeg's progressive default writes 10 (YCbCr) or 6 (grey), 18
  * for CMYK (2 + 4 a component); mozjpeg's scan search picks from 64 candidates; jpegtran's scan
@@ -103,7 +106,7 @@ export const MAX_WEBP_CHUNKS = 4 * MAX_WEBP_FRAMES;
 
 /** What the header says an image will cost to decode and score (probe.ts gathers it). */
 export interface CostFacts {
-  format: 'jpeg' | 'png' | 'gif' | 'webp' | 'bmp' | 'tiff';
+  format: ImageFormat;
   width: number;
   height: number;
   /** Frames (GIF, animated WebP) or pages (TIFF) the decoder walks. */
@@ -135,7 +138,10 @@ export const DECODE_NS = {
   /** JPEG: colour conversion, upsampling and the shrink, per pixel (196 MP 4:4:4 progressive: 3.8 s). */
   jpegPixel: 10,
   /** Per pixel of the other formats (36 MP 16-bit PNG ~14 ns here, TIFF RGBA ~25 ns on the Xeon). */
-  pixel: { png: 26, gif: 12, webp: 20, bmp: 15, tiff: 26 } as Record<string, number>,
+  pixel: { png: 26, gif: 12, webp: 20, bmp: 15, tiff: 26 } satisfies Record<
+    Exclude<ImageFormat, 'jpeg'>,
+    number
+  >,
   /** Per byte of a non-JPEG file (inflating a PNG, LZW). */
   byte: 10,
   /** Per frame or page the decoder walks (GIF 3 M frames ~1 s; TIFF 65,535 pages ~1.4 s). */
@@ -144,16 +150,10 @@ export const DECODE_NS = {
   webpFrameSquared: 5,
 } as const;
 
-/**
- * CPU time of one inference per model input (one tile), per model: ONNX Runtime on one thread, measured
- * on the AMD EPYC of this round (8.1, 108.5, 21.5 ms) with a margin of a third for slower CPUs. Unknown names (a future model) count as the costliest.
- */
-export const INFERENCE_MS: Record<string, number> = {
-  mobilenet_v2: 12,
-  mobilenet_v2_int8: 8,
-  inception_v3: 140,
-  open_nsfw: 30,
-};
+/** A name no row holds (none reaches here: MODEL is checked at boot) counts as the costliest model. */
+const COSTLIEST_INFERENCE_MS = Math.max(...MODEL_NAMES.map((m) => MODELS[m].inferenceMs));
+const inferenceMsOf = (model: string): number =>
+  Object.hasOwn(MODELS, model) ? MODELS[model as ModelName].inferenceMs : COSTLIEST_INFERENCE_MS;
 
 /** The models of a choice ("a" or "a+b"). */
 const modelsOf = (model: string): string[] => model.split('+');
@@ -168,8 +168,7 @@ export function predictedDecodeMs(facts: CostFacts): number {
       facts.bytes * DECODE_NS.jpegByte +
       pixels * DECODE_NS.jpegPixel;
   } else {
-    ns =
-      (facts.decodedPixels ?? pixels) * (DECODE_NS.pixel[facts.format] ?? 26) + facts.bytes * DECODE_NS.byte;
+    ns = (facts.decodedPixels ?? pixels) * DECODE_NS.pixel[facts.format] + facts.bytes * DECODE_NS.byte;
     ns += facts.frames * (DECODE_NS.frame[facts.format] ?? 0);
     if (facts.format === 'webp' && facts.frames > 1) ns += facts.frames ** 2 * DECODE_NS.webpFrameSquared;
   }
@@ -181,7 +180,7 @@ export function predictedInferenceMs(
   facts: Pick<CostFacts, 'tiles' | 'framesScored'>,
   model: string,
 ): number {
-  const perTile = modelsOf(model).reduce((sum, m) => sum + (INFERENCE_MS[m] ?? 140), 0);
+  const perTile = modelsOf(model).reduce((sum, m) => sum + inferenceMsOf(m), 0);
   return facts.tiles * (facts.framesScored ?? 1) * perTile;
 }
 

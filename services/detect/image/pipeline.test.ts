@@ -133,7 +133,7 @@ describe('EXIF orientation', () => {
   it('the comparison is discriminating: a mirrored image is far from the upright one', async () => {
     const upright = (await pipeline(read('Landscape_1.jpg'))).input.tensor;
     const mirrored = await sharp(read('Landscape_1.jpg')).flop().raw().toBuffer({ resolveWithObject: true });
-    const { resizeToTensor } = await import('./decode.ts');
+    const { resizeToTensor } = await import('./nsfwjs-input.ts');
     const mirroredTensor = resizeToTensor(mirrored.data, mirrored.info.width, mirrored.info.height, SIZE);
     expect(meanAbsDiff(upright, mirroredTensor)).toBeGreaterThan(0.05);
   });

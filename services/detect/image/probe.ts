@@ -18,6 +18,7 @@
 // data)? If not: 4005, in microseconds, instead of a grey half-decoded canvas.
 
 import { ApiError, isApiError } from '../../../lib/common/errors.ts';
+import { FORMATS } from '../../../lib/common/image-formats.ts';
 import { isLongBox, tileBoxes } from './frame-layout.ts';
 import { pixelsToDecode, sampledFrames } from './frames.ts';
 import { type CostFacts, MAX_WEBP_FRAMES } from './image-cost.ts';
@@ -31,8 +32,8 @@ import { probeWebp } from './probe-webp.ts';
 import {
   DEFAULT_DIMENSION_LIMITS,
   type DimensionLimits,
-  FORMAT_NAMES,
   type ImageFormat,
+  limitsOf,
   type ProbedImage,
 } from './types.ts';
 
@@ -48,13 +49,13 @@ const PARSERS: Record<ImageFormat, (r: Bytes) => Dims> = {
 
 /** Throws 4004 when `probed` exceeds the per-format limits of spec part 8. */
 export function enforceLimits(probed: ProbedImage, limits: DimensionLimits = DEFAULT_DIMENSION_LIMITS): void {
-  const limit = probed.format === 'jpeg' ? limits.jpeg : limits.other;
+  const limit = limitsOf(limits, probed.format);
   const { width, height } = probed;
   const pixels = width * height;
   if (Math.max(width, height) > limit.maxEdge || pixels > limit.maxPixels) {
     throw new ApiError(
       'DIMENSIONS_EXCEEDED',
-      `Image dimensions ${width}x${height} (${pixels} px) exceed the ${FORMAT_NAMES[probed.format]} limits: ` +
+      `Image dimensions ${width}x${height} (${pixels} px) exceed the ${FORMATS[probed.format].name} limits: ` +
         `longest edge <= ${limit.maxEdge} px and total <= ${limit.maxPixels} px`,
     );
   }
@@ -75,7 +76,7 @@ export function probeHeader(
   } catch (err) {
     if (isApiError(err)) throw err;
     const detail = err instanceof HeaderError ? err.message : 'malformed header';
-    throw new ApiError('UNDECODABLE', `Undecodable ${FORMAT_NAMES[format]} image: ${detail}`);
+    throw new ApiError('UNDECODABLE', `Undecodable ${FORMATS[format].name} image: ${detail}`);
   }
   const probed: ProbedImage = { format, ...dims };
   enforceLimits(probed, limits);
@@ -110,7 +111,7 @@ export function checkImageData(bytes: Uint8Array, probed: ProbedImage): void {
   } catch (err) {
     if (isApiError(err)) throw err;
     const detail = err instanceof HeaderError ? err.message : 'malformed header';
-    throw new ApiError('UNDECODABLE', `Undecodable ${FORMAT_NAMES[probed.format]} image: ${detail}`);
+    throw new ApiError('UNDECODABLE', `Undecodable ${FORMATS[probed.format].name} image: ${detail}`);
   }
 }
 

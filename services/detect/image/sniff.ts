@@ -13,54 +13,22 @@
 
 import { fileTypeFromBuffer } from 'file-type';
 import { ApiError } from '../../../lib/common/errors.ts';
-import type { ImageFormat } from './types.ts';
+import { FORMATS, formatNames, IMAGE_FORMATS, type ImageFormat } from '../../../lib/common/image-formats.ts';
+
+/** A table of MIME types to formats, from each format's row. */
+const byMime = (types: (f: ImageFormat) => readonly string[]): ReadonlyMap<string, ImageFormat> =>
+  new Map(IMAGE_FORMATS.flatMap((f) => types(f).map((type) => [type, f] as const)));
 
 /** file-type MIME types that are whitelisted formats. */
-const WHITELISTED_MIME: Record<string, ImageFormat> = {
-  'image/jpeg': 'jpeg',
-  'image/png': 'png',
-  'image/apng': 'png', // animated PNG: decoded as its default image (the first frame)
-  'image/webp': 'webp',
-  'image/bmp': 'bmp',
-  'image/tiff': 'tiff',
-  'image/gif': 'gif',
-};
-
-/** BITMAPCOREHEADER, OS/2 v2 short, INFO, V2, V3, OS/2 v2, V4, V5. */
-const BMP_DIB_HEADER_SIZES = new Set([12, 16, 40, 52, 56, 64, 108, 124]);
-
-function startsWith(bytes: Uint8Array, prefix: readonly number[], offset = 0): boolean {
-  if (bytes.length < offset + prefix.length) return false;
-  for (let i = 0; i < prefix.length; i++) if (bytes[offset + i] !== prefix[i]) return false;
-  return true;
-}
-
-const ascii = (s: string): number[] => Array.from(s, (c) => c.charCodeAt(0));
+const SNIFFED_MIME = byMime((f) => FORMATS[f].sniffedAs);
 
 /**
- * Our own signature check: stricter than file-type where file-type is loose (BMP is only "BM" there,
- * GIF only "GIF"), and still positive where file-type gives up on a damaged but whitelisted file.
+ * Our own signature check (each format's row): stricter than file-type where file-type is loose (BMP is
+ * only "BM" there, GIF only "GIF"), and still positive where file-type gives up on a damaged but
+ * whitelisted file.
  */
 export function signatureFormat(bytes: Uint8Array): ImageFormat | undefined {
-  if (startsWith(bytes, [0xff, 0xd8, 0xff])) return 'jpeg';
-  if (startsWith(bytes, [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])) return 'png';
-  if (startsWith(bytes, ascii('GIF87a')) || startsWith(bytes, ascii('GIF89a'))) return 'gif';
-  if (startsWith(bytes, ascii('RIFF')) && startsWith(bytes, ascii('WEBP'), 8)) return 'webp';
-  // Classic TIFF (42) and BigTIFF (43), both byte orders.
-  if (
-    startsWith(bytes, [0x49, 0x49, 0x2a, 0x00]) ||
-    startsWith(bytes, [0x4d, 0x4d, 0x00, 0x2a]) ||
-    startsWith(bytes, [0x49, 0x49, 0x2b, 0x00]) ||
-    startsWith(bytes, [0x4d, 0x4d, 0x00, 0x2b])
-  ) {
-    return 'tiff';
-  }
-  // "BM" alone matches plenty of text; require a known DIB header size as well.
-  if (startsWith(bytes, [0x42, 0x4d]) && bytes.length >= 18) {
-    const dibSize = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(14, true);
-    if (BMP_DIB_HEADER_SIZES.has(dibSize)) return 'bmp';
-  }
-  return undefined;
+  return IMAGE_FORMATS.find((f) => FORMATS[f].signature(bytes));
 }
 
 /** The whitelisted format of `bytes`, from content only; anything else → ApiError 4002. */
@@ -75,12 +43,9 @@ export async function sniffFormat(bytes: Uint8Array): Promise<ImageFormat> {
   const own = signatureFormat(bytes);
 
   if (detectedMime !== undefined) {
-    const fromFileType = WHITELISTED_MIME[detectedMime];
+    const fromFileType = SNIFFED_MIME.get(detectedMime);
     if (fromFileType === undefined) {
-      throw new ApiError(
-        'UNSUPPORTED_FORMAT',
-        `Unsupported format (${detectedMime}): send JPEG, PNG, WebP, BMP, TIFF or GIF`,
-      );
+      throw new ApiError('UNSUPPORTED_FORMAT', `Unsupported format (${detectedMime}): send ${formatNames()}`);
     }
     // Both must agree: file-type's BMP ("BM") and GIF ("GIF") checks are too loose on their own.
     if (own === fromFileType) return own;
@@ -90,17 +55,8 @@ export async function sniffFormat(bytes: Uint8Array): Promise<ImageFormat> {
   throw new ApiError('UNSUPPORTED_FORMAT');
 }
 
-const MIME_TO_FORMAT: Record<string, ImageFormat> = {
-  'image/jpeg': 'jpeg',
-  'image/jpg': 'jpeg',
-  'image/png': 'png',
-  'image/webp': 'webp',
-  'image/bmp': 'bmp',
-  'image/x-ms-bmp': 'bmp',
-  'image/x-bmp': 'bmp',
-  'image/tiff': 'tiff',
-  'image/gif': 'gif',
-};
+/** Declared Content-Types that name a format: its own and the aliases clients send. */
+const DECLARED_MIME = byMime((f) => [FORMATS[f].mime, ...FORMATS[f].mimeAliases]);
 
 /**
  * The whitelisted format a declared Content-Type names (case-insensitive, parameters ignored), or
@@ -109,5 +65,5 @@ const MIME_TO_FORMAT: Record<string, ImageFormat> = {
  */
 export function formatFromMimeType(contentType: string): ImageFormat | undefined {
   const essence = contentType.split(';', 1)[0]?.trim().toLowerCase() ?? '';
-  return Object.hasOwn(MIME_TO_FORMAT, essence) ? MIME_TO_FORMAT[essence] : undefined;
+  return DECLARED_MIME.get(essence);
 }

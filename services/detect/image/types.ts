@@ -1,18 +1,10 @@
 // Shared vocabulary of the image pipeline: intake → sniff → probe (header only) → decode → model input.
+// The formats themselves are rows of lib/common/image-formats.ts.
 
-/** Values of `image.format` (DESIGN.md): lowercase, from content only. */
-export const IMAGE_FORMATS = ['jpeg', 'png', 'webp', 'bmp', 'tiff', 'gif'] as const;
-export type ImageFormat = (typeof IMAGE_FORMATS)[number];
+import { FORMATS, type ImageFormat, type LimitClass } from '../../../lib/common/image-formats.ts';
+import { SETTINGS } from '../../../lib/common/settings.ts';
 
-/** How messages name each format. */
-export const FORMAT_NAMES: Record<ImageFormat, string> = {
-  jpeg: 'JPEG',
-  png: 'PNG',
-  gif: 'GIF',
-  webp: 'WebP',
-  bmp: 'BMP',
-  tiff: 'TIFF',
-};
+export { IMAGE_FORMATS, type ImageFormat } from '../../../lib/common/image-formats.ts';
 
 /** What the header says, read before any pixel is decoded. */
 export interface ProbedImage {
@@ -24,13 +16,15 @@ export interface ProbedImage {
   frames: number;
 }
 
-/** Per-format dimension limits of spec part 8 (configurable; these are the defaults). */
-export interface DimensionLimits {
-  jpeg: { maxEdge: number; maxPixels: number };
-  other: { maxEdge: number; maxPixels: number };
-}
+/** The dimension limits of spec part 8 (configurable), by the class a format's row names. */
+export type DimensionLimits = Record<LimitClass, { maxEdge: number; maxPixels: number }>;
 
+/** The settings' defaults (JPEG_MAX_*, OTHER_MAX_*), for callers that are handed no configuration. */
 export const DEFAULT_DIMENSION_LIMITS: DimensionLimits = {
-  jpeg: { maxEdge: 30_000, maxPixels: 200_000_000 },
-  other: { maxEdge: 8192, maxPixels: 36_000_000 },
+  jpeg: { maxEdge: SETTINGS.JPEG_MAX_EDGE.default, maxPixels: SETTINGS.JPEG_MAX_PIXELS.default },
+  other: { maxEdge: SETTINGS.OTHER_MAX_EDGE.default, maxPixels: SETTINGS.OTHER_MAX_PIXELS.default },
 };
+
+/** The limits that apply to a format. */
+export const limitsOf = (limits: DimensionLimits, format: ImageFormat): DimensionLimits[LimitClass] =>
+  limits[FORMATS[format].limits];

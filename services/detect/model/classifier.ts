@@ -1,7 +1,8 @@
 // The capability the detect service needs from a model. The ONNX implementation lives beside this
 // file; tests may substitute a fake, the composition root chooses.
 
-import type { ModelChoice, ModelName } from '../../../lib/policy/model-catalogue.ts';
+import type { ModelChoice, ModelFamily, ModelName } from '../../../lib/policy/model-catalogue.ts';
+import { driverOf, type FamilyOutputs } from './family-drivers.ts';
 
 /** nsfwjs's output order. Scores are always read by name, never by position. */
 export const CLASS_NAMES = ['drawing', 'hentai', 'neutral', 'porn', 'sexy'] as const;
@@ -14,7 +15,7 @@ export interface NsfwProbability {
   sfw: number;
 }
 /**
- * What a classifier returns, by its model's family (MODEL_FAMILY in the catalogue): nsfwjs's five
+ * What a classifier returns, by its model's family (family-drivers.ts): nsfwjs's five
  * classes, or open_nsfw's NSFW probability and its complement (its two softmax classes), which has no
  * nsfwjs class (read by name, one is undefined).
  */
@@ -32,7 +33,7 @@ export type EnsembleScores = NsfwProbability & { readonly [C in ClassName]?: nev
  * A model family's own class scores (data.classes): nsfwjs's five, or open_nsfw's two (nsfw and sfw);
  * an ensemble's per member, by the member's name.
  */
-export type FamilyClasses = ClassScores | NsfwProbability;
+export type FamilyClasses = FamilyOutputs[ModelFamily];
 export type ResultClasses = FamilyClasses | Partial<Record<ModelName, FamilyClasses>>;
 
 export interface Classifier {
@@ -51,31 +52,22 @@ export interface Classifier {
 }
 
 /**
- * scores.nsfw and scores.sfw of the spec. nsfwjs: porn + hentai + sexy, and drawing + neutral.
- * open_nsfw: its own two probabilities.
+ * scores.nsfw and scores.sfw of the spec, by the family of `model` (its driver's summary); an ensemble's
+ * are the members' means it computed.
  */
-export function summarize(scores: ModelScores): NsfwProbability {
-  if (scores.porn !== undefined) {
-    return {
-      nsfw: scores.porn + scores.hentai + scores.sexy,
-      sfw: scores.drawing + scores.neutral,
-    };
-  }
-  return { nsfw: scores.nsfw, sfw: scores.sfw };
+export function summarize(scores: ModelScores, model: ModelChoice): NsfwProbability {
+  if ('members' in scores) return { nsfw: scores.nsfw, sfw: scores.sfw };
+  return driverOf(model as ModelName).summarize(scores as FamilyClasses);
 }
 
 /** data.classes of a result: the family's own classes, copied by name (an ensemble: per member). */
-export function classesOf(scores: ModelScores): ResultClasses {
+export function classesOf(scores: ModelScores, model: ModelChoice): ResultClasses {
   if ('members' in scores) {
     const members: Partial<Record<ModelName, FamilyClasses>> = {};
     for (const [name, own] of Object.entries(scores.members) as Array<[ModelName, ModelScores]>) {
-      members[name] = classesOf(own) as FamilyClasses;
+      members[name] = classesOf(own, name) as FamilyClasses;
     }
     return members;
   }
-  if (scores.porn !== undefined) {
-    const { drawing, hentai, neutral, porn, sexy } = scores;
-    return { drawing, hentai, neutral, porn, sexy };
-  }
-  return { nsfw: scores.nsfw, sfw: scores.sfw };
+  return driverOf(model as ModelName).classes(scores as FamilyClasses);
 }

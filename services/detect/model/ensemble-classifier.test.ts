@@ -26,7 +26,7 @@ async function scoresWith(scorer: InProcessScorer, name: string) {
 }
 
 async function scoreWith(scorer: InProcessScorer, name: string) {
-  return summarize(await scoresWith(scorer, name));
+  return summarize(await scoresWith(scorer, name), scorer.model);
 }
 
 describe('EnsembleClassifier', () => {
@@ -57,13 +57,13 @@ describe('EnsembleClassifier', () => {
           expect(got.nsfw, name).toBeCloseTo(mean('nsfw'), 12);
           expect(got.sfw, name).toBeCloseTo(mean('sfw'), 12);
           // data.classes: each member's own classes, by its name, as it gives them alone.
-          const classes = classesOf(await scoresWith(ensemble, name)) as Record<
+          const classes = classesOf(await scoresWith(ensemble, name), choice) as Record<
             string,
             Record<string, number>
           >;
           expect(Object.keys(classes)).toEqual(members);
           for (const [i, m] of members.entries()) {
-            expect(summarize(classes[m] as never).nsfw, `${name} ${m}`).toBeCloseTo(
+            expect(summarize(classes[m] as never, m).nsfw, `${name} ${m}`).toBeCloseTo(
               own[i]?.nsfw as number,
               12,
             );

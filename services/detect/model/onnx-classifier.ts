@@ -1,6 +1,6 @@
 // The Classifier of nsfwjs's models, backed by onnxruntime-node: one InferenceSession per model
-// (ort-session.ts; open_nsfw has its own classifier, open-nsfw-classifier.ts, which
-// createOnnxClassifier returns for it). The ONNX graphs are built by
+// (ort-session.ts; every other family has its own classifier, which createOnnxClassifier finds by the
+// model's family driver, family-drivers.ts). The ONNX graphs are built by
 // models/convert.ts (a build step: `npm run models`) and only loaded here, checksummed (model-file.ts).
 // Their input is NHWC float32 [N, S, S, 3] in [0, 1], their output the softmax probabilities [N, 5]
 // in nsfwjs's class order.
@@ -13,7 +13,7 @@
 import * as ort from 'onnxruntime-node';
 import {
   ENSEMBLE_JOIN,
-  MODEL_INPUT_SIZE,
+  MODELS,
   type ModelChoice,
   type ModelName,
   modelMembers,
@@ -21,8 +21,8 @@ import {
 } from '../../../lib/policy/model-catalogue.ts';
 import { CLASS_NAMES, type Classifier, type ClassScores } from './classifier.ts';
 import { EnsembleClassifier } from './ensemble-classifier.ts';
+import { driverOf } from './family-drivers.ts';
 import { verifiedModelFile } from './model-file.ts';
-import { OpenNsfwClassifier } from './open-nsfw-classifier.ts';
 import { openSession } from './ort-session.ts';
 
 export { disableOrtTelemetry } from './ort-session.ts';
@@ -52,7 +52,7 @@ export class OnnxClassifier implements Classifier {
     readonly name: NsfwjsModelName,
     private readonly session: ort.InferenceSession,
   ) {
-    this.inputSize = MODEL_INPUT_SIZE[name];
+    this.inputSize = MODELS[name].inputSize;
     this.elements = this.inputSize * this.inputSize * 3;
     this.dims = [1, this.inputSize, this.inputSize, 3];
   }
@@ -117,8 +117,8 @@ export class OnnxClassifier implements Classifier {
 }
 
 /**
- * The classifier of any choice: nsfwjs's family here, open_nsfw in open-nsfw-classifier.ts, an ensemble
- * of them in ensemble-classifier.ts.
+ * The classifier of any choice: a single model's by its family's driver (nsfwjs's family here, open_nsfw
+ * in open-nsfw-classifier.ts), an ensemble of them in ensemble-classifier.ts.
  */
 export function createOnnxClassifier(opts: OnnxClassifierOptions<NsfwjsModelName>): Promise<OnnxClassifier>;
 export function createOnnxClassifier(opts: OnnxClassifierOptions<ModelChoice>): Promise<Classifier>;
@@ -136,7 +136,5 @@ export async function createOnnxClassifier(opts: OnnxClassifierOptions<ModelChoi
     }
     return new EnsembleClassifier(model, members);
   }
-  return model === 'open_nsfw'
-    ? OpenNsfwClassifier.create({ ...opts, model })
-    : OnnxClassifier.create({ ...opts, model: model as NsfwjsModelName });
+  return driverOf(model as ModelName).classifier({ ...opts, model: model as ModelName });
 }

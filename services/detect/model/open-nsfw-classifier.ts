@@ -6,14 +6,14 @@
 
 import type * as ort from 'onnxruntime-node';
 import { Tensor } from 'onnxruntime-node';
-import { MODEL_INPUT_SIZE } from '../../../lib/policy/model-catalogue.ts';
+import { MODELS } from '../../../lib/policy/model-catalogue.ts';
 import type { Classifier, NsfwProbability } from './classifier.ts';
 import { verifiedModelFile } from './model-file.ts';
 import { openSession } from './ort-session.ts';
 
 const INPUT = 'input:0';
 const OUTPUT = 'outputs';
-const SIZE = MODEL_INPUT_SIZE.open_nsfw;
+const SIZE = MODELS.open_nsfw.inputSize;
 const ELEMENTS = SIZE * SIZE * 3;
 const DIMS = [1, SIZE, SIZE, 3] as const;
 

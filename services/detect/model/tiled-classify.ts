@@ -11,12 +11,12 @@
 // a whole number of inputs; with one it is n·(L + 1) + 2 for n inputs of L floats, which is a whole
 // number of inputs only for n = L − 2 (over 150,000 inputs: never made).
 
-import { MODEL_INPUT_SIZE, type ModelChoice, modelMembers } from '../../../lib/policy/model-catalogue.ts';
+import { MODELS, type ModelChoice, modelMembers } from '../../../lib/policy/model-catalogue.ts';
 import { type Classifier, type ModelScores, summarize } from './classifier.ts';
 
 /** Floats of one input of `model` (an ensemble: its members' inputs together). */
 export function inputLength(model: ModelChoice): number {
-  return modelMembers(model).reduce((n, m) => n + MODEL_INPUT_SIZE[m] * MODEL_INPUT_SIZE[m] * 3, 0);
+  return modelMembers(model).reduce((n, m) => n + MODELS[m].inputSize ** 2 * 3, 0);
 }
 
 /** `inputs` (n inputs, one after another) with the trailer: each input's frame, then n, then frames scored. */
@@ -62,7 +62,7 @@ export async function classifyTiles(classifier: Classifier, input: Float32Array)
   let bestNsfw = -1;
   for (let offset = 0, k = 0; offset < inputs.length; offset += length, k++) {
     const scores = await classifier.classify(inputs.subarray(offset, offset + length));
-    const { nsfw } = summarize(scores);
+    const { nsfw } = summarize(scores, classifier.name);
     if (nsfw > bestNsfw) {
       best = scores;
       bestAt = k;

@@ -33,7 +33,7 @@ import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { ImagePdq } from '../image/pdq.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import type { DecodeReply, DecodeRequest, DecoderProcessData } from './decoder-process.ts';
-import type { StillHeld } from './image-scorer.ts';
+import type { PerImage, StillHeld } from './image-scorer.ts';
 import { errorFromReply } from './reply-error.ts';
 
 // Compiled (dist/, the production image): plain JavaScript. From source: through tsx.
@@ -132,6 +132,8 @@ interface Job {
   probed: ProbedImage;
   /** Large (isLargeImage) or allowed over HEAVY_DECODE_CPU_MS: held by all decoders but one, at most. */
   heavy: boolean;
+  /** Frames of an animation scored, at most: the request's, else the pool's. */
+  maxFramesScored: number;
   /** Its CPU limit (decodeCpuLimitMs). */
   cpuLimitMs: number;
   stillHeld: StillHeld | undefined;
@@ -222,18 +224,31 @@ export class DecoderPool {
     probed: ProbedImage,
     large: boolean,
     stillHeld?: StillHeld,
+    perImage: PerImage = {},
   ): Promise<DecodedImage> {
     if (this.#closed) return Promise.reject(new ApiError('UNAVAILABLE', 'Scorer is shut down'));
     return new Promise<DecodedImage>((resolve, reject) => {
+      const maxFramesScored =
+        perImage.maxFramesScored ?? this.#opts.maxFramesScored ?? SETTINGS.MAX_FRAMES_SCORED.default;
       // Several frames scored decode several frames (image/frames.ts): each is an ordinary decode.
       const cpuLimitMs = decodeCpuLimitMs(
         bytes.byteLength,
         probed,
         this.#opts.cpuLimitMs,
-        pixelsToDecode(bytes, probed, this.#opts.maxFramesScored ?? SETTINGS.MAX_FRAMES_SCORED.default),
+        pixelsToDecode(bytes, probed, maxFramesScored),
       );
       const heavy = large || cpuLimitMs > HEAVY_DECODE_CPU_MS;
-      this.#queue.push({ id: this.#nextId++, bytes, probed, heavy, cpuLimitMs, stillHeld, resolve, reject });
+      this.#queue.push({
+        id: this.#nextId++,
+        bytes,
+        probed,
+        heavy,
+        maxFramesScored,
+        cpuLimitMs,
+        stillHeld,
+        resolve,
+        reject,
+      });
       this.#dispatch();
     });
   }
@@ -408,7 +423,13 @@ export class DecoderPool {
       for (const timer of slot.timers) clearTimeout(timer);
       slot.timers = [];
       this.#watch(slot, job);
-      const request: DecodeRequest = { id: job.id, bytes: job.bytes, probed: job.probed, heavy: job.heavy };
+      const request: DecodeRequest = {
+        id: job.id,
+        bytes: job.bytes,
+        probed: job.probed,
+        heavy: job.heavy,
+        maxFramesScored: job.maxFramesScored,
+      };
       slot.child.send(request);
     }
     this.#startFor(unserved);

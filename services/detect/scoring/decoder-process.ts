@@ -37,6 +37,8 @@ export interface DecodeRequest {
   probed: ProbedImage;
   /** A heavy image (decoder-pool.ts): decoded on one libvips thread, so it takes one core, not all. */
   heavy?: boolean;
+  /** This image's MAX_FRAMES_SCORED (the DetectionPolicy's, per request); unset: the process's. */
+  maxFramesScored?: number;
 }
 
 export type DecodeReply =
@@ -71,13 +73,18 @@ try {
     decode,
   );
   const threads = sharp.concurrency();
-  process.on('message', async ({ id, bytes, probed, heavy }: DecodeRequest) => {
+  process.on('message', async ({ id, bytes, probed, heavy, maxFramesScored }: DecodeRequest) => {
     // One image at a time per process, so the setting is this image's.
     sharp.concurrency(heavy ? 1 : threads);
     const decodeStartedAt = epochNow();
     let reply: DecodeReply;
     try {
-      const { tensor, pdq } = await decodeForModel(bytes, probed, data.inputSize, decode);
+      const { tensor, pdq } = await decodeForModel(
+        bytes,
+        probed,
+        data.inputSize,
+        maxFramesScored === undefined ? decode : { ...decode, maxFramesScored },
+      );
       reply = {
         id,
         ok: true,

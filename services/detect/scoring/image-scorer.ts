@@ -40,9 +40,23 @@ export interface ImageScorer {
    * which the caller's view is empty. Read anything you need from it first.
    * `stillHeld`, when given, is told of memory the image goes on holding after its answer: a decode
    * killed at its deadline holds its memory until its process has ended (the promise settles then).
+   * `perImage`: what this request sets over the scorer's own configuration (the DetectionPolicy's).
    */
-  score(bytes: Uint8Array, probed: ProbedImage, stillHeld?: StillHeld): Promise<ScoredImage>;
+  score(
+    bytes: Uint8Array,
+    probed: ProbedImage,
+    stillHeld?: StillHeld,
+    perImage?: PerImage,
+  ): Promise<ScoredImage>;
   close(): Promise<void>;
+}
+
+/**
+ * What a request may set for its image over the scorer's configuration: MAX_FRAMES_SCORED as the
+ * DetectionPolicy in force states it (read once per request, like the thresholds).
+ */
+export interface PerImage {
+  maxFramesScored?: number;
 }
 
 /** Told of memory an answered image still holds, until `released` settles. */
@@ -121,9 +135,17 @@ export class InProcessScorer implements ImageScorer {
     };
   }
 
-  async score(bytes: Uint8Array, probed: ProbedImage): Promise<ScoredImage> {
+  async score(
+    bytes: Uint8Array,
+    probed: ProbedImage,
+    _stillHeld?: StillHeld,
+    perImage: PerImage = {},
+  ): Promise<ScoredImage> {
     const decodeStartedAt = epochNow();
-    const { tensor, pdq } = await decodeForModel(bytes, probed, this.inputSize, this.#decode);
+    const { tensor, pdq } = await decodeForModel(bytes, probed, this.inputSize, {
+      ...this.#decode,
+      ...(perImage.maxFramesScored !== undefined && { maxFramesScored: perImage.maxFramesScored }),
+    });
     const decodeMs = epochNow() - decodeStartedAt;
     return { ...(await this.infer(tensor)), decodeStartedAt, decodeMs, ...(pdq && { pdq }) };
   }

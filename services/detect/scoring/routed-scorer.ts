@@ -12,6 +12,7 @@ import type { DecoderPool } from './decoder-pool.ts';
 import {
   type ImageScorer,
   isLargeImage,
+  type PerImage,
   type ScoredImage,
   type ScorerState,
   type StillHeld,
@@ -52,12 +53,28 @@ export class RoutedScorer implements ImageScorer {
     return this.#decoders.pids;
   }
 
-  async score(bytes: Uint8Array, probed: ProbedImage, stillHeld?: StillHeld): Promise<ScoredImage> {
+  async score(
+    bytes: Uint8Array,
+    probed: ProbedImage,
+    stillHeld?: StillHeld,
+    perImage: PerImage = {},
+  ): Promise<ScoredImage> {
     // Read before scoring: the worker pool transfers the buffer, which empties it here.
-    const route = decodeRoute(decodeFacts(bytes, probed), this.#bounds);
+    const bounds =
+      perImage.maxFramesScored === undefined
+        ? this.#bounds
+        : { ...this.#bounds, maxFramesScored: perImage.maxFramesScored };
+    const route = decodeRoute(decodeFacts(bytes, probed), bounds);
     this.#onRoute?.(route, probed);
+    // In process, an image is scored by its first frame alone: several frames are always isolated.
     if (route.path === 'in-process') return this.#workers.score(bytes, probed);
-    const decoded = await this.#decoders.decode(bytes, probed, isLargeImage(bytes, probed), stillHeld);
+    const decoded = await this.#decoders.decode(
+      bytes,
+      probed,
+      isLargeImage(bytes, probed),
+      stillHeld,
+      perImage,
+    );
     const scored = await this.#workers.infer(decoded.tensor, probed);
     const { pdq, decodeStartedAt, decodeMs } = decoded;
     return { ...scored, decodeStartedAt, decodeMs, ...(pdq && { pdq }) };

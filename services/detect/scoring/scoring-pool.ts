@@ -4,9 +4,10 @@
 // before any worker starts.
 
 import type { FastifyBaseLogger } from 'fastify';
-import { inputSizeOf, isNsfwjsModel, modelMembers } from '../../../lib/policy/model-catalogue.ts';
+import { inputSizeOf, modelMembers } from '../../../lib/policy/model-catalogue.ts';
 import type { ScoringConfig, UploadConfig } from '../config.ts';
 import { libjpegUnavailable, resolveJpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
+import { jpegFastPathServes } from '../model/family-drivers.ts';
 import { verifiedModelFile } from '../model/model-file.ts';
 import { DecoderPool } from './decoder-pool.ts';
 import type { ImageScorer } from './image-scorer.ts';
@@ -41,10 +42,11 @@ export function scoringPoolOptions(
 /**
  * For the boot log: the JPEG decoder in use and, when JPEG_DECODER=auto found no fast path, why (the
  * server logs that as a warning: it runs, at about twice the CPU per JPEG). The fast path makes only
- * an nsfwjs model's input: open_nsfw and ensembles decode every JPEG with sharp.
+ * the input of a single model whose family's driver says so (nsfwjs's): the others and ensembles decode
+ * every JPEG with sharp.
  */
 export function jpegDecoderInUse(config: ScoringConfig): { jpegDecoder: 'libjpeg' | 'sharp'; why?: string } {
-  if (!isNsfwjsModel(config.model)) return { jpegDecoder: 'sharp' };
+  if (!jpegFastPathServes(modelMembers(config.model))) return { jpegDecoder: 'sharp' };
   const jpegDecoder = resolveJpegDecoder(config.jpegDecoder);
   const missing = config.jpegDecoder === 'auto' ? libjpegUnavailable() : undefined;
   return missing ? { jpegDecoder, why: missing } : { jpegDecoder };

@@ -149,6 +149,10 @@ export class WorkerPoolScorer implements ImageScorer {
     return pool;
   }
 
+  /**
+   * Its first frame only (no PerImage): RoutedScorer sends an image of which several frames are scored
+   * to a decoder process (decode-route.ts), and only its model input here.
+   */
   score(bytes: Uint8Array, probed: ProbedImage): Promise<ScoredImage> {
     return this.#enqueue(bytes, probed, undefined);
   }
