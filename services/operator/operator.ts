@@ -225,12 +225,20 @@ export class Operator {
     for (const informer of this.#informers) await informer.start();
     if (hashLists && lists) {
       // Lists whose HashList was deleted while no operator watched: their delete event is long gone.
-      const names = new Set(lists.list().map((cr) => cr.metadata.name));
-      await sweepHashLists(hashLists, names).then(
-        (removed) => removed.length > 0 && log('hash lists of no HashList removed', { lists: removed }),
-        // Redis not there yet: the next start sweeps; a HashList deleted meanwhile stays matched until then.
-        (err: Error) => log('hash lists not swept', { err: err.message }),
-      );
+      // Listed afresh, not from the cache: a cache whose first list failed is empty, and would sweep all.
+      await kube.custom
+        .listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: HASH_LIST_PLURAL })
+        .then((listed) =>
+          sweepHashLists(
+            hashLists,
+            new Set((listed as KubernetesListObject<CustomResource>).items.map((cr) => cr.metadata.name)),
+          ),
+        )
+        .then(
+          (removed) => removed.length > 0 && log('hash lists of no HashList removed', { lists: removed }),
+          // Redis not there yet: the next start sweeps; a HashList deleted meanwhile stays matched until then.
+          (err: Error) => log('hash lists not swept', { err: err.message }),
+        );
     }
     // Resync: every object again, so drift (a ConfigMap edited by hand, a key revoked in Redis) heals.
     this.#resync = setInterval(() => {

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import sharp from 'sharp';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { RedisHashLists } from '../../lib/hash-lists/hash-list-redis.ts';
 import { decodeRgb } from '../../services/detect/image/decode.ts';
 import { pdqOfFrame } from '../../services/detect/image/pdq.ts';
 import { probeHeader } from '../../services/detect/image/probe.ts';
@@ -256,6 +257,23 @@ ${sources}
       const client = new Redis(redis.url);
       try {
         expect(await client.hlen('nsfwd:{hashlists}:lists')).toBe(0);
+      } finally {
+        client.disconnect();
+      }
+    }, 60_000);
+
+    it('a list whose HashList was deleted while no operator ran is removed at the next start', async () => {
+      const client = new Redis(redis.url);
+      try {
+        await (processes[0] as ServerProcess).stop();
+        const store = new RedisHashLists(client, 'nsfwd:');
+        await store.publish('stray', 'review', 31, new Uint8Array(32));
+        processes.push(
+          await spawnOperator({ kubeconfig: kube.kubeconfig, redisUrl: redis.url, identity: 'operator-b' }),
+        );
+        await eventually('the stray list swept', async () =>
+          (await store.entries()).has('stray') ? undefined : true,
+        );
       } finally {
         client.disconnect();
       }
