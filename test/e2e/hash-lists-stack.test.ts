@@ -19,7 +19,7 @@ import { ROOT, type Stack, startStack } from '../../tools/stack/stack.ts';
 import { fixture } from '../fixtures/corpus.ts';
 import { childEnv } from '../support/children.ts';
 import { eventually } from '../support/eventually.ts';
-import { post } from '../support/stack-client.ts';
+import { get, post } from '../support/stack-client.ts';
 import { describeWithStackTools } from '../support/stack-tools.ts';
 
 const execFileAsync = promisify(execFile);
@@ -97,6 +97,8 @@ describeWithStackTools(
       const rotated = await sharp(PHOTO).rotate(90).jpeg({ quality: 85 }).toBuffer();
       expect((await detect(rotated)).matches.map((m) => m.list)).toEqual(['partner']);
       expect((await detect(OTHER)).matches).toEqual([]);
+      // The lists stay the operators': what detect reports to the operator is not routed by the edge.
+      expect((await get(stack.edgeUrl, '/internal/hash-lists')).status).toBe(404);
     }, 120_000);
 
     it('a malformed import changes nothing; rm stops the matching without a restart', async () => {
