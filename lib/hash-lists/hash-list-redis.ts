@@ -1,14 +1,16 @@
 // The hash lists of a cluster, in the Redis the installation already runs: the operator publishes each
 // HashList resource's compiled hashes here, every detect replica polls the generation and loads what
 // changed. One slot (the `{hashlists}` tag), so a Cluster keeps them on one shard and a change is one
-// MULTI:
+// script:
 //
-//   P{hashlists}:generation               string  grows with every publication or removal
+//   P{hashlists}:generation               string  moves with every publication or removal: the time in
+//                                                 ms (at least the previous + 1), so a Redis that lost
+//                                                 its data never gives an old number to new lists
 //   P{hashlists}:lists                    hash    list name → JSON ListMeta (action, distance, count, digest)
 //   P{hashlists}:hashes:<digest>:<i>      string  chunk i of the hashes, 32 bytes a hash, ≤ 1 MiB each
 //
 // Chunks are named by the SHA-256 of the whole list, so they never change once written: a publication
-// writes the new chunks first, then switches the list's entry and the generation in one MULTI, then lets
+// writes the new chunks first, then switches the list's entry and the generation in one script, then lets
 // the old chunks expire (RETIRED_TTL_SECONDS, not deleted at once) so a replica that read the old entry
 // just before the switch still finds them. A reader therefore sees a list whole, before or after.
 
@@ -31,6 +33,15 @@ export interface ListMeta {
   chunks: number;
   publishedAt: string;
 }
+
+/** Sets (ARGV[2] = '') or removes a list's entry and moves the generation, in one step. */
+const SWITCH = `
+if ARGV[2] == '' then redis.call('HDEL', KEYS[1], ARGV[1]) else redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+local now = tonumber(ARGV[3])
+local next = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1
+if now > next then next = now end
+redis.call('SET', KEYS[2], next)
+return next`;
 
 /** The hashes' digest, as the chunks are named and the replicas report it. */
 export function hashesDigest(hashes: Uint8Array): string {
@@ -103,7 +114,7 @@ export class RedisHashLists {
       }
       await exec(write);
     }
-    await exec(this.#redis.multi().hset(this.#lists, name, JSON.stringify(meta)).incr(this.#generation));
+    await this.#switch(name, JSON.stringify(meta));
     if (before && before.digest !== digest) await this.#retire(before);
     return { changed: true, meta };
   }
@@ -112,7 +123,7 @@ export class RedisHashLists {
   async remove(name: string): Promise<boolean> {
     const before = await this.#entry(name);
     if (!before) return false;
-    await exec(this.#redis.multi().hdel(this.#lists, name).incr(this.#generation));
+    await this.#switch(name, '');
     await this.#retire(before);
     return true;
   }
@@ -160,6 +171,10 @@ export class RedisHashLists {
     }
     if (at !== hashes.length) throw new Error(`hash list ${name}: ${at} bytes, expected ${hashes.length}`);
     return hashes;
+  }
+
+  async #switch(name: string, entry: string): Promise<void> {
+    await this.#redis.eval(SWITCH, 2, this.#lists, this.#generation, name, entry, String(Date.now()));
   }
 
   async #entry(name: string): Promise<ListMeta | undefined> {
