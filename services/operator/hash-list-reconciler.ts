@@ -146,11 +146,22 @@ function replicasHolding(
   return { holding, waiting: `waiting for ${behind.map(what).join(', ')}` };
 }
 
+/** What was last published for a HashList (by uid), so the retries while replicas apply it skip the read. */
+export interface RecentPublish {
+  generation: number;
+  at: number;
+  meta: ListMeta;
+}
+
+/** How long a publication is taken as current without reading the sources again. */
+const RECENT_MS = 10_000;
+
 export async function reconcileHashList(
   kube: Kube,
   lists: RedisHashLists,
   cr: CustomResource,
   replicaLists?: ReadReplicaLists,
+  recent?: Map<string, RecentPublish>,
 ): Promise<string> {
   if (cr.metadata.deletionTimestamp) return 'deleting';
   const name = cr.metadata.name;
@@ -159,9 +170,18 @@ export async function reconcileHashList(
   let meta: ListMeta;
   try {
     const spec = hashListSpec(cr);
-    const hashes = await readHashes(kube, cr.metadata.namespace, spec.sources);
-    const published = await lists.publish(name, spec.action, spec.maxDistance, hashes);
+    const last = recent?.get(cr.metadata.uid);
+    // Asked again while replicas pick it up (every second): what was just published still holds.
+    const fresh = last && last.generation === generation && Date.now() - last.at < RECENT_MS;
+    const hashes = fresh ? undefined : await readHashes(kube, cr.metadata.namespace, spec.sources);
+    const published = hashes
+      ? await lists.publish(name, spec.action, spec.maxDistance, hashes)
+      : { changed: false, meta: (last as RecentPublish).meta };
     meta = published.meta;
+    if (hashes && recent) {
+      for (const [uid, r] of recent) if (Date.now() - r.at >= RECENT_MS) recent.delete(uid);
+      recent.set(cr.metadata.uid, { generation, at: Date.now(), meta });
+    }
     if (published.changed)
       await event(
         kube,

@@ -24,6 +24,7 @@ import type { ReadReplicaLists } from './hash-list-readers.ts';
 import {
   HASH_LIST_KIND,
   HASH_LIST_PLURAL,
+  type RecentPublish,
   reconcileHashList,
   removeHashList,
   sweepHashLists,
@@ -186,12 +187,13 @@ export class Operator {
     const { hashLists, replicaLists } = this.opts;
     const lists = hashLists && informerFor(kc, kube.custom, namespace, HASH_LIST_PLURAL);
     if (hashLists && lists) {
+      const recentlyPublished = new Map<string, RecentPublish>();
       const listQueue: WorkQueue = new WorkQueue(
         timed(HASH_LIST_KIND, async (key) => {
           const cr = byKey(lists, key);
           // Deleted: its list leaves Redis (the key's name is the list's).
           if (!cr) return await removeHashList(hashLists, key.split('/')[1] as string);
-          const result = await reconcileHashList(kube, hashLists, cr, replicaLists);
+          const result = await reconcileHashList(kube, hashLists, cr, replicaLists, recentlyPublished);
           // Replicas pick a list up at their next poll: ask them again until every one holds it.
           if (result === 'applying') listQueue.addAfter(key, this.opts.applyingRetryMs ?? 1_000);
           return result;
