@@ -84,7 +84,7 @@ export class HashListSet {
     );
   }
 
-  /** The index of the list `name` has when its digest is `digest` (what a reload need not fetch). */
+  /** An index already built for hashes of this digest (what a reload need not fetch again). */
   indexed(digest: string): PdqIndex | undefined {
     return this.lists.find((l) => l.digest === digest)?.index;
   }
