@@ -46,10 +46,15 @@ describeWithTool([REDIS_SERVER], 'hash lists published to Redis', () => {
   });
 
   it('publishes a list over several chunks and reads it back whole, with its generation', async () => {
-    const big = hashes(Math.floor((CHUNK_BYTES * 2.5) / PDQ_BYTES), 1);
+    // Ten chunks: more than one pipeline round trip (8 chunks each).
+    const big = hashes(Math.floor((CHUNK_BYTES * 9.5) / PDQ_BYTES), 1);
     const first = await lists.publish('big', 'block', 31, big);
     expect(first.changed).toBe(true);
-    expect(first.meta).toMatchObject({ chunks: 3, count: big.length / PDQ_BYTES, digest: hashesDigest(big) });
+    expect(first.meta).toMatchObject({
+      chunks: 10,
+      count: big.length / PDQ_BYTES,
+      digest: hashesDigest(big),
+    });
     await lists.publish('small', 'review', 20, hashes(3, 2));
     const { generation, lists: loaded } = await lists.loadAll();
     expect(generation).toBe(await lists.generation());

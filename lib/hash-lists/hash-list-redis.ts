@@ -21,6 +21,9 @@ import { PDQ_BYTES } from './pdq-hex.ts';
 
 /** 32,768 hashes a chunk: one GET stays short under the command timeout, 31 of them for 1M hashes. */
 export const CHUNK_BYTES = 1 << 20;
+/** Chunks a pipeline carries (8 MiB): every command is bounded by REDIS_COMMAND_TIMEOUT_MS, and the
+ * last of a long pipeline waits for all the bytes before it. */
+const CHUNKS_A_ROUND_TRIP = 8;
 /** How long a replaced list's chunks outlive it, for readers that started before the switch. */
 export const RETIRED_TTL_SECONDS = 120;
 
@@ -100,19 +103,20 @@ export class RedisHashLists {
     };
     if (before?.digest !== digest) {
       // The chunks first. SET clears any TTL: the same content may be expiring from an earlier version.
-      const write = this.#redis.pipeline();
-      for (let i = 0; i < chunks; i++) {
-        const key = this.#chunk(digest, i);
-        write.set(
-          key,
-          Buffer.from(
-            hashes.buffer,
-            hashes.byteOffset + i * CHUNK_BYTES,
-            Math.min(CHUNK_BYTES, hashes.length - i * CHUNK_BYTES),
-          ),
-        );
+      for (let from = 0; from < chunks; from += CHUNKS_A_ROUND_TRIP) {
+        const write = this.#redis.pipeline();
+        for (let i = from; i < Math.min(chunks, from + CHUNKS_A_ROUND_TRIP); i++) {
+          write.set(
+            this.#chunk(digest, i),
+            Buffer.from(
+              hashes.buffer,
+              hashes.byteOffset + i * CHUNK_BYTES,
+              Math.min(CHUNK_BYTES, hashes.length - i * CHUNK_BYTES),
+            ),
+          );
+        }
+        await exec(write);
       }
-      await exec(write);
     }
     await this.#switch(name, JSON.stringify(meta));
     if (before && before.digest !== digest) await this.#retire(before);
@@ -160,14 +164,16 @@ export class RedisHashLists {
 
   async #fetch(name: string, meta: ListMeta): Promise<Uint8Array> {
     const hashes = new Uint8Array(meta.count * PDQ_BYTES);
-    const read = this.#redis.pipeline();
-    for (let i = 0; i < meta.chunks; i++) read.getBuffer(this.#chunk(meta.digest, i));
-    const chunks = (await exec(read)) as Array<Buffer | null>;
     let at = 0;
-    for (const chunk of chunks) {
-      if (!chunk) throw new Error(`hash list ${name}: a chunk is gone (replaced meanwhile)`);
-      hashes.set(chunk, at);
-      at += chunk.length;
+    for (let from = 0; from < meta.chunks; from += CHUNKS_A_ROUND_TRIP) {
+      const read = this.#redis.pipeline();
+      for (let i = from; i < Math.min(meta.chunks, from + CHUNKS_A_ROUND_TRIP); i++)
+        read.getBuffer(this.#chunk(meta.digest, i));
+      for (const chunk of (await exec(read)) as Array<Buffer | null>) {
+        if (!chunk) throw new Error(`hash list ${name}: a chunk is gone (replaced meanwhile)`);
+        hashes.set(chunk, at);
+        at += chunk.length;
+      }
     }
     if (at !== hashes.length) throw new Error(`hash list ${name}: ${at} bytes, expected ${hashes.length}`);
     return hashes;
