@@ -452,7 +452,7 @@ export const SETTINGS = {
     values: ['off', 'on'],
     readBy: SCORING,
     chart: { key: 'pdqHashes' },
-    doc: "`on`: Meta's PDQ hash of each scored image in the answer (`image.pdq`, `image.pdq_quality`) and matching against the hash lists (HASH_LISTS_FILE; `matches`); `off`: neither (`matches` is empty). On costs ~11 ms of CPU per 1 MP image and takes JPEGs off the libjpeg fast path. docs/hash-matching.md.",
+    doc: "`on`: Meta's PDQ hash of each scored image in the answer (`image.pdq`, `image.pdq_quality`) and matching against the hash lists (HASH_LISTS_FILE, or the HashList resources with HASH_LISTS_FROM=redis; `matches`); `off`: neither (`matches` is empty). On costs ~11 ms of CPU per 1 MP image and takes JPEGs off the libjpeg fast path. docs/hash-matching.md.",
   },
   HASH_LISTS_FILE: {
     section: 'scoring',
