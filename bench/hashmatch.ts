@@ -201,6 +201,8 @@ export async function hashMatchSection(): Promise<void> {
         ANON_PER_MINUTE: '1000000',
         ANON_PER_DAY: '1000000',
         LOG_LEVEL: 'warn',
+        // Hashing on in both runs: the difference is the lists' matching alone.
+        PDQ_HASHES: 'on',
         HASH_LISTS_FILE: listed ? storeFile : path.join(dir, 'none.db'),
       });
       try {

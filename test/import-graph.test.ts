@@ -28,6 +28,9 @@ const ARROWS: Record<string, Record<string, string>> = {
     health: '`npm start` composes every service in one process',
     quota: '`npm start` composes every service in one process',
   },
+  detect: {
+    quota: "it reads the operator's hash lists from Redis over the services' one Redis connection code",
+  },
   operator: { quota: 'it writes the APIAccounts it reconciles to the account store' },
 };
 

@@ -454,7 +454,8 @@ export const SETTINGS = {
     default: 'off',
     values: ['off', 'on'],
     readBy: SCORING,
-    doc: "`on`: Meta's PDQ hash of each scored image in the answer (`image.pdq`, `image.pdq_quality`) and matching against the hash lists (HASH_LISTS_FILE; `matches`); `off`: neither (`matches` is empty). On costs ~11 ms of CPU per 1 MP image and takes JPEGs off the libjpeg fast path. docs/hash-matching.md.",
+    chart: { key: 'pdqHashes' },
+    doc: "`on`: Meta's PDQ hash of each scored image in the answer (`image.pdq`, `image.pdq_quality`) and matching against the hash lists (HASH_LISTS_FILE, or the HashList resources with HASH_LISTS_FROM=redis; `matches`); `off`: neither (`matches` is empty). On costs ~11 ms of CPU per 1 MP image and takes JPEGs off the libjpeg fast path. docs/hash-matching.md.",
   },
   HASH_LISTS_FILE: {
     section: 'scoring',
@@ -462,6 +463,14 @@ export const SETTINGS = {
     default: '.data/hash-lists.db',
     readBy: ['detect', 'all-in-one', 'admin'],
     doc: 'The known-bad PDQ hash lists (`npm run admin -- hash-list …`), an SQLite file readable by its owner only, resolved against the working directory; absent: no lists. docs/hash-matching.md.',
+  },
+  HASH_LISTS_FROM: {
+    section: 'scoring',
+    type: 'enum',
+    default: 'file',
+    values: ['file', 'redis'],
+    readBy: ['detect'],
+    doc: '`file`: the lists of HASH_LISTS_FILE (`npm run admin -- hash-list …`); `redis`: the HashList resources the operator publishes to the Redis it shares with the services (the chart sets this when the operator is on). docs/hash-matching.md.',
   },
   HASH_LISTS_RELOAD_SECONDS: {
     section: 'scoring',
@@ -876,6 +885,13 @@ export const SETTINGS = {
     default: undefined,
     readBy: ['operator'],
     doc: '`service/port,…` whose ready pods must report a policy generation before it is Ready.',
+  },
+  OPERATOR_HASH_LIST_READERS: {
+    section: 'operator',
+    type: 'string',
+    default: undefined,
+    readBy: ['operator'],
+    doc: '`service/port,…` whose ready pods are asked which hash lists they hold (GET /internal/hash-lists): a HashList is Ready once all of them hold it.',
   },
 } as const satisfies Record<string, Setting>;
 

@@ -6,8 +6,10 @@
 // full. Distances up to 47 probe 2 bits away (136 values more a chunk); the index refuses more.
 //
 // Layout, immutable once built: the hashes (32 bytes each, as eight 32-bit words) and per chunk a
-// counting-sort of ids by chunk value (offsets 65,537 × 4 bytes, ids n × 4 bytes): 96 bytes a hash and
-// 4 MiB, built in two passes over the hashes without sorting.
+// counting-sort of ids by chunk value (offsets 65,537 × 4 bytes, ids of 3 bytes while a list holds at
+// most 2^24 hashes, else 4): 80 bytes a hash and 4 MiB, built in two passes over the hashes without
+// sorting. Sixteen tables each give every hash a place, so no layout of this kind goes below 32 + 16 × 2
+// = 64 bytes a hash (an id among n in 65,536 buckets carries ~16 bits however it is coded).
 
 import { PDQ_BYTES, PDQ_WORDS, popcount32, wordsOf } from './pdq-hex.ts';
 
@@ -37,7 +39,9 @@ export class PdqIndex {
   readonly size: number;
   readonly #words: Uint32Array;
   readonly #offsets: Uint32Array[];
-  readonly #ids: Uint32Array[];
+  /** Per chunk, the ids by chunk value: 3 bytes each (little-endian) while n ≤ 2^24, else 4. */
+  readonly #ids: Uint8Array[];
+  readonly #idBytes: 3 | 4;
 
   /** `hashes`: 32 bytes a hash (list-file.ts). */
   constructor(hashes: Uint8Array) {
@@ -48,6 +52,8 @@ export class PdqIndex {
     this.#words = words;
     this.#offsets = [];
     this.#ids = [];
+    const idBytes = n <= 1 << 24 ? 3 : 4;
+    this.#idBytes = idBytes;
     for (let c = 0; c < CHUNKS; c++) {
       const offsets = new Uint32Array(BUCKETS + 1);
       for (let i = 0; i < n; i++) {
@@ -56,10 +62,14 @@ export class PdqIndex {
       }
       for (let b = 0; b < BUCKETS; b++) offsets[b + 1] = (offsets[b + 1] as number) + (offsets[b] as number);
       const next = offsets.slice(0, BUCKETS);
-      const ids = new Uint32Array(n);
+      const ids = new Uint8Array(n * idBytes);
       for (let i = 0; i < n; i++) {
         const b = chunkOf(words, i * PDQ_WORDS, c);
-        ids[next[b] as number] = i;
+        const at = (next[b] as number) * idBytes;
+        ids[at] = i & 0xff;
+        ids[at + 1] = (i >>> 8) & 0xff;
+        ids[at + 2] = (i >>> 16) & 0xff;
+        if (idBytes === 4) ids[at + 3] = i >>> 24;
         next[b] = (next[b] as number) + 1;
       }
       this.#offsets.push(offsets);
@@ -69,7 +79,9 @@ export class PdqIndex {
 
   /** Bytes the index holds. */
   get bytes(): number {
-    return this.#words.byteLength + this.#offsets.length * (BUCKETS + 1) * 4 + this.size * CHUNKS * 4;
+    return (
+      this.#words.byteLength + this.#offsets.length * (BUCKETS + 1) * 4 + this.size * CHUNKS * this.#idBytes
+    );
   }
 
   /**
@@ -107,9 +119,10 @@ export class PdqIndex {
     const q6 = query[6] as number;
     const q7 = query[7] as number;
     const masks = PROBES[radius] as Uint32Array;
+    const idBytes = this.#idBytes;
     for (let c = 0; c < CHUNKS; c++) {
       const offsets = this.#offsets[c] as Uint32Array;
-      const ids = this.#ids[c] as Uint32Array;
+      const ids = this.#ids[c] as Uint8Array;
       const own = chunkOf(query, 0, c);
       for (let m = 0; m < masks.length; m++) {
         const value = own ^ (masks[m] as number);
@@ -117,7 +130,13 @@ export class PdqIndex {
         // A hash close in several chunks is verified (and reported) once per chunk: cheaper than
         // remembering which were seen.
         for (let k = offsets[value] as number; k < end; k++) {
-          const id = ids[k] as number;
+          const at = k * idBytes;
+          const id =
+            ((ids[at] as number) |
+              ((ids[at + 1] as number) << 8) |
+              ((ids[at + 2] as number) << 16) |
+              (idBytes === 4 ? (ids[at + 3] as number) << 24 : 0)) >>>
+            0;
           const w = id * PDQ_WORDS;
           let d =
             popcount32((q0 ^ (words[w] as number)) >>> 0) + popcount32((q1 ^ (words[w + 1] as number)) >>> 0);

@@ -230,7 +230,7 @@ function edgeSecretVar(env: Env): string | undefined {
 }
 
 export function loadDetectConfig(env: Env): DetectConfig {
-  return {
+  const config: DetectConfig = {
     ...loadCoreConfig(env),
     ...loadPolicyConfig(env),
     ...loadUploadConfig(env),
@@ -238,4 +238,9 @@ export function loadDetectConfig(env: Env): DetectConfig {
     detectPort: intSetting(env, 'DETECT_PORT'),
     edgeSecret: edgeSecretVar(env),
   };
+  if (config.hashLists.from === 'redis' && !config.redisTarget)
+    throw new ConfigError(
+      'HASH_LISTS_FROM=redis needs REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES: the operator publishes the lists there',
+    );
+  return config;
 }

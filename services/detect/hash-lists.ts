@@ -1,19 +1,27 @@
 // Known-bad images, matched: the operator's PDQ hash lists (lib/hash-lists/) against each scored image's
 // PDQ and its seven rotations and mirrors. The lists in force are one immutable value — every list's
 // index built — swapped whole once a reload has finished, so a request sees the lists as they were before
-// a change or after it, never half of one. HASH_LISTS_FILE is polled every HASH_LISTS_RELOAD_SECONDS:
-// an import or a removal (`npm run admin -- hash-list …`) is in force within that, without a restart.
-// Hashes never reach a log, a span or a metric: only a matched list's name and distance leave.
+// a change or after it, never half of one. The source is polled every HASH_LISTS_RELOAD_SECONDS: the
+// embedded HASH_LISTS_FILE (`npm run admin -- hash-list …`) or, in a cluster (HASH_LISTS_FROM=redis),
+// the HashList resources the operator publishes to Redis (lib/hash-lists/hash-list-redis.ts); a change
+// is in force within that, without a restart. GET /internal/hash-lists tells the operator which lists
+// (names, counts, digests: never a hash) this process holds. Hashes never reach a log, a span or a
+// metric: only a matched list's name and distance leave.
 
-import type { FastifyBaseLogger } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { Counter, type Registry } from 'prom-client';
-import { type Env, intSetting, pathSetting } from '../../lib/common/config.ts';
+import { type Env, enumSetting, intSetting, pathSetting } from '../../lib/common/config.ts';
+import { ok } from '../../lib/common/envelope.ts';
+import { hashesDigest, type RedisHashLists } from '../../lib/hash-lists/hash-list-redis.ts';
+import { HASH_LIST_REPORT_PATH, type HashListReport } from '../../lib/hash-lists/hash-list-report.ts';
 import { type HashList, type HashListAction, HashListStore } from '../../lib/hash-lists/hash-list-store.ts';
 import { pdqWords } from '../../lib/hash-lists/pdq-hex.ts';
 import { PdqIndex } from '../../lib/hash-lists/pdq-index.ts';
 import type { ImagePdq } from './image/pdq.ts';
 
 export interface HashListConfig {
+  /** HASH_LISTS_FROM: the embedded file, or the operator's lists in Redis. */
+  from: 'file' | 'redis';
   /** HASH_LISTS_FILE: the embedded lists (absent: none). */
   file: string;
   reloadMs: number;
@@ -25,6 +33,7 @@ export interface HashListConfig {
 
 export function loadHashListConfig(env: Env): HashListConfig {
   return {
+    from: enumSetting(env, 'HASH_LISTS_FROM'),
     file: pathSetting(env, 'HASH_LISTS_FILE'),
     reloadMs: intSetting(env, 'HASH_LISTS_RELOAD_SECONDS') * 1000,
     minQuality: intSetting(env, 'PDQ_MIN_QUALITY'),
@@ -43,8 +52,13 @@ interface IndexedList {
   name: string;
   action: HashListAction;
   maxDistance: number;
+  /** SHA-256 of the hashes (lib/hash-lists/hash-list-redis.ts): an unchanged list keeps its index. */
+  digest: string;
   index: PdqIndex;
 }
+
+/** A list as a source loads it; `digest` when the source knows it already. */
+export type LoadedList = HashList & { digest?: string };
 
 /** The lists in force: immutable, replaced whole. */
 export class HashListSet {
@@ -58,16 +72,21 @@ export class HashListSet {
     this.generation = generation;
   }
 
-  static build(lists: readonly HashList[], generation: number): HashListSet {
+  /** The set of `lists`; a list whose hashes `previous` already indexed keeps that index. */
+  static build(lists: readonly LoadedList[], generation: number, previous?: HashListSet): HashListSet {
     return new HashListSet(
-      lists.map((l) => ({
-        name: l.name,
-        action: l.action,
-        maxDistance: l.maxDistance,
-        index: new PdqIndex(l.hashes),
-      })),
+      lists.map((l) => {
+        const digest = l.digest ?? hashesDigest(l.hashes);
+        const index = previous?.lists.find((p) => p.digest === digest)?.index ?? new PdqIndex(l.hashes);
+        return { name: l.name, action: l.action, maxDistance: l.maxDistance, digest, index };
+      }),
       generation,
     );
+  }
+
+  /** An index already built for hashes of this digest (what a reload need not fetch again). */
+  indexed(digest: string): PdqIndex | undefined {
+    return this.lists.find((l) => l.digest === digest)?.index;
   }
 
   get hashes(): number {
@@ -108,24 +127,73 @@ export function createHashListMetrics(registry: Registry): Counter<'list' | 'act
   });
 }
 
+/** Where the lists come from: polled for a generation, loaded whole when it moved. */
+export interface HashListSource {
+  /** The generation of the lists now; undefined while there are none to read (no file yet). */
+  generation(): Promise<number | undefined>;
+  /** Every list at one generation; lists whose digest `current` holds need not carry their hashes. */
+  load(current: HashListSet): Promise<{ generation: number; lists: LoadedList[] }>;
+  close(): Promise<void>;
+}
+
+/** HASH_LISTS_FILE, read-only (the admin CLI writes it). */
+export function fileSource(file: string): HashListSource {
+  let store: HashListStore | undefined;
+  const open = () => {
+    try {
+      store ??= new HashListStore(file, { readOnly: true });
+    } catch {
+      // no lists file yet: no lists
+    }
+    return store;
+  };
+  return {
+    generation: async () => open()?.generation(),
+    load: async () => (open() as HashListStore).loadAll(),
+    close: async () => {
+      store?.close();
+      store = undefined;
+    },
+  };
+}
+
+/** The operator's lists in Redis; an unchanged list (same digest) is not fetched again. */
+export function redisSource(
+  lists: RedisHashLists,
+  connected: () => boolean,
+  close: () => Promise<void>,
+): HashListSource {
+  const kept = new Uint8Array(0);
+  return {
+    // Not connected yet (or again): nothing to read; the next poll tries again.
+    generation: async () => (connected() ? await lists.generation() : undefined),
+    load: async (current) =>
+      await lists.loadAll((_name, meta) => (current.indexed(meta.digest) ? kept : undefined)),
+    close,
+  };
+}
+
 /**
- * Keeps HASH_LISTS_FILE's lists in force: loads them at start, then polls the store's generation and
- * swaps in a new set once a changed one has loaded. A load that fails keeps the lists in force (logged).
+ * Keeps the source's lists in force: loads them at start, then polls the generation and swaps in a new
+ * set once a changed one has loaded. A load that fails keeps the lists in force (logged).
  */
 export class HashListWatcher implements HashMatcher {
   #current = HashListSet.EMPTY;
   readonly #config: HashListConfig;
+  readonly #source: HashListSource;
   readonly #log: Pick<FastifyBaseLogger, 'info' | 'error'>;
   readonly #counter: Counter<'list' | 'action'> | undefined;
   #timer: NodeJS.Timeout | undefined;
-  #store: HashListStore | undefined;
+  #reloading: Promise<void> | undefined;
 
   constructor(
     config: HashListConfig,
     log: Pick<FastifyBaseLogger, 'info' | 'error'>,
     counter?: Counter<'list' | 'action'>,
+    source: HashListSource = fileSource(config.file),
   ) {
     this.#config = config;
+    this.#source = source;
     this.#log = log;
     this.#counter = counter;
   }
@@ -135,27 +203,27 @@ export class HashListWatcher implements HashMatcher {
   }
 
   start(): void {
-    this.reload();
-    this.#timer = setInterval(() => this.reload(), this.#config.reloadMs);
+    void this.reload();
+    this.#timer = setInterval(() => void this.reload(), this.#config.reloadMs);
     this.#timer.unref();
   }
 
-  /** Loads the lists when their generation moved (or the file appeared). */
-  reload(): void {
+  /** Loads the lists when their generation moved; one reload at a time. */
+  reload(): Promise<void> {
+    this.#reloading ??= this.#reload().finally(() => {
+      this.#reloading = undefined;
+    });
+    return this.#reloading;
+  }
+
+  async #reload(): Promise<void> {
     try {
-      if (!this.#store) {
-        try {
-          this.#store = new HashListStore(this.#config.file, { readOnly: true });
-        } catch {
-          return; // no lists file yet: no lists
-        }
-      }
-      const generation = this.#store.generation();
-      if (generation === this.#current.generation) return;
+      const generation = await this.#source.generation();
+      if (generation === undefined || generation === this.#current.generation) return;
       const started = performance.now();
-      const { generation: loaded, lists } = this.#store.loadAll();
-      const next = HashListSet.build(lists, loaded);
-      this.#current = next;
+      const { generation: loaded, lists } = await this.#source.load(this.#current);
+      // Built in full before the swap: a request sees the previous set until this line.
+      this.#current = HashListSet.build(lists, loaded, this.#current);
       this.#log.info(
         {
           lists: lists.map((l) => ({ name: l.name, hashes: l.count })),
@@ -175,9 +243,26 @@ export class HashListWatcher implements HashMatcher {
     return matches;
   }
 
-  close(): void {
+  async close(): Promise<void> {
     clearInterval(this.#timer);
-    this.#store?.close();
-    this.#store = undefined;
+    await this.#reloading;
+    await this.#source.close();
   }
+}
+
+/** Registers GET /internal/hash-lists: the lists this process matches against now. */
+export function registerHashListReport(app: FastifyInstance, watcher: () => HashListSet | undefined): void {
+  app.get(HASH_LIST_REPORT_PATH, async () => {
+    const set = watcher();
+    return ok<HashListReport>({
+      generation: set?.generation ?? 0,
+      lists: (set?.lists ?? []).map((l) => ({
+        name: l.name,
+        action: l.action,
+        maxDistance: l.maxDistance,
+        hashes: l.index.size,
+        digest: l.digest,
+      })),
+    });
+  });
 }

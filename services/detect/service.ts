@@ -5,12 +5,20 @@
 import type { FastifyInstance } from 'fastify';
 import { createHttpMetrics, instrumentHttp } from '../../lib/common/metrics.ts';
 import { createRootApp } from '../../lib/common/root-app.ts';
+import { RedisHashLists } from '../../lib/hash-lists/hash-list-redis.ts';
 import type { ModelChoice } from '../../lib/policy/model-catalogue.ts';
 import { modelAtBoot, policyForApp } from '../../lib/policy/policy-in-force.ts';
+import { closeRedis, connectRedis } from '../quota/stores/redis-connection.ts';
 import detectApp from './app.ts';
 import type { DetectConfig } from './config.ts';
 import { EdgeAuthorizer, requireEdgeIdentity } from './edge-identity.ts';
-import { createHashListMetrics, HashListWatcher } from './hash-lists.ts';
+import {
+  createHashListMetrics,
+  fileSource,
+  HashListWatcher,
+  redisSource,
+  registerHashListReport,
+} from './hash-lists.ts';
 import { intakeLimitsFrom } from './intake.ts';
 import { MeteredGate, MeteredScorer } from './metered.ts';
 import { createDetectMetrics } from './metrics.ts';
@@ -43,10 +51,17 @@ export async function buildDetectService(
   const policy = policyForApp(app, config);
   // PDQ_HASHES off: no image is hashed, so no list is loaded or matched.
   const hashLists = config.hashLists.enabled
-    ? new HashListWatcher(config.hashLists, app.log, createHashListMetrics(http.registry))
+    ? new HashListWatcher(
+        config.hashLists,
+        app.log,
+        createHashListMetrics(http.registry),
+        hashListSource(config),
+      )
     : undefined;
   hashLists?.start();
   app.addHook('onClose', async () => hashLists?.close());
+  // Which lists this replica holds, for the operator's HashList status.
+  registerHashListReport(app, () => hashLists?.current);
   await app.register(detectApp, {
     ...(hashLists && { hashLists }),
     model: slot,
@@ -66,4 +81,21 @@ export async function buildDetectService(
     modelToLoad: modelAtBoot(policy, config),
     meter: (scorer) => new MeteredScorer(scorer, metrics),
   };
+}
+
+/** The embedded file, or (HASH_LISTS_FROM=redis) the operator's lists in Redis on a connection of their own. */
+function hashListSource(config: DetectConfig) {
+  if (config.hashLists.from === 'file' || !config.redisTarget) return fileSource(config.hashLists.file);
+  const redis = connectRedis({
+    target: config.redisTarget,
+    commandTimeoutMs: config.redis.commandTimeoutMs,
+    socketTimeoutMs: config.redis.socketTimeoutMs,
+    connectTimeoutMs: config.redis.connectTimeoutMs,
+    name: 'nsfwdetector-detect-hash-lists',
+  });
+  return redisSource(
+    new RedisHashLists(redis, config.redis.keyPrefix),
+    () => redis.status === 'ready',
+    () => closeRedis(redis),
+  );
 }

@@ -25,6 +25,8 @@ export interface OperatorConfig extends CoreConfig {
   detectDeployment: string | undefined;
   /** Services whose ready pods must report a policy generation before it is Ready (OPERATOR_POLICY_READERS). */
   policyReaders: PolicyReader[];
+  /** Services whose ready pods must hold a HashList before it is Ready (OPERATOR_HASH_LIST_READERS). */
+  hashListReaders: PolicyReader[];
 }
 
 export function loadOperatorConfig(env: Env): OperatorConfig {
@@ -43,6 +45,7 @@ export function loadOperatorConfig(env: Env): OperatorConfig {
     metricsPort: intSetting(env, 'OPERATOR_METRICS_PORT'),
     detectDeployment: optionalStringSetting(env, 'OPERATOR_DETECT_DEPLOYMENT'),
     policyReaders: policyReadersVar(env),
+    hashListReaders: readersVar(env, 'OPERATOR_HASH_LIST_READERS'),
   };
   if (config.retryMs * 3 >= config.leaseSeconds * 1000 * 2)
     throw new ConfigError(
@@ -54,6 +57,14 @@ export function loadOperatorConfig(env: Env): OperatorConfig {
       `OPERATOR_DETECT_DEPLOYMENT must be a Deployment name, got ${JSON.stringify(name)}`,
     );
   return config;
+}
+
+function readersVar(env: Env, name: 'OPERATOR_HASH_LIST_READERS'): PolicyReader[] {
+  try {
+    return parsePolicyReaders(env[name]);
+  } catch (err) {
+    throw new ConfigError(`${name}: ${(err as Error).message}`);
+  }
 }
 
 function policyReadersVar(env: Env): PolicyReader[] {

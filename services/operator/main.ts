@@ -22,6 +22,9 @@ await runProcess({
     const { createOperatorMetrics } = await import('./metrics.ts');
     const { Operator } = await import('./operator.ts');
     const { podPolicyReader } = await import('./policy-readers.ts');
+    const { replicaListReader } = await import('./hash-list-readers.ts');
+    const { RedisHashLists } = await import('../../lib/hash-lists/hash-list-redis.ts');
+    const { closeRedis, connectRedis } = await import('../quota/stores/redis-connection.ts');
 
     const metrics = createOperatorMetrics();
     const app = buildOperatorService(config, metrics);
@@ -42,6 +45,15 @@ await runProcess({
       clientName: 'nsfwdetector-operator',
       required: true,
     });
+    // HashLists are published to the Redis the detect replicas read (lib/hash-lists/hash-list-redis.ts).
+    const hashListRedis = connectRedis({
+      target: config.redisTarget as NonNullable<typeof config.redisTarget>,
+      commandTimeoutMs: config.redis.commandTimeoutMs,
+      socketTimeoutMs: config.redis.socketTimeoutMs,
+      connectTimeoutMs: config.redis.connectTimeoutMs,
+      name: 'nsfwdetector-operator-hash-lists',
+    });
+    const hashLists = new RedisHashLists(hashListRedis, config.redis.keyPrefix);
     const newOperator = () =>
       new Operator({
         kc,
@@ -54,6 +66,15 @@ await runProcess({
         podPolicies:
           config.policyReaders.length > 0
             ? podPolicyReader(kc.makeApiClient(k8s.DiscoveryV1Api), config.namespace, config.policyReaders)
+            : undefined,
+        hashLists,
+        replicaLists:
+          config.hashListReaders.length > 0
+            ? replicaListReader(
+                kc.makeApiClient(k8s.DiscoveryV1Api),
+                config.namespace,
+                config.hashListReaders,
+              )
             : undefined,
         log,
       });
@@ -107,7 +128,7 @@ await runProcess({
         terms = terms.then(stopTerm);
         await terms;
       },
-      release: [() => stores.close()],
+      release: [() => stores.close(), () => closeRedis(hashListRedis)],
       start: async () => election.start(),
     };
   },

@@ -17,8 +17,18 @@ import {
   type V1Deployment,
   Watch,
 } from '@kubernetes/client-node';
+import type { RedisHashLists } from '../../lib/hash-lists/hash-list-redis.ts';
 import type { AccountStore } from '../quota/accounts/account-store.ts';
 import { ACCOUNT_KIND, ACCOUNT_PLURAL, reconcileAccount } from './account-reconciler.ts';
+import type { ReadReplicaLists } from './hash-list-readers.ts';
+import {
+  HASH_LIST_KIND,
+  HASH_LIST_PLURAL,
+  type RecentPublish,
+  reconcileHashList,
+  removeHashList,
+  sweepHashLists,
+} from './hash-list-reconciler.ts';
 import { type CustomResource, GROUP, type Kube, VERSION } from './kube.ts';
 import type { OperatorMetrics } from './metrics.ts';
 import type { ReadPodPolicies } from './policy-readers.ts';
@@ -38,6 +48,10 @@ export interface OperatorOptions {
   podPolicies?: ReadPodPolicies | undefined;
   /** How soon a policy whose pods do not all apply it yet is reconciled again. */
   applyingRetryMs?: number | undefined;
+  /** Where HashLists are published for the detect replicas; none: HashLists are not watched. */
+  hashLists?: RedisHashLists | undefined;
+  /** The lists each detect replica holds (hash-list-readers.ts); none: Ready once published. */
+  replicaLists?: ReadReplicaLists | undefined;
   log: (msg: string, obj?: object) => void;
 }
 
@@ -170,6 +184,24 @@ export class Operator {
     );
     const policyWatch: Watched = { kind: POLICY_KIND, informer: policies, queue: policyQueue };
     this.#watched.push(policyWatch, { kind: ACCOUNT_KIND, informer: accounts, queue: accountQueue });
+    const { hashLists, replicaLists } = this.opts;
+    const lists = hashLists && informerFor(kc, kube.custom, namespace, HASH_LIST_PLURAL);
+    if (hashLists && lists) {
+      const recentlyPublished = new Map<string, RecentPublish>();
+      const listQueue: WorkQueue = new WorkQueue(
+        timed(HASH_LIST_KIND, async (key) => {
+          const cr = byKey(lists, key);
+          // Deleted: its list leaves Redis (the key's name is the list's).
+          if (!cr) return await removeHashList(hashLists, key.split('/')[1] as string);
+          const result = await reconcileHashList(kube, hashLists, cr, replicaLists, recentlyPublished);
+          // Replicas pick a list up at their next poll: ask them again until every one holds it.
+          if (result === 'applying') listQueue.addAfter(key, this.opts.applyingRetryMs ?? 1_000);
+          return result;
+        }),
+        onError(HASH_LIST_KIND),
+      );
+      this.#watched.push({ kind: HASH_LIST_KIND, informer: lists, queue: listQueue });
+    }
     const enqueue = (w: Watched) => (obj: CustomResource) => {
       w.queue.add(`${obj.metadata.namespace}/${obj.metadata.name}`);
       metrics.queueDepth.set({ kind: w.kind }, w.queue.depth);
@@ -182,6 +214,7 @@ export class Operator {
       w.informer.on('update', enqueue(w));
       // A deleted policy hands the installation to the next oldest one: requeue the survivors.
       if (w.kind === POLICY_KIND) w.informer.on('delete', requeueAll(w));
+      if (w.kind === HASH_LIST_KIND) w.informer.on('delete', enqueue(w));
       this.#restartOnError(w.kind, w.informer as Cache<KubernetesObject>);
       this.#informers.push(w.informer as Cache<KubernetesObject>);
     }
@@ -192,6 +225,23 @@ export class Operator {
     }
     // The Deployment's cache first (pushed first), so the first policy reconciles see it.
     for (const informer of this.#informers) await informer.start();
+    if (hashLists && lists) {
+      // Lists whose HashList was deleted while no operator watched: their delete event is long gone.
+      // Listed afresh, not from the cache: a cache whose first list failed is empty, and would sweep all.
+      await kube.custom
+        .listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: HASH_LIST_PLURAL })
+        .then((listed) =>
+          sweepHashLists(
+            hashLists,
+            new Set((listed as KubernetesListObject<CustomResource>).items.map((cr) => cr.metadata.name)),
+          ),
+        )
+        .then(
+          (removed) => removed.length > 0 && log('hash lists of no HashList removed', { lists: removed }),
+          // Redis not there yet: the next start sweeps; a HashList deleted meanwhile stays matched until then.
+          (err: Error) => log('hash lists not swept', { err: err.message }),
+        );
+    }
     // Resync: every object again, so drift (a ConfigMap edited by hand, a key revoked in Redis) heals.
     this.#resync = setInterval(() => {
       for (const w of this.#watched)

@@ -40,10 +40,54 @@ function reason(err: Error): string {
   return cause ? `${err.message}: ${cause}` : err.message;
 }
 
-async function ask(url: string): Promise<PolicySource | null> {
+async function ask(url: string): Promise<unknown> {
   const res = await fetch(url, { signal: AbortSignal.timeout(TIMEOUT_MS) });
   if (res.status !== 200) throw new Error(`${url} answered ${res.status}`);
-  return ((await res.json()) as { data: PolicyReport }).data.source;
+  return ((await res.json()) as { data: unknown }).data;
+}
+
+/** One ready pod's answer to GET `path`: its body's `data`, or why there is none. */
+export interface PodAnswer<T> {
+  pod: string;
+  data: T | undefined;
+  error?: string;
+}
+
+/** Asks every ready endpoint of the readers' Services GET `path` on the named port (policy, hash lists). */
+export async function askReadyPods<T>(
+  discovery: DiscoveryV1Api,
+  namespace: string,
+  readers: readonly PolicyReader[],
+  path: string,
+): Promise<Array<PodAnswer<T>>> {
+  const answers: Array<Promise<PodAnswer<T>>> = [];
+  for (const { service, port } of readers) {
+    const slices = await discovery.listNamespacedEndpointSlice({
+      namespace,
+      labelSelector: `kubernetes.io/service-name=${service}`,
+    });
+    for (const slice of slices.items) {
+      const number = slice.ports?.find((p) => p.name === port)?.port;
+      for (const endpoint of slice.endpoints) {
+        // Terminating or not yet ready pods serve nothing (kube-proxy and Envoy leave them out).
+        if (endpoint.conditions?.ready === false) continue;
+        const address = endpoint.addresses[0];
+        const pod = endpoint.targetRef?.name ?? address ?? '?';
+        if (number === undefined || address === undefined) {
+          answers.push(Promise.resolve({ pod, data: undefined, error: `no port ${port}` }));
+          continue;
+        }
+        const host = slice.addressType === 'IPv6' ? `[${address}]` : address;
+        answers.push(
+          ask(`http://${host}:${number}${path}`).then(
+            (data) => ({ pod, data: data as T }),
+            (err: Error) => ({ pod, data: undefined, error: reason(err) }),
+          ),
+        );
+      }
+    }
+  }
+  return await Promise.all(answers);
 }
 
 export function podPolicyReader(
@@ -51,36 +95,12 @@ export function podPolicyReader(
   namespace: string,
   readers: readonly PolicyReader[],
 ): ReadPodPolicies {
-  return async () => {
-    const answers: Array<Promise<PodPolicy>> = [];
-    for (const { service, port } of readers) {
-      const slices = await discovery.listNamespacedEndpointSlice({
-        namespace,
-        labelSelector: `kubernetes.io/service-name=${service}`,
-      });
-      for (const slice of slices.items) {
-        const number = slice.ports?.find((p) => p.name === port)?.port;
-        for (const endpoint of slice.endpoints) {
-          // Terminating or not yet ready pods serve nothing (kube-proxy and Envoy leave them out).
-          if (endpoint.conditions?.ready === false) continue;
-          const address = endpoint.addresses[0];
-          const pod = endpoint.targetRef?.name ?? address ?? '?';
-          if (number === undefined || address === undefined) {
-            answers.push(Promise.resolve({ pod, source: undefined, error: `no port ${port}` }));
-            continue;
-          }
-          const host = slice.addressType === 'IPv6' ? `[${address}]` : address;
-          answers.push(
-            ask(`http://${host}:${number}${POLICY_REPORT_PATH}`).then(
-              (source) => ({ pod, source }),
-              (err: Error) => ({ pod, source: undefined, error: reason(err) }),
-            ),
-          );
-        }
-      }
-    }
-    return await Promise.all(answers);
-  };
+  return async () =>
+    (await askReadyPods<PolicyReport>(discovery, namespace, readers, POLICY_REPORT_PATH)).map((a) => ({
+      pod: a.pod,
+      source: a.data?.source,
+      ...(a.error !== undefined && { error: a.error }),
+    }));
 }
 
 /** Those of the pods that do not apply `name` at `generation` yet, as one sentence; undefined if all do. */

@@ -48,6 +48,18 @@ export const OPERATOR_PERMISSIONS: readonly OperatorPermission[] = [
   },
   {
     apiGroup: GROUP,
+    resource: 'hashlists',
+    requests: ['list', 'watch'],
+    why: 'informer (list+watch) of the hash lists in its namespace',
+  },
+  {
+    apiGroup: GROUP,
+    resource: 'hashlists/status',
+    requests: ['patch'],
+    why: 'status: hashes in force, replicas holding them, conditions (server-side apply)',
+  },
+  {
+    apiGroup: GROUP,
     resource: 'detectionpolicies/status',
     requests: ['patch'],
     why: 'status conditions with observedGeneration (server-side apply)',
@@ -75,16 +87,16 @@ export const OPERATOR_PERMISSIONS: readonly OperatorPermission[] = [
   {
     apiGroup: '',
     resource: 'configmaps',
-    requests: ['patch'],
+    requests: ['get', 'patch'],
     serverChecks: ['create'],
-    why: 'the rendered policy ConfigMap <policy>-policy (server-side apply)',
+    why: 'the rendered policy ConfigMap <policy>-policy (server-side apply); the ConfigMaps a HashList names, read (get by name)',
   },
   {
     apiGroup: '',
     resource: 'secrets',
     requests: ['get', 'patch'],
     serverChecks: ['create'],
-    why: 'the key Secret <account>-keys: read to compare with the store, written by server-side apply',
+    why: 'the key Secret <account>-keys: read to compare with the store, written by server-side apply; the Secrets a HashList names, read',
   },
   {
     apiGroup: '',

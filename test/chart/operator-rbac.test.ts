@@ -185,6 +185,7 @@ describeWithKube(
       expect(crds.items.map((c) => c.metadata.name).sort()).toEqual([
         `apiaccounts.${GROUP}`,
         `detectionpolicies.${GROUP}`,
+        `hashlists.${GROUP}`,
       ]);
 
       const sa = await getJson<{ automountServiceAccountToken: boolean }>([
@@ -316,7 +317,8 @@ describeWithKube(
         [NS, core('secrets', 'watch')],
         [NS, core('secrets', 'delete')],
         [NS, core('secrets', 'update', 'nsfwdetector-redis')],
-        [NS, core('configmaps', 'get')],
+        [NS, core('configmaps', 'list')], // it reads a HashList's ConfigMaps by name, never enumerates them
+        [NS, core('configmaps', 'watch')],
         [NS, core('configmaps', 'delete')],
         [NS, core('pods', 'list')],
         [NS, core('pods', 'create')],
@@ -409,6 +411,35 @@ describeWithKube(
       const operator = await startOperator(operatorConfig, 'rbac-operator');
       await kubectl(['apply', '-n', NS, '-f', join(EXAMPLES, 'detectionpolicy.yaml')]);
       await kubectl(['apply', '-n', NS, '-f', join(EXAMPLES, 'apiaccount.yaml')]);
+      // The HashList example and the Secret it names (one hash), and a ConfigMap source beside it.
+      await kubectl([
+        'create',
+        'secret',
+        'generic',
+        'known-bad-v1',
+        '-n',
+        NS,
+        `--from-literal=hashes=${'ab'.repeat(32)}`,
+      ]);
+      await kubectl([
+        'create',
+        'configmap',
+        'public-list-v3',
+        '-n',
+        NS,
+        `--from-literal=part-1=${'cd'.repeat(32)}`,
+      ]);
+      await kubectl(['apply', '-n', NS, '-f', join(EXAMPLES, 'hashlist.yaml')]);
+      await kubectl([
+        'patch',
+        'hashlist',
+        'known-bad',
+        '-n',
+        NS,
+        '--type=json',
+        '-p',
+        '[{"op":"add","path":"/spec/sources/-","value":{"configMap":{"name":"public-list-v3"}}}]',
+      ]);
       // A refusal shows in the operator's log (e.g. "forbidden"): a failed wait carries it.
       const withLog = async <T>(p: Promise<T>) =>
         await p.catch((err: Error) => {
@@ -418,6 +449,17 @@ describeWithKube(
         kubectl(['wait', '-n', NS, '--for=condition=Ready', 'detectionpolicy/main', '--timeout=90s']),
       );
       await withLog(kubectl(['wait', '-n', NS, '--for=condition=Ready', 'apiaccount/acme', '--timeout=90s']));
+      await withLog(
+        eventually('HashList known-bad Ready with both hashes', async () => {
+          const hl = await getJson<{
+            status?: { hashes?: number; conditions?: Array<{ type: string; status: string }> };
+          }>(['get', 'hashlist', 'known-bad', '-n', NS]);
+          return hl.status?.hashes === 2 &&
+            hl.status.conditions?.find((c) => c.type === 'Ready')?.status === 'True'
+            ? true
+            : undefined;
+        }),
+      );
 
       const policy = await getJson<{ metadata: { uid: string } }>([
         'get',

@@ -9,13 +9,20 @@
 // node lost (so this phase runs last: the node suite's kube:down follows). Every figure is printed on a
 // line starting `kube-nodes:`.
 
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import sharp from 'sharp';
 import { beforeAll, expect, it } from 'vitest';
 import { runMixed } from '../../loadtests/mixed.ts';
 import { soak } from '../../loadtests/soak-sampler.ts';
+import { decodeRgb } from '../../services/detect/image/decode.ts';
+import { pdqOfFrame } from '../../services/detect/image/pdq.ts';
+import { probeHeader } from '../../services/detect/image/probe.ts';
+import { fixture } from '../fixtures/corpus.ts';
 import {
   describeWithKubeNode,
+  helmOnNode,
   installChart,
   type KubeNodeFacts,
   kubectl,
@@ -49,6 +56,25 @@ const SOAK_SECONDS = Number(process.env.SOAK_SECONDS ?? 180);
 const SOAK_WARMUP_SECONDS = SOAK_SECONDS >= 900 ? 300 : 60;
 
 const log = (line: string) => console.log(`kube-nodes: ${line}`);
+/** The image the HashList check lists (from a resized, re-encoded copy) and sends. */
+const LISTED_PHOTO = readFileSync(fixture('2569067123_aca715a2ee_o.jpg'));
+
+/** The PDQ a copy of the photo would be listed under: resized to a quarter and re-encoded. */
+async function listedCopyHash(): Promise<string> {
+  const copy = await sharp(LISTED_PHOTO).resize(681).jpeg({ quality: 60 }).toBuffer();
+  const decoded = await decodeRgb(copy, probeHeader(copy, 'jpeg'));
+  return pdqOfFrame(decoded.rgb, decoded.width, decoded.height).hash;
+}
+
+/** detect's port in its pods (the chart's envoy.upstreams.detect.port). */
+const DETECT_PORT = 8080;
+
+/** A HashList's status (charts/nsfwdetector/crds/hashlists.yaml). */
+interface HashListStatus {
+  hashes?: number;
+  replicas?: number;
+  replicasInForce?: number;
+}
 const seconds = (since: number) => Math.round((performance.now() - since) / 100) / 10;
 
 /** A pod as `kubectl get pods -o wide` shows it. */
@@ -734,6 +760,93 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
     expect(charged).toBeGreaterThanOrEqual(keyedResult.counts['200']);
     expect(figures.overAdmitted).toBe(0);
   }, 900_000);
+
+  it('a HashList resource applied: every detect replica matches within 10 s; deleted: none does', async () => {
+    // The operator on and PDQ hashing on for this check only (the other checks' figures are without).
+    const upgrade = async (operator: boolean) => {
+      const started = performance.now();
+      await helmOnNode(facts, [
+        'upgrade',
+        release,
+        images.chart,
+        '--version',
+        images.chartVersion,
+        '--namespace',
+        ns,
+        '--plain-http',
+        '--reuse-values',
+        '--set',
+        `operator.enabled=${operator}`,
+        '--set',
+        `config.pdqHashes=${operator ? 'on' : 'off'}`,
+        '--wait',
+        '--timeout',
+        '10m',
+      ]);
+      log(`helm upgrade operator.enabled=${operator}: ${seconds(started)} s`);
+    };
+    const status = async () =>
+      ((await kj('-n', ns, 'get', 'hashlist', 'known-bad')) as { status?: HashListStatus }).status ?? {};
+    /** What every detect pod holds, asked from the operator's pod (the NetworkPolicy lets it reach detect). */
+    const held = async () => {
+      const ips = (await widePods('detect')).map((p) => p.ip);
+      const script = `Promise.all(${JSON.stringify(ips)}.map((ip) => fetch('http://' + ip + ':${DETECT_PORT}/internal/hash-lists').then((r) => r.json()))).then((a) => console.log(JSON.stringify(a.map((b) => b.data.lists.map((l) => l.name + ':' + l.hashes)))))`;
+      return JSON.parse(
+        lastLine(await k('-n', ns, 'exec', `deploy/${release}-operator`, '--', 'node', '-e', script)),
+      ) as string[][];
+    };
+    const matched = async (n: number) => {
+      let count = 0;
+      for (let i = 0; i < n; i++) {
+        const a = await post(gateway, '/api/open/detect', {
+          headers: { authorization: `Bearer ${key}` },
+          body: LISTED_PHOTO,
+        });
+        expect(a.status).toBe(200);
+        if (a.body.data.matches.length > 0) count++;
+      }
+      return count;
+    };
+    await upgrade(true);
+    try {
+      const detects = await widePods('detect');
+      expect(detects).toHaveLength(2);
+      const lines = [`# known-bad, from a re-encoded, resized copy`, await listedCopyHash()];
+      await k(
+        '-n',
+        ns,
+        'create',
+        'secret',
+        'generic',
+        'known-bad-v1',
+        `--from-literal=hashes=${lines.join('\n')}`,
+      );
+      const applied = performance.now();
+      await k('-n', ns, 'apply', '-f', join(REPO, 'charts/nsfwdetector/examples/hashlist.yaml'));
+      // In force on every ready detect replica: the operator asked each (GET /internal/hash-lists).
+      await k('-n', ns, 'wait', '--for=condition=Ready', 'hashlist/known-bad', '--timeout=10s');
+      const inForce = seconds(applied);
+      expect(await status()).toMatchObject({ hashes: 1, replicas: 2, replicasInForce: 2 });
+      expect(await held()).toEqual([['known-bad:1'], ['known-bad:1']]);
+      log(`HashList Ready (in force on both detect pods, on two nodes) ${inForce} s after kubectl apply`);
+      // Envoy spreads the requests over both detect pods: every answer matches.
+      expect(await matched(10)).toBe(10);
+
+      const deleted = performance.now();
+      await k('-n', ns, 'delete', 'hashlist', 'known-bad');
+      let gone = false;
+      while (!gone && performance.now() - deleted < 10_000) {
+        gone = (await held()).every((lists) => lists.length === 0);
+        if (!gone) await sleep(250);
+      }
+      expect(gone, 'the list gone from every detect pod within 10 s').toBe(true);
+      log(`HashList deleted: gone from both detect pods ${seconds(deleted)} s after kubectl delete`);
+      expect(await matched(10)).toBe(0);
+    } finally {
+      await k('-n', ns, 'delete', 'secret', 'known-bad-v1', '--ignore-not-found');
+      await upgrade(false);
+    }
+  }, 1_800_000);
 
   it('a node lost under steady traffic (link cut, kubelet, runtime and pods killed): what clients see, second by second, until full capacity', async () => {
     const detect = await widePods('detect');

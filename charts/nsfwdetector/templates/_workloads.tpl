@@ -194,6 +194,7 @@ REDIS_CLUSTER_NODES, with REDIS_PASSWORD read by the service itself.
 - { name: SCORING_WORKERS, value: {{ $c.scoringWorkers | int64 | quote }} }
 - { name: INFERENCE_THREADS, value: {{ $c.inferenceThreads | int64 | quote }} }
 - { name: MAX_FRAMES_SCORED, value: {{ $c.maxFramesScored | int64 | quote }} }
+- { name: PDQ_HASHES, value: {{ $c.pdqHashes | quote }} }
 - { name: LOG_LEVEL, value: {{ $c.logLevel | quote }} }
 - { name: SHUTDOWN_GRACE_MS, value: {{ $c.shutdownGraceMs | int64 | quote }} }
 - { name: SHUTDOWN_DELAY_MS, value: {{ $c.shutdownDelayMs | int64 | quote }} }
