@@ -33,17 +33,24 @@ node_ip() { rest=${1%:*}; echo "${rest%:*}"; }
 node_port() { rest=${1%:*}; echo "${rest##*:}"; }
 node_sentinel() { echo "${1##*:}"; }
 
+# An IPv4 address (digits and dots) or an IPv6 one (hex digits and colons).
+is_ip() {
+  case $1 in
+    "" | *[!0-9A-Fa-f.:]*) return 1 ;;
+    *:*) return 0 ;;
+    *[!0-9.]*) return 1 ;;
+  esac
+}
+
 i=0
 for node in $NODES; do
   host=$(node_ip "$node")
-  case $host in
-    *[!0-9A-Fa-f.:]* | "")
-      # The chart's $(…_SERVICE_HOST) left unexpanded: the pod was created before its Services. A
-      # restart reads them again.
-      echo "redis-node: NODES must hold IP addresses, got \"$host\" in \"$NODES\"" >&2
-      exit 1
-      ;;
-  esac
+  if ! is_ip "$host"; then
+    # The chart's $(…_SERVICE_HOST) left unexpanded: the pod was created before its Services. A
+    # restart reads them again.
+    echo "redis-node: NODES must hold IP addresses, got \"$host\" in \"$NODES\"" >&2
+    exit 1
+  fi
   if [ "$i" -eq 0 ]; then first_host=$host; first_port=$(node_port "$node"); fi
   if [ "$i" -eq "$SELF" ]; then
     self_host=$host
