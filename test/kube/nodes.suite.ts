@@ -15,6 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeAll, expect, it } from 'vitest';
 import { runMixed } from '../../loadtests/mixed.ts';
 import { soak } from '../../loadtests/soak-sampler.ts';
+import { startCpuHog } from '../support/cpu-hog.ts';
 import {
   describeWithKubeNode,
   installChart,
@@ -600,7 +601,7 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
     SOAK_SECONDS * 1000 + 300_000,
   );
 
-  it('kubectl drain of a node holding a detect and a gateway pod under steady key and anonymous traffic: only 200 and 429, the count equal to the 200s', async () => {
+  it('kubectl drain of a node holding a detect and a gateway pod under steady key and anonymous traffic, a CPU hog beside it: only 200 and 429, the count equal to the 200s', async () => {
     const detect = await nodesOf('detect');
     const gw = await nodesOf('gateway');
     const target = detect.find((n) => gw.includes(n)) as string;
@@ -616,6 +617,9 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
       );
     await withinOneUtcDay(COUNTED_PHASE_MS, log);
     const usedBefore = await usedToday();
+    // As a CI machine busy with other work: every process of the cluster gets about half the CPU.
+    const hog = startCpuHog();
+    log(`CPU hog: ${hog.processes} × yes at nice 0 during the drain`);
     const keyed = startLoad(gateway, 3, key, { timeline: true });
     const anonymous = startLoad(gateway, 2, undefined, { timeline: true });
     let keyedResult: Awaited<ReturnType<typeof keyed.stop>>;
@@ -631,6 +635,7 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
       await sleep(5_000);
     } finally {
       [keyedResult, anonymousResult] = await Promise.all([keyed.stop(drainAt), anonymous.stop(drainAt)]);
+      await hog.stop();
       // Whatever the checks below find, the next ones get the node back.
       await k('uncordon', target);
     }
@@ -688,13 +693,16 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
     expect(new Set(redisAfter).size).toBe(3);
   }, 1_200_000);
 
-  it('a detect pod and a gateway pod deleted gracefully under steady traffic: no failed request', async () => {
+  it('a detect pod and a gateway pod deleted gracefully under steady traffic, a CPU hog beside them: no failed request', async () => {
     await withinOneUtcDay(COUNTED_PHASE_MS, log);
     const usedBefore = await usedToday();
-    const keyed = startLoad(gateway, 3, key);
-    const anonymous = startLoad(gateway, 2);
-    let keyedResult: { counts: Counts; unanswered: number };
-    let anonymousResult: { counts: Counts; unanswered: number };
+    const hog = startCpuHog();
+    log(`CPU hog: ${hog.processes} × yes at nice 0 during the deletions`);
+    const deletedAt = Date.now() + 5_000;
+    const keyed = startLoad(gateway, 3, key, { timeline: true });
+    const anonymous = startLoad(gateway, 2, undefined, { timeline: true });
+    let keyedResult: Awaited<ReturnType<typeof keyed.stop>>;
+    let anonymousResult: Awaited<ReturnType<typeof anonymous.stop>>;
     try {
       await sleep(5_000);
       for (const component of ['detect', 'gateway']) {
@@ -705,11 +713,16 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
         await sleep(10_000);
       }
     } finally {
-      [keyedResult, anonymousResult] = await Promise.all([keyed.stop(), anonymous.stop()]);
+      [keyedResult, anonymousResult] = await Promise.all([keyed.stop(deletedAt), anonymous.stop(deletedAt)]);
+      await hog.stop();
     }
     log(
       `answers while a detect and a gateway pod were deleted: key ${JSON.stringify(keyedResult.counts)}, anonymous ${JSON.stringify(anonymousResult.counts)}`,
     );
+    log(
+      `answers by second (t+0: the first deletion):\n${timeline([keyedResult, anonymousResult], deletedAt).lines}`,
+    );
+    await logGatewayFailures(60);
     expect({ ...keyedResult.counts, '200': 0, '429': 0 }).toEqual(zeroCounts());
     expect({ ...anonymousResult.counts, '200': 0, '429': 0 }).toEqual(zeroCounts());
     await sleep(3_000);
