@@ -13,7 +13,7 @@ describe('Redis topology configuration', () => {
     });
     expect(
       target({
-        REDIS_SENTINELS: 's1:26379, s2 ,[::1]:26380',
+        REDIS_SENTINELS: 's1:26379, s2 ,[::1]:26380,[10.96.0.7]:26381',
         REDIS_SENTINEL_MASTER: 'mymaster',
         REDIS_SENTINEL_PASSWORD: 'sp',
         REDIS_PASSWORD: 'dp',
@@ -24,6 +24,7 @@ describe('Redis topology configuration', () => {
         { host: 's1', port: 26379 },
         { host: 's2', port: 26379 },
         { host: '::1', port: 26380 },
+        { host: '10.96.0.7', port: 26381 },
       ],
       masterName: 'mymaster',
       sentinelPassword: 'sp',
@@ -56,6 +57,10 @@ describe('Redis topology configuration', () => {
     [{ REDIS_CLUSTER_NODES: 'a:70000' }, /host:port/],
     [{ REDIS_CLUSTER_NODES: 'redis://a:1' }, /host:port/],
     [{ REDIS_CLUSTER_NODES: 'a:1,a:1' }, /names a:1 twice/],
+    [
+      { REDIS_SENTINELS: '[$(NSFWDETECTOR_REDIS_0_SERVICE_HOST)]:26379', REDIS_SENTINEL_MASTER: 'm' },
+      /\$\(VAR\) reference left unexpanded/,
+    ],
     [{ REDIS_URL: 'http://a' }, /redis:\/\/ or rediss:\/\//],
     [{ REDIS_URL: 'redis://a', REDIS_WAIT_REPLICAS: '-1' }, /REDIS_WAIT_REPLICAS/],
   ])('refuses %j at boot', (env, message) => {

@@ -99,6 +99,12 @@ function redisUrl(raw: string): string {
 function nodeList(name: string, raw: string, defaultPort: number): RedisNodeAddress[] {
   const nodes = raw.split(',').map((part) => {
     const entry = part.trim();
+    // The chart writes its in-chart sentinels as $(…_SERVICE_HOST) references, which the kubelet leaves
+    // as they are when the Service did not exist as the pod was made; a restart reads them again.
+    if (entry.includes('$('))
+      throw new ConfigError(
+        `${name} holds "${entry}", a Kubernetes $(VAR) reference left unexpanded: the Service it names did not exist when this pod was created (a restart reads it again)`,
+      );
     const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([^:[\]\s/@]+))(?::(\d{1,5}))?$/.exec(entry);
     const host = m?.[1] ?? m?.[2];
     const port = m?.[3] === undefined ? defaultPort : Number(m[3]);

@@ -174,9 +174,9 @@ describeWithKube('Helm chart against a real kube-apiserver', ['kube-apiserver', 
         }
       }
       if (name === 'in-chart Sentinel') {
-        // 3 pods, each a data node and a sentinel, spread over nodes, a volume each; the services reach
-        // them through the sentinels by the pods' DNS names (test/chart/redis-sentinel.test.ts runs the
-        // same script on real redis-server processes).
+        // 3 pods, each a data node and a sentinel, spread over nodes, a volume each; the pods and the
+        // services find each other by the ClusterIP of each pod's own Service, no DNS name
+        // (test/chart/redis-sentinel.test.ts runs the same script on real redis-server processes).
         const redis = find(items, 'StatefulSet', 'nsfwdetector-redis');
         expect(redis.spec.replicas).toBe(3);
         expect(redis.spec.serviceName).toBe('nsfwdetector-redis-nodes');
@@ -193,10 +193,16 @@ describeWithKube('Helm chart against a real kube-apiserver', ['kube-apiserver', 
         const script = find(items, 'ConfigMap', 'nsfwdetector-redis-node').data?.['redis-node.sh'];
         expect(script).toBe(readFileSync(join(CHART_DIR, 'files', 'redis-node.sh'), 'utf8'));
         const nodes = (env(container(redis, 'sentinel'), 'NODES') ?? '').split(' ');
-        expect(nodes).toEqual(
-          // The release's namespace (`helm template` without --namespace: default).
-          [0, 1, 2].map((i) => `nsfwdetector-redis-${i}.nsfwdetector-redis-nodes.default.svc:6379:26379`),
-        );
+        // The kubelet expands the Service links of the pods' own Services (made before the pods).
+        const serviceHost = (i: number) => `$(NSFWDETECTOR_REDIS_${i}_SERVICE_HOST)`;
+        expect(nodes).toEqual([0, 1, 2].map((i) => `${serviceHost(i)}:6379:26379`));
+        for (const i of [0, 1, 2]) {
+          const own = find(items, 'Service', `nsfwdetector-redis-${i}`);
+          expect(own.spec.type).toBe('ClusterIP');
+          expect(own.spec.publishNotReadyAddresses).toBe(true);
+          expect(own.spec.selector['statefulset.kubernetes.io/pod-name']).toBe(`nsfwdetector-redis-${i}`);
+          expect(own.spec.ports.map((p: { port: number }) => p.port)).toEqual([6379, 26379]);
+        }
         expect(find(items, 'PodDisruptionBudget', 'nsfwdetector-redis').spec.maxUnavailable).toBe(1);
         const headless = find(items, 'Service', 'nsfwdetector-redis-nodes');
         expect(headless.spec.clusterIP).toBe('None');
@@ -209,9 +215,7 @@ describeWithKube('Helm chart against a real kube-apiserver', ['kube-apiserver', 
           container(find(items, 'Deployment', 'nsfwdetector-operator'), 'operator'),
         ]) {
           expect(env(c, 'REDIS_URL')).toBeUndefined();
-          expect(env(c, 'REDIS_SENTINELS')).toBe(
-            nodes.map((n) => n.replace(/:6379:26379$/, ':26379')).join(','),
-          );
+          expect(env(c, 'REDIS_SENTINELS')).toBe([0, 1, 2].map((i) => `[${serviceHost(i)}]:26379`).join(','));
           expect(env(c, 'REDIS_SENTINEL_MASTER')).toBe('nsfwdetector');
           for (const v of ['REDIS_PASSWORD', 'REDIS_SENTINEL_PASSWORD'])
             expect(c.env.find((e: { name: string }) => e.name === v).valueFrom.secretKeyRef).toEqual({

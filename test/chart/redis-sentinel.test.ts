@@ -1,10 +1,11 @@
 // The in-chart Redis with `redis.architecture: sentinel` runs charts/nsfwdetector/files/redis-node.sh in
 // every pod (a data node and a sentinel). This runs that very script with the real redis-server on
-// loopback — three nodes, three sentinels, as the StatefulSet does, only with ports instead of pod DNS
-// names — and shows that what the chart ships elects a primary, replicates with WAIT, fails over when the
-// primary is SIGKILLed (nothing acknowledged lost, the quota services' own Sentinel client follows), and
-// takes the old primary back as a replica of the new one when its pod restarts; and that a primary being
-// stopped hands over by itself (the preStop hook: `redis-node.sh handover`) without losing a write.
+// loopback — three nodes, three sentinels, as the StatefulSet does, only with ports on one address
+// instead of the pods' own Services' ClusterIPs — and shows that what the chart ships elects a primary,
+// replicates with WAIT, fails over when the primary is SIGKILLed (nothing acknowledged lost, the quota
+// services' own Sentinel client follows), and takes the old primary back as a replica of the new one
+// when its pod restarts; that a primary being stopped hands over by itself (the preStop hook:
+// `redis-node.sh handover`) without losing a write; and that it takes addresses only, never a name.
 
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -229,4 +230,14 @@ describeWithTool([REDIS_SERVER, REDIS_CLI], 'the chart’s Redis Sentinel script
         `(down-after 3 s); ${acknowledged.length}/${acknowledged.length} acknowledged writes kept; old primary back as a replica`,
     );
   }, 180_000);
+
+  it('refuses a NODES entry that is not an IP address (a name, or a $(VAR) the kubelet left as it was)', async () => {
+    for (const host of ['redis-0.redis-nodes.default.svc', '$(NSFWDETECTOR_REDIS_0_SERVICE_HOST)']) {
+      const env = { ...nodeEnv('sentinel', 0), NODES: `${host}:6379:26379 127.0.0.1:6380:26380` };
+      const run = execFileAsync('sh', [SCRIPT, 'sentinel'], { env });
+      await expect(run).rejects.toMatchObject({ code: 1 });
+      const { stderr } = (await run.catch((e: { stderr: string }) => e)) as { stderr: string };
+      expect(stderr).toContain(`NODES must hold IP addresses, got "${host}"`);
+    }
+  });
 });

@@ -6,7 +6,8 @@
 // between pods on different nodes; a node drained under steady key and anonymous k6 traffic without a
 // failed request and with the account's count equal to its 200s, then uncordoned and the pods spread
 // again; a detect and a gateway pod deleted gracefully under the same traffic; Redis failovers; last a
-// node lost (so this phase runs last: the node suite's kube:down follows). Every figure is printed on a
+// node lost with a detect pod, the Redis primary and a CoreDNS pod on it (so this phase runs last: the
+// node suite's kube:down follows). Every figure is printed on a
 // line starting `kube-nodes:`.
 
 import { readFileSync } from 'node:fs';
@@ -20,6 +21,7 @@ import { decodeRgb } from '../../services/detect/image/decode.ts';
 import { pdqOfFrame } from '../../services/detect/image/pdq.ts';
 import { probeHeader } from '../../services/detect/image/probe.ts';
 import { fixture } from '../fixtures/corpus.ts';
+import { startCpuHog } from '../support/cpu-hog.ts';
 import {
   describeWithKubeNode,
   helmOnNode,
@@ -186,16 +188,44 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
   /** redis-cli in a Redis pod's data node container. */
   const redisCli = (pod: string, ...args: string[]) =>
     k('-n', ns, 'exec', pod, '-c', 'redis', '--', 'redis-cli', ...args);
+  let podByAddress: Map<string, string> | undefined;
+  /**
+   * The Redis pod of each address the sentinels give: the ClusterIP of the pod's own Service (stable:
+   * read once).
+   */
+  const redisPodsByAddress = async (): Promise<Map<string, string>> => {
+    podByAddress ??= new Map(
+      (
+        await kj(
+          '-n',
+          ns,
+          'get',
+          'services',
+          '-l',
+          `app.kubernetes.io/component=redis,app.kubernetes.io/instance=${release}`,
+        )
+      ).items
+        .filter(
+          (s: { spec: { selector?: Record<string, string> } }) =>
+            s.spec.selector?.['statefulset.kubernetes.io/pod-name'],
+        )
+        .map((s: { spec: { clusterIP: string; selector: Record<string, string> } }) => [
+          s.spec.clusterIP,
+          s.spec.selector['statefulset.kubernetes.io/pod-name'],
+        ]),
+    );
+    return podByAddress;
+  };
   /**
    * The Redis primary's pod, as the sentinels say (asked in the sentinel container of a running Redis
    * pod not on `avoid`: a lost node's pods answer no exec).
    */
   const primaryPod = async (avoid?: string): Promise<WidePod> => {
     const pods = await widePods('redis');
+    const podOf = await redisPodsByAddress();
     for (const p of pods.filter((q) => q.node !== avoid)) {
       const out = await sentinelCli(p.name, 'sentinel', 'get-master-addr-by-name', MASTER).catch(() => '');
-      // The pods announce their DNS names: <pod>.<release>-redis-nodes.<namespace>.svc.
-      const pod = pods.find((q) => q.name === out.trim().split('.')[0]);
+      const pod = pods.find((q) => q.name === podOf.get(out.trim().split('\n')[0] ?? ''));
       if (pod) return pod;
     }
     throw new Error(`no sentinel named a running Redis pod as the primary (${JSON.stringify(pods)})`);
@@ -597,7 +627,7 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
     SOAK_SECONDS * 1000 + 300_000,
   );
 
-  it('kubectl drain of a node holding a detect and a gateway pod under steady key and anonymous traffic: only 200 and 429, the count equal to the 200s', async () => {
+  it('kubectl drain of a node holding a detect and a gateway pod under steady key and anonymous traffic, a CPU hog beside it: only 200 and 429, the count equal to the 200s', async () => {
     const detect = await nodesOf('detect');
     const gw = await nodesOf('gateway');
     const target = detect.find((n) => gw.includes(n)) as string;
@@ -613,6 +643,9 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
       );
     await withinOneUtcDay(COUNTED_PHASE_MS, log);
     const usedBefore = await usedToday();
+    // As a CI machine busy with other work: every process of the cluster gets about half the CPU.
+    const hog = startCpuHog();
+    log(`CPU hog: ${hog.processes} × yes at nice 0 during the drain`);
     const keyed = startLoad(gateway, 3, key, { timeline: true });
     const anonymous = startLoad(gateway, 2, undefined, { timeline: true });
     let keyedResult: Awaited<ReturnType<typeof keyed.stop>>;
@@ -628,6 +661,7 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
       await sleep(5_000);
     } finally {
       [keyedResult, anonymousResult] = await Promise.all([keyed.stop(drainAt), anonymous.stop(drainAt)]);
+      await hog.stop();
       // Whatever the checks below find, the next ones get the node back.
       await k('uncordon', target);
     }
@@ -685,13 +719,16 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
     expect(new Set(redisAfter).size).toBe(3);
   }, 1_200_000);
 
-  it('a detect pod and a gateway pod deleted gracefully under steady traffic: no failed request', async () => {
+  it('a detect pod and a gateway pod deleted gracefully under steady traffic, a CPU hog beside them: no failed request', async () => {
     await withinOneUtcDay(COUNTED_PHASE_MS, log);
     const usedBefore = await usedToday();
-    const keyed = startLoad(gateway, 3, key);
-    const anonymous = startLoad(gateway, 2);
-    let keyedResult: { counts: Counts; unanswered: number };
-    let anonymousResult: { counts: Counts; unanswered: number };
+    const hog = startCpuHog();
+    log(`CPU hog: ${hog.processes} × yes at nice 0 during the deletions`);
+    const deletedAt = Date.now() + 5_000;
+    const keyed = startLoad(gateway, 3, key, { timeline: true });
+    const anonymous = startLoad(gateway, 2, undefined, { timeline: true });
+    let keyedResult: Awaited<ReturnType<typeof keyed.stop>>;
+    let anonymousResult: Awaited<ReturnType<typeof anonymous.stop>>;
     try {
       await sleep(5_000);
       for (const component of ['detect', 'gateway']) {
@@ -702,11 +739,16 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
         await sleep(10_000);
       }
     } finally {
-      [keyedResult, anonymousResult] = await Promise.all([keyed.stop(), anonymous.stop()]);
+      [keyedResult, anonymousResult] = await Promise.all([keyed.stop(deletedAt), anonymous.stop(deletedAt)]);
+      await hog.stop();
     }
     log(
       `answers while a detect and a gateway pod were deleted: key ${JSON.stringify(keyedResult.counts)}, anonymous ${JSON.stringify(anonymousResult.counts)}`,
     );
+    log(
+      `answers by second (t+0: the first deletion):\n${timeline([keyedResult, anonymousResult], deletedAt).lines}`,
+    );
+    await logGatewayFailures(60);
     expect({ ...keyedResult.counts, '200': 0, '429': 0 }).toEqual(zeroCounts());
     expect({ ...anonymousResult.counts, '200': 0, '429': 0 }).toEqual(zeroCounts());
     await sleep(3_000);
@@ -848,7 +890,7 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
     }
   }, 1_800_000);
 
-  it('a node lost under steady traffic (link cut, kubelet, runtime and pods killed): what clients see, second by second, until full capacity', async () => {
+  it('a node lost under steady traffic (link cut, kubelet, runtime and pods killed) with a detect pod, the Redis primary and a CoreDNS pod: a replica promoted within 20 s, nothing over-admitted; what clients see, second by second, until full capacity', async () => {
     const detect = await widePods('detect');
     const gw = await nodesOf('gateway');
     // A node other than node 1 (the control plane's host) holding a detect pod and no gateway pod: the
@@ -878,26 +920,32 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
       log(`gateway pod moved off ${lost.node} first: gateway on ${JSON.stringify(await nodesOf('gateway'))}`);
     }
     await failoverTo(lost.node, `the primary moved to ${lost.node}, to be lost with its detect pod`);
-    // A CoreDNS pod on the lost node stays in the cluster DNS Service until the node controller acts (40 s
-    // and more): the lookups kube-proxy sends it are dropped. Redis Sentinel resolves the pods' names
-    // synchronously, so such lookups stall it for seconds at a time, past its tilt trigger (2 s), and no
-    // failover happens (seen: docs/multi-node.md). A cluster's DNS is the cluster's (NodeLocal DNSCache
-    // keeps a lost node's DNS to its own pods); here CoreDNS is moved off the node to be lost first.
-    const dnsOnLost = (await kj('-n', 'kube-system', 'get', 'pods', '-l', 'k8s-app=kube-dns')).items.filter(
-      (p: { spec: { nodeName: string } }) => p.spec.nodeName === lost.node,
-    );
-    if (dnsOnLost.length) {
-      await k('cordon', lost.node);
+    // And a CoreDNS pod (moved there when none is): it stays in the cluster DNS Service until the node
+    // controller acts (40 s and more), and the lookups kube-proxy sends it go unanswered. Nothing of the
+    // Redis failover resolves a name (the pods and the quota services find each other by their Services'
+    // ClusterIPs), so it must not matter.
+    const dnsPods = async () =>
+      (await kj('-n', 'kube-system', 'get', 'pods', '-l', 'k8s-app=kube-dns')).items.filter(
+        (p: { metadata: { deletionTimestamp?: string } }) => !p.metadata.deletionTimestamp,
+      ) as { metadata: { name: string }; spec: { nodeName: string } }[];
+    if (!(await dnsPods()).some((p) => p.spec.nodeName === lost.node)) {
+      const others = (await kj('get', 'nodes')).items
+        .map((n: { metadata: { name: string } }) => n.metadata.name)
+        .filter((n: string) => n !== lost.node);
+      await k('cordon', ...others);
       try {
-        for (const pod of dnsOnLost) await k('-n', 'kube-system', 'delete', 'pod', pod.metadata.name);
+        const moved = (await dnsPods())[0];
+        if (moved) await k('-n', 'kube-system', 'delete', 'pod', moved.metadata.name);
         await k('-n', 'kube-system', 'rollout', 'status', 'deployment/coredns', '--timeout=300s');
       } finally {
-        await k('uncordon', lost.node);
+        await k('uncordon', ...others);
       }
-      log(`CoreDNS moved off ${lost.node} first`);
     }
+    const dnsNodes = (await dnsPods()).map((p) => p.spec.nodeName);
+    log(`CoreDNS pods on ${JSON.stringify(dnsNodes)}`);
+    expect(dnsNodes, 'a CoreDNS pod on the node to be lost').toContain(lost.node);
     const primary = await primaryPod();
-    log(`losing ${lost.node}: detect pod ${lost.name}, the Redis primary ${primary.name}`);
+    log(`losing ${lost.node}: detect pod ${lost.name}, the Redis primary ${primary.name}, a CoreDNS pod`);
     const check = await startFailoverCheck('node');
     let result: Awaited<ReturnType<typeof check.stop>>;
     let cutAt = 0;
@@ -931,7 +979,8 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
         }
         await sleep(1_000);
       }
-      await sleep(10_000);
+      // Long enough for the free account to cross its limit (its over-admission is checked).
+      await sleep(Math.max(10_000, 80_000 - (Date.now() - cutAt)));
     } finally {
       result = await check.stop(cutAt || undefined);
     }
@@ -973,11 +1022,16 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
     expect(charged, 'no 503 charged').toBeLessThanOrEqual(
       keyedResult.counts['200'] + keyedResult.unanswered + keyedResult.counts['connection error'],
     );
-    // Counters are not waited for: the primary's last increments before the cut may be lost with it
-    // (printed above as the key's count against its 200s, and as the free account's over-admission).
     expect({ ...total, '200': 0, '429': 0, '503/5001': 0 }).toEqual(zeroCounts());
     expect(fullAt, 'two detect pods Ready off the lost node').toBeDefined();
-    expect(promotedMs, 'a replica promoted within 60 s').toBeDefined();
+    expect(promotedMs, 'a replica promoted').toBeDefined();
+    expect(promotedMs, 'a replica promoted within 20 s of the cut').toBeLessThanOrEqual(20_000);
+    // Counters are not waited for (docs/redis.md): what a failover can lose is what the primary had
+    // counted and not yet sent its replicas, both online and in sync before the cut (replicasOnline).
+    // Here (nodes on one host, the stream delivered as it is written) that is nothing: every 200 is
+    // counted on the promoted replica, and the free account is admitted exactly its limit.
+    expect(charged, "every 200 in the key's count").toBeGreaterThanOrEqual(keyedResult.counts['200']);
+    expect(figures.overAdmitted, 'the free account admitted beyond its limit').toBe(0);
   }, 900_000);
 }
 

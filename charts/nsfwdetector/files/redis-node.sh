@@ -10,7 +10,10 @@
 # test/chart/redis-sentinel.test.ts runs this very file with real redis-server processes on loopback.
 #
 # Environment:
-#   NODES          "host:redisPort:sentinelPort …", one per node, in ordinal order (pod DNS names)
+#   NODES          "ip:redisPort:sentinelPort …", one per node, in ordinal order: addresses that stay
+#                  the same when a pod comes back (the chart: each pod's own Service's ClusterIP). IPs,
+#                  not names: nothing here or in the sentinels resolves a name, so a failover does not
+#                  depend on the cluster DNS (a CoreDNS pod lost with a node stalls lookups for 40 s).
 #   SELF           this node's ordinal (0-based); default: the end of POD_NAME (a StatefulSet pod's)
 #   MASTER_NAME    the name the sentinels monitor
 #   REDIS_PASSWORD the data nodes' and the sentinels' password
@@ -25,12 +28,35 @@ SELF=${SELF:-${POD_NAME##*-}}
 bind=${BIND:-"* -::*"}
 export REDISCLI_AUTH="$REDIS_PASSWORD"
 
+# ip:redisPort:sentinelPort, read from the right (an IPv6 address has colons of its own).
+node_ip() { rest=${1%:*}; echo "${rest%:*}"; }
+node_port() { rest=${1%:*}; echo "${rest##*:}"; }
+node_sentinel() { echo "${1##*:}"; }
+
+# An IPv4 address (digits and dots) or an IPv6 one (hex digits and colons).
+is_ip() {
+  case $1 in
+    "" | *[!0-9A-Fa-f.:]*) return 1 ;;
+    *:*) return 0 ;;
+    *[!0-9.]*) return 1 ;;
+  esac
+}
+
 i=0
 for node in $NODES; do
-  host=${node%%:*}
-  rest=${node#*:}
-  if [ "$i" -eq 0 ]; then first_host=$host; first_port=${rest%%:*}; fi
-  if [ "$i" -eq "$SELF" ]; then self_host=$host; self_port=${rest%%:*}; self_sentinel=${rest#*:}; fi
+  host=$(node_ip "$node")
+  if ! is_ip "$host"; then
+    # The chart's $(…_SERVICE_HOST) left unexpanded: the pod was created before its Services. A
+    # restart reads them again.
+    echo "redis-node: NODES must hold IP addresses, got \"$host\" in \"$NODES\"" >&2
+    exit 1
+  fi
+  if [ "$i" -eq 0 ]; then first_host=$host; first_port=$(node_port "$node"); fi
+  if [ "$i" -eq "$SELF" ]; then
+    self_host=$host
+    self_port=$(node_port "$node")
+    self_sentinel=$(node_sentinel "$node")
+  fi
   i=$((i + 1))
 done
 : "${self_host:?SELF is not an ordinal of NODES}"
@@ -38,7 +64,7 @@ done
 # "host port" of the primary: as a sentinel knows it, else the first node.
 primary() {
   for node in $NODES; do
-    answer=$(timeout 2 redis-cli -h "${node%%:*}" -p "${node##*:}" --raw \
+    answer=$(timeout 2 redis-cli -h "$(node_ip "$node")" -p "$(node_sentinel "$node")" --raw \
       sentinel get-master-addr-by-name "$MASTER_NAME" 2>/dev/null || true)
     # shellcheck disable=SC2086 # two words: host and port
     set -- $answer
@@ -64,7 +90,7 @@ if [ "$role" = handover ]; then
   redis-cli -p "$self_port" client pause "$wait_ms" write >/dev/null
   for node in $NODES; do
     [ "$node" != "$self_host:$self_port:$self_sentinel" ] || continue
-    sentinel="-h ${node%%:*} -p ${node##*:}"
+    sentinel="-h $(node_ip "$node") -p $(node_sentinel "$node")"
     # shellcheck disable=SC2086 # host and port options
     [ "$(timeout 2 redis-cli $sentinel --raw sentinel failover "$MASTER_NAME" 2>/dev/null)" = OK ] || continue
     tries=$((wait_ms / 200))
@@ -115,7 +141,7 @@ EOF
 fi
 
 if [ "$role" = sentinel ]; then
-  # Sentinel refuses to start on a name that does not resolve yet (the primary's pod just created).
+  # The primary's pod may not be up yet (the first start of all): sentinel wants it answering.
   tries=0
   until timeout 2 redis-cli -h "$primary_host" -p "$primary_port" ping >/dev/null 2>&1; do
     tries=$((tries + 1))
@@ -128,8 +154,8 @@ if [ "$role" = sentinel ]; then
 bind $bind
 port $self_sentinel
 dir $CONF_DIR
-sentinel resolve-hostnames yes
-sentinel announce-hostnames yes
+sentinel resolve-hostnames no
+sentinel announce-hostnames no
 sentinel announce-ip $self_host
 sentinel announce-port $self_sentinel
 requirepass "$REDIS_PASSWORD"

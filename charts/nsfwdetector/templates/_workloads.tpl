@@ -124,7 +124,7 @@ REDIS_CLUSTER_NODES, with REDIS_PASSWORD read by the service itself.
 {{- $ext := .Values.redis.external -}}
 {{- $url := "" -}}
 {{- if and .Values.redis.enabled (eq .Values.redis.architecture "sentinel") -}}
-{{- $ext = dict "url" "" "sentinel" (dict "addresses" (splitList "," (include "nsfwdetector.redisSentinelNodes" (dict "root" . "format" "%s:26379"))) "masterName" .Values.redis.sentinel.masterName "existingSecret" $secret "existingSecretKey" (include "nsfwdetector.redisSecretKey" .)) "cluster" (dict "nodes" list) "waitReplicas" nil -}}
+{{- $ext = dict "url" "" "sentinel" (dict "addresses" (splitList "," (include "nsfwdetector.redisSentinelNodes" (dict "root" . "format" "[%s]:26379"))) "masterName" .Values.redis.sentinel.masterName "existingSecret" $secret "existingSecretKey" (include "nsfwdetector.redisSecretKey" .)) "cluster" (dict "nodes" list) "waitReplicas" nil -}}
 {{- else if .Values.redis.enabled -}}
 {{- $url = printf "redis://%s-redis:6379/0" (include "nsfwdetector.prefix" .) -}}
 {{- else if and (not $ext.url) (or $ext.sentinel.addresses $ext.cluster.nodes) -}}
@@ -330,14 +330,22 @@ that Service's headless twin (a host per ready pod: docs/kubernetes-ha.md).
 {{- end -}}
 
 {{/*
-The in-chart Sentinel pods' DNS names (<prefix>-redis-<i>.<prefix>-redis-nodes.<namespace>.svc), each
-formatted with (dict "root" $ "format" "%s:26379"), joined by commas.
+The in-chart Redis pods' addresses: the ClusterIP of each pod's own Service (<prefix>-redis-<i>), which
+stays the same when the pod comes back with a new IP and needs no DNS to reach, not even while a node
+with a CoreDNS pod on it is being lost. Written as Kubernetes $(VAR) references to the Service links
+(<PREFIX>_REDIS_<I>_SERVICE_HOST: the Services are installed before the pods), each formatted with
+(dict "root" $ "format" "[%s]:26379"), joined by commas.
 */}}
 {{- define "nsfwdetector.redisSentinelNodes" -}}
-{{- $name := printf "%s-redis" (include "nsfwdetector.prefix" .root) -}}
 {{- $nodes := list -}}
 {{- range $i := until (int .root.Values.redis.sentinel.nodes) -}}
-{{- $nodes = append $nodes (printf $.format (printf "%s-%d.%s-nodes.%s.svc" $name $i $name $.root.Release.Namespace)) -}}
+{{- $service := include "nsfwdetector.redisPodService" (dict "root" $.root "ordinal" $i) -}}
+{{- $nodes = append $nodes (printf $.format (printf "$(%s_SERVICE_HOST)" (upper (replace "-" "_" $service)))) -}}
 {{- end -}}
 {{- join "," $nodes -}}
+{{- end -}}
+
+{{/* The Service of in-chart Redis pod `ordinal` (its name: the pod's). */}}
+{{- define "nsfwdetector.redisPodService" -}}
+{{- printf "%s-redis-%d" (include "nsfwdetector.prefix" .root) (int .ordinal) -}}
 {{- end -}}
