@@ -11,7 +11,7 @@ import {
   type ModelChoice,
   modelMembers,
   OFFERED_MODEL_NAMES,
-} from '../lib/policy/model-catalogue.ts';
+} from '../lib/common/model-catalogue.ts';
 import { MODELS_DIR } from '../services/detect/model/model-file.ts';
 import { processTree } from '../test/support/process-tree.ts';
 import { startServer } from '../test/support/server-process.ts';

@@ -14,7 +14,7 @@ import {
   MODELS,
   type ModelChoice,
   type ModelName,
-} from '../lib/policy/model-catalogue.ts';
+} from '../lib/common/model-catalogue.ts';
 import { loadReference } from '../models/nsfwjs-reference.ts';
 
 export interface RgbImage {

@@ -12,7 +12,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { QUANTISED_MODEL_SHIPS } from '../lib/policy/model-catalogue.ts';
+import { QUANTISED_MODEL_SHIPS } from '../lib/common/model-catalogue.ts';
 import { loadPolicyConfig } from '../lib/policy/policy-config.ts';
 import { modelFile } from '../models/convert.ts';
 import { type Fidelity, measureFidelity, median, SHIP_BOUND, withinShipBound } from '../models/fidelity.ts';

@@ -14,7 +14,7 @@
 //   tiles     answer time of the largest allowed long JPEG and a 30,000 × 40 strip, tiled and not (bench/tiles.ts)
 //   hashmatch PDQ index at 10k, 1M, 10M hashes vs a linear scan and threatexchange; detect with 1M listed (bench/hashmatch.ts)
 
-import { isNsfwjsModel } from '../lib/policy/model-catalogue.ts';
+import { isNsfwjsModel } from '../lib/common/model-catalogue.ts';
 import { loadAllInOneConfig } from '../services/all-in-one/config.ts';
 import { toModelInput } from '../services/detect/image/decode.ts';
 import { probeHeader } from '../services/detect/image/probe.ts';

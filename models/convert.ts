@@ -22,7 +22,7 @@ import {
   MODEL_NAMES,
   MODELS,
   type ModelName,
-} from '../lib/policy/model-catalogue.ts';
+} from '../lib/common/model-catalogue.ts';
 import { kerasToOnnx } from './keras-to-onnx.ts';
 import { loadKerasModel, nsfwjsVersion } from './keras-weights.ts';
 import { serializeModel } from './onnx-graph.ts';

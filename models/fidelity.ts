@@ -1,7 +1,7 @@
 // How far the quantised model's scores.nsfw strays from the float model's, on the corpus images it was
 // not calibrated on, and the bound it must meet to ship (MODEL offers it only then: classifier.ts).
 
-import { MODELS } from '../lib/policy/model-catalogue.ts';
+import { MODELS } from '../lib/common/model-catalogue.ts';
 import { createOnnxClassifier } from '../services/detect/model/onnx-classifier.ts';
 import type { Thresholds } from '../services/detect/result.ts';
 import { decisionFor } from '../services/detect/result.ts';

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import type { FloatModelName } from '../lib/policy/model-catalogue.ts';
+import type { FloatModelName } from '../lib/common/model-catalogue.ts';
 
 const require = createRequire(import.meta.url);
 

@@ -9,7 +9,7 @@ import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { setWasmPaths } from '@tensorflow/tfjs-backend-wasm';
 import * as nsfwjs from 'nsfwjs';
-import type { FloatModelName } from '../lib/policy/model-catalogue.ts';
+import type { FloatModelName } from '../lib/common/model-catalogue.ts';
 import { CLASS_NAMES, type ClassName, type ClassScores } from '../services/detect/model/classifier.ts';
 
 const NSFWJS_MODEL: Record<FloatModelName, 'MobileNetV2' | 'InceptionV3'> = {

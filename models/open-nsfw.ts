@@ -22,7 +22,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { MODELS } from '../lib/policy/model-catalogue.ts';
+import { MODELS } from '../lib/common/model-catalogue.ts';
 
 export const MODELS_DIR = path.dirname(fileURLToPath(import.meta.url));
 

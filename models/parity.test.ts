@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { MODELS, type ModelName } from '../lib/policy/model-catalogue.ts';
+import { MODELS, type ModelName } from '../lib/common/model-catalogue.ts';
 import { CLASS_NAMES, type ClassScores } from '../services/detect/model/classifier.ts';
 import { createOnnxClassifier, type OnnxClassifier } from '../services/detect/model/onnx-classifier.ts';
 import {

@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs as parseArgv, promisify } from 'node:util';
-import { MODELS, type ModelName } from '../lib/policy/model-catalogue.ts';
+import { MODELS, type ModelName } from '../lib/common/model-catalogue.ts';
 import { toModelInput } from '../services/detect/image/decode.ts';
 import { probeHeader } from '../services/detect/image/probe.ts';
 import { sniffFormat } from '../services/detect/image/sniff.ts';

@@ -7,7 +7,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { QUANTISED_MODEL_SHIPS } from '../lib/policy/model-catalogue.ts';
+import { QUANTISED_MODEL_SHIPS } from '../lib/common/model-catalogue.ts';
 import { loadPolicyConfig } from '../lib/policy/policy-config.ts';
 import { describeWithTool, tool } from '../test/support/tools.ts';
 import { readChecksums } from './convert.ts';

@@ -5,9 +5,9 @@
 // (`npm run settings`; `npm run settings -- --check` fails on drift, and a test runs it).
 // A leaf: types and data only.
 
-import { MODELS, OFFERED_MODEL_NAMES } from '../policy/model-catalogue.ts';
 import { DEFAULT_MAX_FILE_BYTES, FRAMING_BYTES } from './http-limits.ts';
 import { formatNames, formatsLimitedBy } from './image-formats.ts';
+import { MODELS, OFFERED_MODEL_NAMES } from './model-catalogue.ts';
 
 export type Process = 'detect' | 'quota' | 'health' | 'all-in-one' | 'operator' | 'admin' | 'calibrate';
 
@@ -79,7 +79,7 @@ export interface EnumSetting extends Common {
   values: readonly string[];
 }
 
-/** A model name: the values are lib/policy/model-catalogue.ts's offered models (common cannot import it). */
+/** A model name: one of model-catalogue.ts's offered models, or an ensemble of them. */
 export interface ModelSetting extends Common {
   type: 'model';
   default: string;

@@ -4,8 +4,8 @@
 // services know (the API server would otherwise fill its own numbers in). The rules of rules.ts are
 // stated again as CEL so the API server refuses what the services would.
 
+import { modelChoicePattern } from '../common/model-catalogue.ts';
 import { SETTINGS, type Setting } from '../common/settings.ts';
-import { modelChoicePattern } from './model-catalogue.ts';
 
 type Schema = { [key: string]: unknown };
 

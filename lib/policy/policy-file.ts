@@ -4,13 +4,13 @@
 // stays as the deployment is configured (policy-in-force.ts merges). Parsing validates the file fully,
 // so a bad file is refused as a whole and the last good policy stays in force.
 
-import { SETTINGS } from '../common/settings.ts';
 import {
   ENSEMBLE_JOIN,
   type ModelChoice,
   modelChoiceProblem,
   OFFERED_MODEL_NAMES,
-} from './model-catalogue.ts';
+} from '../common/model-catalogue.ts';
+import { SETTINGS } from '../common/settings.ts';
 import { type Thresholds, thresholdsProblem, type WindowLimits, windowLimitsProblem } from './rules.ts';
 
 export interface PolicyDocument {

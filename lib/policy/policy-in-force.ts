@@ -5,7 +5,7 @@
 
 import type { FastifyInstance } from 'fastify';
 import type { AccountTier } from '../common/account-tier.ts';
-import type { ModelChoice } from './model-catalogue.ts';
+import type { ModelChoice } from '../common/model-catalogue.ts';
 import type { PolicyConfig } from './policy-config.ts';
 import type { PolicyDocument } from './policy-file.ts';
 import { type PolicySource, registerPolicyReport } from './policy-report.ts';

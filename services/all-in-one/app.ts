@@ -2,9 +2,9 @@
 // quota checks. The cluster wires the same plugins into separate processes behind Envoy.
 
 import type { FastifyInstance } from 'fastify';
+import type { ModelChoice } from '../../lib/common/model-catalogue.ts';
 import { createRootApp, type RootAppOptions } from '../../lib/common/root-app.ts';
 import { registerOpenApi } from '../../lib/openapi/app.ts';
-import type { ModelChoice } from '../../lib/policy/model-catalogue.ts';
 import { modelAtBoot, policyForApp } from '../../lib/policy/policy-in-force.ts';
 import detectApp from '../detect/app.ts';
 import { HashListWatcher } from '../detect/hash-lists.ts';

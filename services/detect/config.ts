@@ -15,7 +15,6 @@ import {
   optionalVar,
 } from '../../lib/common/config.ts';
 import { DEFAULT_MAX_FILE_BYTES } from '../../lib/common/http-limits.ts';
-import { SETTINGS } from '../../lib/common/settings.ts';
 import {
   ENSEMBLE_JOIN,
   MODEL_NAMES,
@@ -23,7 +22,8 @@ import {
   type ModelName,
   modelChoiceProblem,
   OFFERED_MODEL_NAMES,
-} from '../../lib/policy/model-catalogue.ts';
+} from '../../lib/common/model-catalogue.ts';
+import { SETTINGS } from '../../lib/common/settings.ts';
 import { loadPolicyConfig, type PolicyConfig } from '../../lib/policy/policy-config.ts';
 import { type HashListConfig, loadHashListConfig } from './hash-lists.ts';
 import { worstJpegDecodeBytes } from './image/image-cost.ts';

@@ -7,7 +7,7 @@ import {
   type ModelChoice,
   type ModelFamily,
   OFFERED_MODEL_NAMES,
-} from '../../lib/policy/model-catalogue.ts';
+} from '../../lib/common/model-catalogue.ts';
 import type { HashListMatch } from './hash-lists.ts';
 import type { ImagePdq } from './image/pdq.ts';
 import { IMAGE_FORMATS, type ProbedImage } from './image/types.ts';

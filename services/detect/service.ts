@@ -4,9 +4,9 @@
 
 import type { FastifyInstance } from 'fastify';
 import { createHttpMetrics, instrumentHttp } from '../../lib/common/metrics.ts';
+import type { ModelChoice } from '../../lib/common/model-catalogue.ts';
 import { createRootApp } from '../../lib/common/root-app.ts';
 import { RedisHashLists } from '../../lib/hash-lists/hash-list-redis.ts';
-import type { ModelChoice } from '../../lib/policy/model-catalogue.ts';
 import { modelAtBoot, policyForApp } from '../../lib/policy/policy-in-force.ts';
 import { closeRedis, connectRedis } from '../quota/stores/redis-connection.ts';
 import detectApp from './app.ts';

@@ -6,8 +6,8 @@
 // Threshold and limit changes never touch the Deployment (the services re-read the file live).
 
 import type { KubernetesObject, V1Deployment, V1DeploymentStatus } from '@kubernetes/client-node';
+import { MODEL_NAMES, type ModelChoice, modelChoiceProblem } from '../../lib/common/model-catalogue.ts';
 import { SETTINGS } from '../../lib/common/settings.ts';
-import { MODEL_NAMES, type ModelChoice, modelChoiceProblem } from '../../lib/policy/model-catalogue.ts';
 import { apply, type Kube } from './kube.ts';
 
 export const MODEL_ANNOTATION = 'nsfwdetector.io/model';

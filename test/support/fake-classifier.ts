@@ -1,7 +1,7 @@
 // A Classifier whose scores the test chooses, for fast HTTP tests. The real model is exercised by the
 // corpus, parity and end-to-end suites.
 
-import type { ModelName } from '../../lib/policy/model-catalogue.ts';
+import type { ModelName } from '../../lib/common/model-catalogue.ts';
 import type { Classifier, ClassScores } from '../../services/detect/model/classifier.ts';
 
 export const NEUTRAL: ClassScores = { drawing: 0, hentai: 0, neutral: 1, porn: 0, sexy: 0 };

@@ -11,10 +11,10 @@ import { fileURLToPath } from 'node:url';
 import { renderReadme } from '../../charts/nsfwdetector/readme/generate.ts';
 import { ERRORS } from '../../lib/common/errors.ts';
 import { MAX_REQUEST_HEADER_BYTES, MAX_REQUEST_HEADERS } from '../../lib/common/http-limits.ts';
+import { modelChoicePattern, OFFERED_MODEL_NAMES } from '../../lib/common/model-catalogue.ts';
 import { refusedBodyBounds } from '../../lib/common/root-app.ts';
 import { type Process, SETTINGS, type Section, type Setting } from '../../lib/common/settings.ts';
 import { DETECTION_POLICY_CRD_HEADER, detectionPolicyCrd } from '../../lib/policy/detection-policy-crd.ts';
-import { modelChoicePattern, OFFERED_MODEL_NAMES } from '../../lib/policy/model-catalogue.ts';
 import { toYaml, yamlScalar } from './yaml.ts';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));

@@ -15,7 +15,7 @@ import {
   type ModelChoice,
   modelChoiceProblem,
   OFFERED_MODEL_NAMES,
-} from '../../lib/policy/model-catalogue.ts';
+} from '../../lib/common/model-catalogue.ts';
 import { BENIGN_SOURCES, benignImages } from './benign-corpus.ts';
 import { createFileScorer, loadCalibrateConfig } from './score-image.ts';
 

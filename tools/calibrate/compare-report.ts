@@ -5,7 +5,7 @@
 
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { OFFERED_MODEL_NAMES } from '../../lib/policy/model-catalogue.ts';
+import { OFFERED_MODEL_NAMES } from '../../lib/common/model-catalogue.ts';
 import type { Problem } from './advice.ts';
 import type { ModelComparison, Recommendation, Targets } from './compare.ts';
 import { thresholdRow, thresholdTable } from './metrics.ts';

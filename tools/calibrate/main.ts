@@ -16,7 +16,7 @@ import {
   type ModelChoice,
   modelChoiceProblem,
   OFFERED_MODEL_NAMES,
-} from '../../lib/policy/model-catalogue.ts';
+} from '../../lib/common/model-catalogue.ts';
 import { type AdviceLimits, adviceProblems, DEFAULT_ADVICE, operatingPoint, type Problem } from './advice.ts';
 import { compareModel, type ModelComparison, recommend } from './compare.ts';
 import { writeComparison } from './compare-report.ts';

@@ -5,7 +5,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
-import { modelChoiceProblem, OFFERED_MODEL_NAMES } from '../../lib/policy/model-catalogue.ts';
+import { modelChoiceProblem, OFFERED_MODEL_NAMES } from '../../lib/common/model-catalogue.ts';
 import type { AdviceLimits, OperatingPoint, Problem, Rate } from './advice.ts';
 import { histogram, rocAuc, type Suggestion, type ThresholdRow, thresholdRow } from './metrics.ts';
 import { histogramChart, lineChart } from './svg.ts';

@@ -14,7 +14,7 @@ import {
   type ModelChoice,
   modelChoiceProblem,
   OFFERED_MODEL_NAMES,
-} from '../../lib/policy/model-catalogue.ts';
+} from '../../lib/common/model-catalogue.ts';
 import { RobustnessTally, robustnessTable } from './robustness.ts';
 import { createFileScorer, loadCalibrateConfig } from './score-image.ts';
 import { decodeUpright, VARIANTS } from './variants.ts';

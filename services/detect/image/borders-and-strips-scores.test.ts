@@ -8,8 +8,8 @@
 import { readFileSync } from 'node:fs';
 import sharp, { type Sharp } from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ModelChoice } from '../../../lib/common/model-catalogue.ts';
 import { SETTINGS } from '../../../lib/common/settings.ts';
-import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
 import { fixture } from '../../../test/fixtures/corpus.ts';
 import { summarize } from '../model/classifier.ts';
 import { createOnnxClassifier } from '../model/onnx-classifier.ts';

@@ -38,7 +38,7 @@
 import sharp, { type Sharp } from 'sharp';
 import { ApiError, isApiError } from '../../../lib/common/errors.ts';
 import { FORMATS, type FormatRow, formatRow, IMAGE_FORMATS } from '../../../lib/common/image-formats.ts';
-import { type ModelChoice, type ModelName, modelMembers } from '../../../lib/policy/model-catalogue.ts';
+import { type ModelChoice, type ModelName, modelMembers } from '../../../lib/common/model-catalogue.ts';
 import { driverOf, jpegFastPathServes } from '../model/family-drivers.ts';
 import { apngFrames } from './apng.ts';
 import { decodeBmp } from './bmp.ts';

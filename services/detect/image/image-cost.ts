@@ -4,7 +4,7 @@
 // Node's type stripping.)
 
 import type { ImageFormat } from '../../../lib/common/image-formats.ts';
-import { MODEL_NAMES, MODELS, type ModelName } from '../../../lib/policy/model-catalogue.ts';
+import { MODEL_NAMES, MODELS, type ModelName } from '../../../lib/common/model-catalogue.ts';
 
 /**
  * More scans than any encoder writes: libjpeg's progressive default writes 10 (YCbCr) or 6 (grey), 18

@@ -1,7 +1,7 @@
 // The capability the detect service needs from a model. The ONNX implementation lives beside this
 // file; tests may substitute a fake, the composition root chooses.
 
-import type { ModelChoice, ModelFamily, ModelName } from '../../../lib/policy/model-catalogue.ts';
+import type { ModelChoice, ModelFamily, ModelName } from '../../../lib/common/model-catalogue.ts';
 import { driverOf, type FamilyOutputs } from './family-drivers.ts';
 
 /** nsfwjs's output order. Scores are always read by name, never by position. */

@@ -5,7 +5,7 @@
 
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ModelChoice, ModelName } from '../../../lib/policy/model-catalogue.ts';
+import type { ModelChoice, ModelName } from '../../../lib/common/model-catalogue.ts';
 import { fixture } from '../../../test/fixtures/corpus.ts';
 import { probeHeader } from '../image/probe.ts';
 import { sniffFormat } from '../image/sniff.ts';

@@ -4,7 +4,7 @@
 // members' inputs one after another, in the members' order (toModelInput makes it from one decode);
 // classify hands each member its part.
 
-import type { ModelChoice, ModelName } from '../../../lib/policy/model-catalogue.ts';
+import type { ModelChoice, ModelName } from '../../../lib/common/model-catalogue.ts';
 import { type Classifier, type EnsembleScores, type ModelScores, summarize } from './classifier.ts';
 
 export class EnsembleClassifier implements Classifier {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MODEL_NAMES, MODELS } from '../../../lib/policy/model-catalogue.ts';
+import { MODEL_NAMES, MODELS } from '../../../lib/common/model-catalogue.ts';
 import { driverOf } from './family-drivers.ts';
 
 describe('the family drivers', () => {

@@ -2,7 +2,7 @@
 // what it may be resized from, which classifier runs it and how its own output becomes scores.nsfw,
 // scores.sfw and data.classes. Keyed by ModelFamily: a family added to MODEL_FAMILIES without its driver
 // (and its FamilyOutputs entry) does not compile. The models themselves are rows of
-// lib/policy/model-catalogue.ts. The classifiers are imported on demand: the decoder processes make
+// lib/common/model-catalogue.ts. The classifiers are imported on demand: the decoder processes make
 // inputs with these drivers and never load onnxruntime.
 
 import {
@@ -10,7 +10,7 @@ import {
   type ModelFamily,
   type ModelName,
   type ModelOfFamily,
-} from '../../../lib/policy/model-catalogue.ts';
+} from '../../../lib/common/model-catalogue.ts';
 import { resizeToTensor } from '../image/nsfwjs-input.ts';
 import { OPEN_NSFW_RESIZE, openNsfwInput } from '../image/open-nsfw-input.ts';
 import type { Classifier, ClassScores, NsfwProbability } from './classifier.ts';

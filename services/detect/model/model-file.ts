@@ -8,7 +8,7 @@ import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { MODELS, type ModelName } from '../../../lib/policy/model-catalogue.ts';
+import { MODELS, type ModelName } from '../../../lib/common/model-catalogue.ts';
 
 export const MODELS_DIR = fileURLToPath(new URL('../../../models/', import.meta.url));
 

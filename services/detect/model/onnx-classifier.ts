@@ -18,7 +18,7 @@ import {
   type ModelName,
   modelMembers,
   type NsfwjsModelName,
-} from '../../../lib/policy/model-catalogue.ts';
+} from '../../../lib/common/model-catalogue.ts';
 import { CLASS_NAMES, type Classifier, type ClassScores } from './classifier.ts';
 import { EnsembleClassifier } from './ensemble-classifier.ts';
 import { driverOf } from './family-drivers.ts';

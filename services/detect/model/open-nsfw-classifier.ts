@@ -6,7 +6,7 @@
 
 import type * as ort from 'onnxruntime-node';
 import { Tensor } from 'onnxruntime-node';
-import { MODELS } from '../../../lib/policy/model-catalogue.ts';
+import { MODELS } from '../../../lib/common/model-catalogue.ts';
 import type { Classifier, NsfwProbability } from './classifier.ts';
 import { verifiedModelFile } from './model-file.ts';
 import { openSession } from './ort-session.ts';

@@ -3,7 +3,7 @@
 // scores, whole; one input is classified as it is.
 
 import { describe, expect, it } from 'vitest';
-import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
+import type { ModelChoice } from '../../../lib/common/model-catalogue.ts';
 import type { Classifier, ClassScores, ModelScores } from './classifier.ts';
 import { classifyTiles, inputLength, withInputFrames } from './tiled-classify.ts';
 

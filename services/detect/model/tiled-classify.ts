@@ -11,7 +11,7 @@
 // a whole number of inputs; with one it is n·(L + 1) + 2 for n inputs of L floats, which is a whole
 // number of inputs only for n = L − 2 (over 150,000 inputs: never made).
 
-import { MODELS, type ModelChoice, modelMembers } from '../../../lib/policy/model-catalogue.ts';
+import { MODELS, type ModelChoice, modelMembers } from '../../../lib/common/model-catalogue.ts';
 import { type Classifier, type ModelScores, summarize } from './classifier.ts';
 
 /** Floats of one input of `model` (an ensemble: its members' inputs together). */

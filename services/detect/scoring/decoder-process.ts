@@ -11,7 +11,7 @@
 
 import sharp from 'sharp';
 import { isApiError } from '../../../lib/common/errors.ts';
-import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
+import type { ModelChoice } from '../../../lib/common/model-catalogue.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { ImagePdq } from '../image/pdq.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';

@@ -2,7 +2,7 @@
 // time spent decoding and inferring (for timing_ms and the decode/inference spans). The worker pool
 // implementation runs this off the event loop; the in-process one serves tests and tools.
 
-import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
+import type { ModelChoice } from '../../../lib/common/model-catalogue.ts';
 import { type DecodeOptions, toModelInput } from '../image/decode.ts';
 import { SHRINK_ON_LOAD_ABOVE_PIXELS } from '../image/image-cost.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';

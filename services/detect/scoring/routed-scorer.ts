@@ -5,7 +5,7 @@
 // worker thread. Exact either way: both paths run the same decodeForModel, and the tensor crosses the
 // process boundary as the same float32 values.
 
-import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
+import type { ModelChoice } from '../../../lib/common/model-catalogue.ts';
 import type { ProbedImage } from '../image/types.ts';
 import { type DecodeRoute, decodeFacts, decodeRoute, type InProcessBounds } from './decode-route.ts';
 import type { DecoderPool } from './decoder-pool.ts';

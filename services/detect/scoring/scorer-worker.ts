@@ -12,7 +12,7 @@ import { runInNewContext } from 'node:vm';
 import { parentPort, workerData } from 'node:worker_threads';
 import sharp from 'sharp';
 import { isApiError } from '../../../lib/common/errors.ts';
-import type { ModelChoice } from '../../../lib/policy/model-catalogue.ts';
+import type { ModelChoice } from '../../../lib/common/model-catalogue.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import { createOnnxClassifier } from '../model/onnx-classifier.ts';

@@ -4,7 +4,7 @@
 // before any worker starts.
 
 import type { FastifyBaseLogger } from 'fastify';
-import { inputSizeOf, modelMembers } from '../../../lib/policy/model-catalogue.ts';
+import { inputSizeOf, modelMembers } from '../../../lib/common/model-catalogue.ts';
 import type { ScoringConfig, UploadConfig } from '../config.ts';
 import { libjpegUnavailable, resolveJpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import { jpegFastPathServes } from '../model/family-drivers.ts';

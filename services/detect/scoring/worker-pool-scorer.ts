@@ -14,9 +14,9 @@
 import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import { ApiError } from '../../../lib/common/errors.ts';
+import { inputSizeOf, type ModelChoice } from '../../../lib/common/model-catalogue.ts';
 import { SETTINGS } from '../../../lib/common/settings.ts';
 import { markThreadStuck } from '../../../lib/common/stuck-threads.ts';
-import { inputSizeOf, type ModelChoice } from '../../../lib/policy/model-catalogue.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import { disableOrtTelemetry } from '../model/onnx-classifier.ts';
