@@ -17,7 +17,10 @@ export type AckedWrite =
   | { key: string; secret: string }
   | { session: string; account: string }
   | { pro: string }
-  | { revoked: string; secret: string };
+  | { revoked: string; secret: string }
+  // Not an acknowledgement: said before a revocation starts, so that a kill between its commit and its
+  // `revoked` line leaves the key either way (both are correct: the revocation was never acknowledged).
+  | { revoking: string; secret: string };
 
 const ack = (write: AckedWrite) => process.stdout.write(`ack ${JSON.stringify(write)}\n`);
 
@@ -44,6 +47,7 @@ for (let i = 0; ; i++) {
   ack({ pro: account.id });
   if (key) await accounts.touchKey(key.record.id);
   if (key && i % 3 === 0) {
+    ack({ revoking: key.record.id, secret: key.secret });
     await accounts.revokeKey(key.record.id);
     ack({ revoked: key.record.id, secret: key.secret });
   }
