@@ -37,6 +37,7 @@ import {
   runNodeScript,
   startProbe,
   tagInRegistry,
+  upgradeOnNode,
 } from '../support/kube-node.ts';
 import { REPO } from '../support/paths.ts';
 import { expectAnonymousJpegScored, get, partialUpload, post } from '../support/stack-client.ts';
@@ -395,25 +396,10 @@ function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
       const started = performance.now();
       try {
         await sleep(5_000);
-        await helmOnNode(facts, [
-          'upgrade',
-          release,
-          images.chart,
-          '--version',
-          images.chartVersion,
-          '--namespace',
-          ns,
-          '--plain-http',
-          '--reuse-values',
-          '--set',
+        await upgradeOnNode(facts, images, release, ns, [
           'image.digest=',
-          '--set',
           'image.tag=upgrade',
-          '--set',
           'config.logLevel=warn',
-          '--wait',
-          '--timeout',
-          '10m',
         ]);
         log(`helm upgrade --wait under load: ${seconds(started)} s`);
         await sleep(5_000);

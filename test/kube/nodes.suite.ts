@@ -24,7 +24,6 @@ import { fixture } from '../fixtures/corpus.ts';
 import { startCpuHog } from '../support/cpu-hog.ts';
 import {
   describeWithKubeNode,
-  helmOnNode,
   installChart,
   type KubeNodeFacts,
   kubectl,
@@ -36,6 +35,7 @@ import {
   pushImages,
   runNodeScript,
   startProbe,
+  upgradeOnNode,
 } from '../support/kube-node.ts';
 import { REPO } from '../support/paths.ts';
 import { post } from '../support/stack-client.ts';
@@ -807,23 +807,9 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
     // The operator on and PDQ hashing on for this check only (the other checks' figures are without).
     const upgrade = async (operator: boolean) => {
       const started = performance.now();
-      await helmOnNode(facts, [
-        'upgrade',
-        release,
-        images.chart,
-        '--version',
-        images.chartVersion,
-        '--namespace',
-        ns,
-        '--plain-http',
-        '--reuse-values',
-        '--set',
+      await upgradeOnNode(facts, images, release, ns, [
         `operator.enabled=${operator}`,
-        '--set',
         `config.pdqHashes=${operator ? 'on' : 'off'}`,
-        '--wait',
-        '--timeout',
-        '10m',
       ]);
       log(`helm upgrade operator.enabled=${operator}: ${seconds(started)} s`);
     };

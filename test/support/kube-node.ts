@@ -93,6 +93,34 @@ export async function helmOnNode(facts: KubeNodeFacts, args: string[]): Promise<
   return (await helmOk(args, { kubeconfig: facts.kubeconfig })).stdout;
 }
 
+/**
+ * `helm upgrade --reuse-values --wait` of `release` in `namespace` to the chart kube:image pushed, with
+ * `values` (`--set` key=value) changed.
+ */
+export async function upgradeOnNode(
+  facts: KubeNodeFacts,
+  images: NodeImages,
+  release: string,
+  namespace: string,
+  values: string[],
+): Promise<string> {
+  return helmOnNode(facts, [
+    'upgrade',
+    release,
+    images.chart,
+    '--version',
+    images.chartVersion,
+    '--namespace',
+    namespace,
+    '--plain-http',
+    '--reuse-values',
+    ...values.flatMap((v) => ['--set', v]),
+    '--wait',
+    '--timeout',
+    '10m',
+  ]);
+}
+
 /** What kube:image pushed: the service image, the chart as an OCI artifact, Helm values naming the images. */
 export interface NodeImages {
   /** <registry>/nsfwdetector@sha256:… */
