@@ -16,7 +16,6 @@ while (($#)); do
 done
 [[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "release-check: --version takes X.Y.Z" >&2; exit 2; }
 
-. tools/kube-node/env.sh
 . tools/release/lib.sh
 work=$(mktemp -d)
 trap 'rm -rf "$work"; stop_registry' EXIT
