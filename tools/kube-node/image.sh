@@ -60,7 +60,9 @@ dr=$(digest "$redis")
 if [[ -n "${KUBE_IMAGE_ARM64:-}" ]]; then
   docker tag "$image" "$image-amd64"
   d_amd64=$(digest "$image-amd64")
-  d_arm64=$(digest "$image-arm64")
+  # The daemon labels every image it makes linux/amd64: the arm64 image's label set in the registry.
+  digest "$image-arm64" >/dev/null
+  d_arm64=$(node --import tsx tools/release/set-platform.ts "$REGISTRY" nsfwdetector "$TAG-arm64" linux/arm64/v8)
   [[ "$d_amd64" == "$d" && -n "$d_arm64" ]] || { echo "kube-image: the per-architecture pushes gave no digest" >&2; exit 1; }
   d=$(node --import tsx tools/release/image-index.ts "$REGISTRY" nsfwdetector "$TAG" "$d_amd64" "$d_arm64")
   echo "kube-image: $REGISTRY/nsfwdetector:$TAG is the list of linux/amd64 $d_amd64 and linux/arm64 $d_arm64: $d"

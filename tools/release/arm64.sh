@@ -4,6 +4,8 @@
 # Natively on amd64: the build stage (services/Dockerfile's, cached from the amd64 image's build), the
 # JPEG addon cross-compiled, the arm64 dependencies; under QEMU (binfmt registered for the build's
 # duration only): the arm64 loader's view of the shared libraries. Prints the image's size in MB.
+# The daemon labels the image linux/amd64 (docker import ignores --platform; no buildx here): image.sh
+# sets its platform in the registry once pushed (tools/release/set-platform.ts).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 amd64=${1:?usage: arm64.sh AMD64_IMAGE ARM64_IMAGE}
@@ -43,6 +45,5 @@ mapfile -t changes < <(docker image inspect -f '{{json .Config}}' "$amd64" | nod
 change_args=()
 for c in "${changes[@]}"; do change_args+=(--change "$c"); done
 container=$(docker create "$files" none)
-docker export "$container" | docker import --platform linux/arm64 "${change_args[@]}" - "$arm64" >/dev/null
-[[ "$(docker image inspect -f '{{.Os}}/{{.Architecture}}' "$arm64")" == linux/arm64 ]]
+docker export "$container" | docker import "${change_args[@]}" - "$arm64" >/dev/null
 echo $(($(docker image inspect -f '{{.Size}}' "$arm64") / 1000000))
