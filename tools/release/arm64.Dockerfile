@@ -10,6 +10,7 @@ ARG NODE_BASE_ARM64
 # packages; onnxruntime's arm64 binaries), and the arm64 Node binary stripped.
 FROM ${NODE_BASE_ARM64} AS node-arm64
 FROM ${BUILD_IMAGE} AS cross
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN cp /etc/ssl/certs/ca-certificates.crt /tmp/base-ca.crt \
     && dpkg --add-architecture arm64 \
     && apt-get update \
