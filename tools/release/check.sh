@@ -82,7 +82,8 @@ echo "release-check: chart $version runs $repo@$released and every image by dige
 
 # Both images run, as the chart runs them (non-root, read-only root filesystem, no capabilities), on the
 # release's dockerd: amd64 natively, arm64 under QEMU, one model at a time (each model's own decode path:
-# the JPEG addon serves one model's input size, an ensemble's JPEGs go to sharp).
+# the JPEG addon serves one model's input size, an ensemble's JPEGs go to sharp). The scoring deadline
+# at its most (600 s): under QEMU inception_v3 takes over a minute an image.
 # QEMU 7.2 (Debian bookworm's) passes the host's x86 /proc/cpuinfo through to arm64 programs, and
 # onnxruntime's CPU detection (pytorch's cpuinfo) segfaults parsing it; later QEMUs (8.2) show an arm64
 # one. The arm64 container gets one mounted (a two-core Neoverse N1's, as an AWS Graviton2's kernel writes
@@ -126,7 +127,8 @@ start() {
   [[ $platform == linux/arm64 ]] && mounts=(-v "$work/cpuinfo:/proc/cpuinfo:ro")
   c=$(docker run --detach --platform "$platform" "${mounts[@]}" --read-only --tmpfs /tmp:rw,size=64m --cap-drop ALL \
     --security-opt no-new-privileges --network host -e HOST=127.0.0.1 -e "PORT=$port" -e ACCOUNTS_FILE=/tmp/accounts.json \
-    -e SCORING_WORKERS=1 -e "MODEL=$2" -e ANON_PER_MINUTE=1000000 -e ANON_PER_DAY=1000000 "$repo@$digest")
+    -e SCORING_WORKERS=1 -e "MODEL=$2" -e ANON_PER_MINUTE=1000000 -e ANON_PER_DAY=1000000 \
+    -e SCORING_DEADLINE_MS=600000 "$repo@$digest")
   containers+=("$c")
   u=http://127.0.0.1:$port
   for _ in $(seq 1 1200); do
