@@ -13,8 +13,10 @@ STATE_DIR=$KUBE_NODE_DIR/state
 LOG_DIR=$KUBE_NODE_DIR/logs
 PKI_DIR=$KUBE_NODE_DIR/pki
 CONF_DIR=$KUBE_NODE_DIR/conf
-# Images built by kube:image: the private dockerd's data (its build cache) survives kube:down.
-DOCKER_DATA=$TOOLS_DIR/kube-node-docker
+# Images built by kube:image: the private dockerd's data (its build cache) survives kube:down. A release
+# has its own (NSFWDETECTOR_KUBE_DOCKER_DATA, tools/release/lib.sh), so that it never shares a dockerd with
+# a node's run.
+DOCKER_DATA=${NSFWDETECTOR_KUBE_DOCKER_DATA:-$TOOLS_DIR/kube-node-docker}
 
 . "$REPO_DIR/.ci/kube-versions.sh"
 

@@ -9,6 +9,7 @@
 # KUBE_IMAGE_TAG (default: local) tags the image, e.g. for an upgrade to a new tag. KUBE_CHART_VERSION
 # (the release, tools/release/release.sh): the chart is packaged with that version and appVersion, the
 # three images by digest in its own values.yaml. NSFWDETECTOR_KUBE_REGISTRY: another registry than the node's.
+# KUBE_IMAGE_ARM64 (the release): the image for linux/arm64 too, the tag and the printed digest a list of both.
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
 ((EUID == 0)) || { echo "kube-node: needs root (dockerd)" >&2; exit 1; }
@@ -28,6 +29,13 @@ image=$REGISTRY/nsfwdetector:$TAG
 docker build --quiet --network host -f services/Dockerfile --build-arg "NODE_BASE=$base" -t "$image" . >/dev/null
 size=$(docker image inspect -f '{{.Size}}' "$image")
 echo "kube-image: built $image in $(since) s: $((size / 1000000)) MB"
+# KUBE_IMAGE_ARM64 (the release): the linux/arm64 image too (tools/release/arm64.sh), pushed beside it
+# below, both under the tag as one multi-arch list.
+if [[ -n "${KUBE_IMAGE_ARM64:-}" ]]; then
+  T0=$EPOCHREALTIME
+  size=$(bash tools/release/arm64.sh "$image" "$image-arm64")
+  echo "kube-image: built $image-arm64 (linux/arm64) in $(since) s: $size MB"
+fi
 
 # Envoy and Redis on the same base: their entry points take the chart's arguments as they are.
 ctx=$(mktemp -d)
@@ -49,6 +57,16 @@ d=$(digest "$image")
 de=$(digest "$envoy")
 dr=$(digest "$redis")
 [[ -n "$d" && -n "$de" && -n "$dr" ]] || { echo "kube-image: a push gave no digest" >&2; exit 1; }
+if [[ -n "${KUBE_IMAGE_ARM64:-}" ]]; then
+  docker tag "$image" "$image-amd64"
+  d_amd64=$(digest "$image-amd64")
+  # The daemon labels every image it makes linux/amd64: the arm64 image's label set in the registry.
+  digest "$image-arm64" >/dev/null
+  d_arm64=$(node --import tsx tools/release/set-platform.ts "$REGISTRY" nsfwdetector "$TAG-arm64" linux/arm64/v8)
+  [[ "$d_amd64" == "$d" && -n "$d_arm64" ]] || { echo "kube-image: the per-architecture pushes gave no digest" >&2; exit 1; }
+  d=$(node --import tsx tools/release/image-index.ts "$REGISTRY" nsfwdetector "$TAG" "$d_amd64" "$d_arm64")
+  echo "kube-image: $REGISTRY/nsfwdetector:$TAG is the list of linux/amd64 $d_amd64 and linux/arm64 $d_arm64: $d"
+fi
 cat >"$STATE_DIR/image-values.yaml" <<VALUES
 # Written by npm run kube:image: the images it pushed to the node's registry.
 image: {repository: "$REGISTRY/nsfwdetector", tag: "$TAG", digest: "$d"}

@@ -1,6 +1,13 @@
-# Sourced by tools/release/release.sh and check.sh (after tools/kube-node/env.sh): the release's
-# registry, cosign and the signing key pair.
+# Sourced by tools/release/release.sh and check.sh: the node kit's settings (tools/kube-node/env.sh), the
+# release's registry, cosign and the signing key pair, QEMU (tools/release/qemu.sh).
 # shellcheck shell=bash
+
+# The release's own private dockerd (tools/kube-node/dockerd.sh), state and data root (its build cache,
+# kept from one release to the next): never the one a local node's run is using.
+TOOLS_DIR=${NSFWDETECTOR_TOOLS_DIR:-$HOME/.cache/nsfwdetector-tools}
+export NSFWDETECTOR_KUBE_NODE_DIR=$TOOLS_DIR/release-node NSFWDETECTOR_KUBE_NODE_RUN=/run/nsfwdetector-release \
+  NSFWDETECTOR_KUBE_DOCKER_DATA=$TOOLS_DIR/release-docker
+. "$(dirname "${BASH_SOURCE[0]}")/../kube-node/env.sh"
 
 # The registry: RELEASE_REGISTRY, by default the local node's. When nothing answers there,
 # distribution's registry (the node's own binary) serves it until the script exits, its storage in the
@@ -52,3 +59,13 @@ ensure_key_pair() {
   fi
   cp "$(dirname "$SIGNING_KEY")/cosign.pub" "$PUBLIC_KEY"
 }
+
+# list_images LIST_DIGEST: the images of the release's multi-arch list, one `os/architecture=digest` a line.
+list_images() {
+  curl -fsS -H 'accept: application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.oci.image.index.v1+json' \
+    "http://$registry/v2/nsfwdetector/manifests/$1" |
+    node -e 'for (const m of JSON.parse(require("node:fs").readFileSync(0, "utf8")).manifests ?? [])
+      console.log(`${m.platform.os}/${m.platform.architecture}=${m.digest}`)'
+}
+
+. "$(dirname "${BASH_SOURCE[0]}")/qemu.sh"

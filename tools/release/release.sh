@@ -3,13 +3,16 @@
 # (docs/releasing.md says what it holds and what it does not yet):
 # 1. package.json's version X.Y.Z and CHANGELOG.md's section X.Y.Z, the commits since the last release
 #    tag (tools/release/changelog.ts), committed;
-# 2. the production image (services/Dockerfile on the local Node base, linux/amd64) pushed as
-#    nsfwdetector:X.Y.Z, with the Envoy and Redis images the chart runs (tools/kube-node/image.sh);
+# 2. the production image (services/Dockerfile on the local Node base) for linux/amd64 and linux/arm64
+#    (tools/release/arm64.sh), pushed as nsfwdetector:X.Y.Z-amd64 and -arm64 and, under X.Y.Z, one
+#    multi-arch list of both (tools/release/image-index.ts), with the Envoy and Redis images the chart
+#    runs (tools/kube-node/image.sh);
 # 3. the chart, version and appVersion X.Y.Z, the three images by digest in its own values.yaml, pushed
 #    as an OCI artifact: helm install oci://<registry>/charts/nsfwdetector --version X.Y.Z;
-# 4. the image's SBOM (CycloneDX JSON of its production dependencies, @cyclonedx/cyclonedx-npm) attached
+# 4. each image's SBOM (CycloneDX JSON of its production dependencies, @cyclonedx/cyclonedx-npm) attached
 #    to it in the registry (tools/release/attach-sbom.ts);
-# 5. the image signed with cosign (tools/release/lib.sh: the key pair, the public key in the repository);
+# 5. the list and each image signed with cosign (tools/release/lib.sh: the key pair, the public key in
+#    the repository);
 # 6. the tag X.Y.Z on the commit of step 1.
 # The registry: RELEASE_REGISTRY, by default the local node's (127.0.0.1:5000) (tools/release/lib.sh).
 # Prints what it made and, last, `release: X.Y.Z in N s`.
@@ -38,7 +41,6 @@ T0=$SECONDS
 # The SBOM generator, pinned.
 CYCLONEDX_NPM_VERSION=6.0.1
 
-. tools/kube-node/env.sh
 . tools/release/lib.sh
 trap 'stop_registry' EXIT
 start_registry
@@ -55,23 +57,27 @@ commit=$(git rev-parse --short HEAD)
 
 # 2 and 3. The images and the chart (kube:image's build, tagged and versioned as the release).
 t=$SECONDS
-out=$(KUBE_IMAGE_TAG=$version KUBE_CHART_VERSION=$version bash tools/kube-node/image.sh)
+out=$(KUBE_IMAGE_TAG=$version KUBE_CHART_VERSION=$version KUBE_IMAGE_ARM64=1 bash tools/kube-node/image.sh)
 grep '^kube-image: ' <<<"$out" | sed 's/^kube-image: /release: /'
 image=$(tail -n1 <<<"$out")
 echo "release: images and chart in $((SECONDS - t)) s"
 
-# 4. The SBOM, from the lockfile (what the image's npm ci installs), attached to the image.
+# 4. The SBOM, from the lockfile (what each image's npm ci installs: the same packages, each image
+# holding its own architecture's binaries of them), attached to each image of the list.
 sbom=$(mktemp --suffix=.cdx.json)
 trap 'rm -f "$sbom"; stop_registry' EXIT
 npx --yes "@cyclonedx/cyclonedx-npm@$CYCLONEDX_NPM_VERSION" --omit dev --package-lock-only --output-format JSON \
   --output-file "$sbom"
-referrer=$(node --import tsx tools/release/attach-sbom.ts "$registry" nsfwdetector "${image#*@}" "$sbom")
-echo "release: SBOM (CycloneDX, $(node -p "require('$sbom').components.length") components, $(($(stat -c %s "$sbom") / 1000)) kB) attached to the image: $registry/nsfwdetector@$referrer"
+for platform_image in $(list_images "${image#*@}"); do
+  referrer=$(node --import tsx tools/release/attach-sbom.ts "$registry" nsfwdetector "${platform_image#*=}" "$sbom")
+  echo "release: SBOM (CycloneDX, $(node -p "require('$sbom').components.length") components, $(($(stat -c %s "$sbom") / 1000)) kB) attached to the ${platform_image%=*} image ${platform_image#*=}: $registry/nsfwdetector@$referrer"
+done
 
-# 5. The image signed (by digest) with the release key; the signature beside it in the registry.
-COSIGN_PASSWORD='' "$COSIGN" sign --key "$SIGNING_KEY" --tlog-upload=false --yes "${COSIGN_REGISTRY_FLAGS[@]}" \
-  "$image" >/dev/null
-echo "release: signed $image with $PUBLIC_KEY's key"
+# 5. The list and each of its images signed (by digest) with the release key; the signatures beside
+# them in the registry.
+COSIGN_PASSWORD='' "$COSIGN" sign --recursive --key "$SIGNING_KEY" --tlog-upload=false --yes \
+  "${COSIGN_REGISTRY_FLAGS[@]}" "$image" >/dev/null
+echo "release: signed $image and each of its images with $PUBLIC_KEY's key"
 
 # 6. The tag.
 git tag -a "$version" -m "nsfwdetector $version" "$commit"

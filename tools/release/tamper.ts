@@ -1,7 +1,9 @@
 // The release check's tampered image: the released image with one layer more (a file no build put
 // there), its config's diff_ids to match, pushed under the release's tag, so that a verification by
-// tag must find no signature for what the tag now names. `--restore DIGEST` points the tag back at the
-// released manifest. Plain HTTP (the local registry on loopback).
+// tag must find no signature for what the tag now names. When the tag names a multi-arch list, its
+// linux/arm64 image is the one changed, and the list naming it instead is pushed under the tag.
+// `--restore DIGEST` points the tag back at the released manifest. Plain HTTP (the local registry on
+// loopback).
 // usage: tsx tools/release/tamper.ts REGISTRY REPOSITORY TAG [--restore DIGEST]
 // Prints the digest the tag names afterwards.
 
@@ -11,6 +13,10 @@ import { gzipSync } from 'node:zlib';
 
 const DOCKER_MANIFEST = 'application/vnd.docker.distribution.manifest.v2+json';
 const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
+const LISTS = [
+  'application/vnd.docker.distribution.manifest.list.v2+json',
+  'application/vnd.oci.image.index.v1+json',
+];
 const sha256 = (b: Buffer) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
 
 async function ok(what: string, r: Response): Promise<Response> {
@@ -64,7 +70,7 @@ async function getManifest(base: string, reference: string): Promise<{ mediaType
   const r = await ok(
     `manifest ${reference}`,
     await fetch(`${base}/manifests/${reference}`, {
-      headers: { accept: `${DOCKER_MANIFEST}, ${OCI_MANIFEST}` },
+      headers: { accept: [DOCKER_MANIFEST, OCI_MANIFEST, ...LISTS].join(', ') },
     }),
   );
   return {
@@ -73,10 +79,30 @@ async function getManifest(base: string, reference: string): Promise<{ mediaType
   };
 }
 
-/** The image under `tag` with one layer more, pushed under `tag`; resolves with its digest. */
+/** The image under `tag` with one layer more (a list's arm64 image), pushed under `tag`; resolves with
+ * the digest the tag names then. */
 export async function tamper(registry: string, repository: string, tag: string): Promise<string> {
   const base = `http://${registry}/v2/${repository}`;
-  const { mediaType, body } = await getManifest(base, tag);
+  const named = await getManifest(base, tag);
+  if (!LISTS.includes(named.mediaType)) return tamperImage(base, named, tag);
+  const list = JSON.parse(named.body.toString()) as {
+    manifests: Array<{ digest: string; size: number; platform?: { architecture?: string } }>;
+  };
+  const entry = list.manifests.find((m) => m.platform?.architecture === 'arm64') ?? list.manifests[0];
+  if (!entry) throw new Error(`the list under ${tag} names no image`);
+  const image = await getManifest(base, entry.digest);
+  const changed = await tamperImage(base, image);
+  entry.size = (await getManifest(base, changed)).body.length;
+  entry.digest = changed;
+  return putManifest(base, tag, named.mediaType, Buffer.from(JSON.stringify(list)));
+}
+
+/** The image `manifest` with one layer more, pushed under `tag` or, without one, by its digest. */
+async function tamperImage(
+  base: string,
+  { mediaType, body }: { mediaType: string; body: Buffer },
+  tag?: string,
+): Promise<string> {
   const manifest = JSON.parse(body.toString());
   const config = JSON.parse(
     Buffer.from(
@@ -93,7 +119,8 @@ export async function tamper(registry: string, repository: string, tag: string):
       ? 'application/vnd.oci.image.layer.v1.tar+gzip'
       : 'application/vnd.docker.image.rootfs.diff.tar.gzip';
   manifest.layers.push({ mediaType: layerType, digest: await pushBlob(base, layer), size: layer.length });
-  return putManifest(base, tag, mediaType, Buffer.from(JSON.stringify(manifest)));
+  const changed = Buffer.from(JSON.stringify(manifest));
+  return putManifest(base, tag ?? sha256(changed), mediaType, changed);
 }
 
 /** `tag` pointed back at the manifest `digest`. */
