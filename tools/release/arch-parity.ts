@@ -11,7 +11,7 @@
 
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { OFFERED_MODEL_NAMES } from '../../lib/policy/model-catalogue.ts';
+import { OFFERED_MODEL_NAMES } from '../../lib/common/model-catalogue.ts';
 import { CORPUS, fixture } from '../../test/fixtures/corpus.ts';
 
 export const BOUND = 1e-4;
