@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # npm run release -- --version X.Y.Z: a release of the commit checked out, made on this machine
 # (docs/releasing.md says what it holds and what it does not yet):
-# 1. package.json's version X.Y.Z and CHANGELOG.md's section X.Y.Z, the commits since the last release
-#    tag (tools/release/changelog.ts), committed;
+# 1. package.json's version X.Y.Z, CHANGELOG.md's section X.Y.Z (the commits since the last release
+#    tag, tools/release/changelog.ts) and the OpenAPI document that states the version, committed;
 # 2. the production image (services/Dockerfile on the local Node base) for linux/amd64 and linux/arm64
 #    (tools/release/arm64.sh), pushed as nsfwdetector:X.Y.Z-amd64 and -arm64 and, under X.Y.Z, one
 #    multi-arch list of both (tools/release/image-index.ts), with the Envoy and Redis images the chart
@@ -51,8 +51,10 @@ ensure_key_pair
 # 1. The version and the changelog, committed: the release is that commit.
 npm version "$version" --no-git-tag-version --allow-same-version >/dev/null
 node --import tsx tools/release/changelog.ts --version "$version" --write
-git add CHANGELOG.md package.json package-lock.json "$PUBLIC_KEY"
-git commit -q -m "Release $version: package.json's version, CHANGELOG.md"
+# The published API document states the version: regenerated, or the release commit fails its own check.
+npm run -s openapi >/dev/null
+git add CHANGELOG.md package.json package-lock.json services/health/openapi.json "$PUBLIC_KEY"
+git commit -q -m "Release $version: package.json's version, CHANGELOG.md, the OpenAPI document's version"
 commit=$(git rev-parse --short HEAD)
 
 # 2 and 3. The images and the chart (kube:image's build, tagged and versioned as the release).
