@@ -204,21 +204,26 @@ ${sources}
       expect(s.conditions?.find((c) => c.type === 'Ready')).toMatchObject({ reason: 'InForce' });
     }, 120_000);
 
-    it('malformed hash data: a condition names the object, key and line; the previous list stays matched', async () => {
-      const secret = 'not-a-hash-but-maybe-confidential';
-      await apply('ConfigMap', 'known-v2', { data: { 'a.txt': `${filler(10, 4)}\n${secret}\n` } });
+    /** Points partner-ncii at `sources`; its Degraded condition once it is true for `generation`. */
+    const pointAt = async (sources: object[], generation: number, reason: string) => {
       await kubectl([
         'patch',
         'hashlist',
         'partner-ncii',
         '--type=merge',
         '-p',
-        '{"spec":{"sources":[{"configMap":{"name":"known-v2"}}]}}',
+        JSON.stringify({ spec: { sources } }),
       ]);
-      const degraded = await eventually('Degraded (InvalidHashes) for generation 2', async () => {
+      return eventually(`Degraded (${reason}) for generation ${generation}`, async () => {
         const c = (await status('partner-ncii')).conditions?.find((x) => x.type === 'Degraded');
-        return c?.observedGeneration === 2 && c.status === 'True' ? c : undefined;
+        return c?.observedGeneration === generation && c.status === 'True' ? c : undefined;
       });
+    };
+
+    it('malformed hash data: a condition names the object, key and line; the previous list stays matched', async () => {
+      const secret = 'not-a-hash-but-maybe-confidential';
+      await apply('ConfigMap', 'known-v2', { data: { 'a.txt': `${filler(10, 4)}\n${secret}\n` } });
+      const degraded = await pointAt([{ configMap: { name: 'known-v2' } }], 2, 'InvalidHashes');
       expect(degraded.reason).toBe('InvalidHashes');
       expect(degraded.message).toContain('ConfigMap known-v2 key a.txt line 11: not a PDQ hash');
       expect(degraded.message).toContain('the list published before (6000 hashes) stays in force');
@@ -227,18 +232,7 @@ ${sources}
       for (const d of detects) expect((await matches(d, PHOTO)).decision).toBe('block');
 
       // A missing object is named too.
-      await kubectl([
-        'patch',
-        'hashlist',
-        'partner-ncii',
-        '--type=merge',
-        '-p',
-        '{"spec":{"sources":[{"secret":{"name":"nowhere"}}]}}',
-      ]);
-      const missing = await eventually('Degraded (SourceNotFound) for generation 3', async () => {
-        const c = (await status('partner-ncii')).conditions?.find((x) => x.type === 'Degraded');
-        return c?.observedGeneration === 3 && c.status === 'True' ? c : undefined;
-      });
+      const missing = await pointAt([{ secret: { name: 'nowhere' } }], 3, 'SourceNotFound');
       expect(missing).toMatchObject({ reason: 'SourceNotFound' });
       expect(missing.message).toMatch(/^Secret nowhere not found/);
       for (const d of detects) expect((await matches(d, PHOTO)).decision).toBe('block');
