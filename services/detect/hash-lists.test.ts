@@ -3,30 +3,20 @@
 // a re-encoded, resized copy matches, so does a rotated copy, another image does not; the list's action
 // raises the decision whatever the score; a malformed import changes nothing; `rm` stops the matching.
 
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { fixture } from '../../test/fixtures/corpus.ts';
 import { embeddedApp } from '../../test/support/embedded-app.ts';
 import { eventually } from '../../test/support/eventually.ts';
 import { FakeClassifier } from '../../test/support/fake-classifier.ts';
+import { LISTED_PHOTO, listedCopyHash, UNLISTED_PHOTO } from '../../test/support/listed-photo.ts';
 import { runHashListCommand } from '../admin/hash-list-command.ts';
-import { decodeRgb } from './image/decode.ts';
-import { pdqOfFrame } from './image/pdq.ts';
-import { probeHeader } from './image/probe.ts';
 import { withMatches } from './result.ts';
 
-const PHOTO = readFileSync(fixture('2569067123_aca715a2ee_o.jpg'));
-const OTHER = readFileSync(fixture('concert.jpg'));
-
-/** The PDQ a copy of the photo would be listed under: resized to a quarter and re-encoded. */
-async function listedCopyHash(): Promise<string> {
-  const copy = await sharp(PHOTO).resize(681).jpeg({ quality: 60 }).toBuffer();
-  const decoded = await decodeRgb(copy, probeHeader(copy, 'jpeg'));
-  return pdqOfFrame(decoded.rgb, decoded.width, decoded.height).hash;
-}
+const PHOTO = LISTED_PHOTO;
+const OTHER = UNLISTED_PHOTO;
 
 describe('hash lists in the detect answer (embedded)', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'hash-lists-'));

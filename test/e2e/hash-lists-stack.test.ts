@@ -6,32 +6,22 @@
 // a malformed import changes nothing; `rm` stops the matching.
 
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import sharp from 'sharp';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { decodeRgb } from '../../services/detect/image/decode.ts';
-import { pdqOfFrame } from '../../services/detect/image/pdq.ts';
-import { probeHeader } from '../../services/detect/image/probe.ts';
 import { ROOT, type Stack, startStack } from '../../tools/stack/stack.ts';
-import { fixture } from '../fixtures/corpus.ts';
 import { childEnv } from '../support/children.ts';
 import { eventually } from '../support/eventually.ts';
+import { LISTED_PHOTO, listedCopyHash, UNLISTED_PHOTO } from '../support/listed-photo.ts';
 import { get, post } from '../support/stack-client.ts';
 import { describeWithStackTools } from '../support/stack-tools.ts';
 
 const execFileAsync = promisify(execFile);
-const PHOTO = readFileSync(fixture('2569067123_aca715a2ee_o.jpg'));
-const OTHER = readFileSync(fixture('concert.jpg'));
-
-/** The PDQ a copy of the photo would be listed under: resized to a quarter and re-encoded. */
-async function listedCopyHash(): Promise<string> {
-  const copy = await sharp(PHOTO).resize(681).jpeg({ quality: 60 }).toBuffer();
-  const decoded = await decodeRgb(copy, probeHeader(copy, 'jpeg'));
-  return pdqOfFrame(decoded.rgb, decoded.width, decoded.height).hash;
-}
+const PHOTO = LISTED_PHOTO;
+const OTHER = UNLISTED_PHOTO;
 
 describeWithStackTools(
   'hash lists on the cluster stack through Envoy',

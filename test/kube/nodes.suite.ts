@@ -10,17 +10,11 @@
 // node suite's kube:down follows). Every figure is printed on a
 // line starting `kube-nodes:`.
 
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import sharp from 'sharp';
 import { beforeAll, expect, it } from 'vitest';
 import { runMixed } from '../../loadtests/mixed.ts';
 import { soak } from '../../loadtests/soak-sampler.ts';
-import { decodeRgb } from '../../services/detect/image/decode.ts';
-import { pdqOfFrame } from '../../services/detect/image/pdq.ts';
-import { probeHeader } from '../../services/detect/image/probe.ts';
-import { fixture } from '../fixtures/corpus.ts';
 import { startCpuHog } from '../support/cpu-hog.ts';
 import {
   describeWithKubeNode,
@@ -37,6 +31,7 @@ import {
   startProbe,
   upgradeOnNode,
 } from '../support/kube-node.ts';
+import { LISTED_PHOTO, listedCopyHash } from '../support/listed-photo.ts';
 import { REPO } from '../support/paths.ts';
 import { post } from '../support/stack-client.ts';
 import { STACK_TOOLS } from '../support/stack-tools.ts';
@@ -58,15 +53,6 @@ const SOAK_SECONDS = Number(process.env.SOAK_SECONDS ?? 180);
 const SOAK_WARMUP_SECONDS = SOAK_SECONDS >= 900 ? 300 : 60;
 
 const log = (line: string) => console.log(`kube-nodes: ${line}`);
-/** The image the HashList check lists (from a resized, re-encoded copy) and sends. */
-const LISTED_PHOTO = readFileSync(fixture('2569067123_aca715a2ee_o.jpg'));
-
-/** The PDQ a copy of the photo would be listed under: resized to a quarter and re-encoded. */
-async function listedCopyHash(): Promise<string> {
-  const copy = await sharp(LISTED_PHOTO).resize(681).jpeg({ quality: 60 }).toBuffer();
-  const decoded = await decodeRgb(copy, probeHeader(copy, 'jpeg'));
-  return pdqOfFrame(decoded.rgb, decoded.width, decoded.height).hash;
-}
 
 /** detect's port in its pods (the chart's envoy.upstreams.detect.port). */
 const DETECT_PORT = 8080;

@@ -6,21 +6,16 @@
 // status says how many hashes on how many replicas; malformed hash data is refused with a condition
 // naming where, the previous list still matched; deleted, it stops matching on both.
 
-import { readFileSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import sharp from 'sharp';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { RedisHashLists } from '../../lib/hash-lists/hash-list-redis.ts';
-import { decodeRgb } from '../../services/detect/image/decode.ts';
-import { pdqOfFrame } from '../../services/detect/image/pdq.ts';
-import { probeHeader } from '../../services/detect/image/probe.ts';
 import { removeHelmHome } from '../chart/helm.ts';
-import { fixture } from '../fixtures/corpus.ts';
 import { describeWithKube } from '../support/describe-kube.ts';
 import { eventually } from '../support/eventually.ts';
 import { type KubeApiServer, startKubeApiServer } from '../support/kube-apiserver.ts';
+import { LISTED_PHOTO, listedCopyHash, UNLISTED_PHOTO } from '../support/listed-photo.ts';
 import { prng } from '../support/prng.ts';
 import { RedisServer } from '../support/redis-server.ts';
 import {
@@ -34,8 +29,8 @@ import { REDIS_SERVER } from '../support/tools.ts';
 
 const CRDS = join(ROOT, 'charts/nsfwdetector/crds');
 const DETECT_SERVICE = 'nsfwdetector-detect';
-const PHOTO = readFileSync(fixture('2569067123_aca715a2ee_o.jpg'));
-const OTHER = readFileSync(fixture('concert.jpg'));
+const PHOTO = LISTED_PHOTO;
+const OTHER = UNLISTED_PHOTO;
 /** The contract: a change is in force on every replica within 10 s (issue 44). */
 const IN_FORCE_WITHIN_MS = 10_000;
 
@@ -46,13 +41,6 @@ function hostAddress(): string {
     .find((a) => a?.family === 'IPv4' && !a.internal)?.address;
   if (!address) throw new Error('no non-loopback IPv4 address on this machine for the EndpointSlice');
   return address;
-}
-
-/** The PDQ a copy of the photo would be listed under: resized to a quarter and re-encoded. */
-async function listedCopyHash(): Promise<string> {
-  const copy = await sharp(PHOTO).resize(681).jpeg({ quality: 60 }).toBuffer();
-  const decoded = await decodeRgb(copy, probeHeader(copy, 'jpeg'));
-  return pdqOfFrame(decoded.rgb, decoded.width, decoded.height).hash;
 }
 
 /** `n` random hashes, one a line: the rest of a list. */
