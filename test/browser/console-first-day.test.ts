@@ -79,6 +79,13 @@ describeWithTool(consoleTools('accounts file'), 'console: first day in Chromium'
         await page.setViewportSize({ width, height: 900 });
         await page.emulateMedia({ colorScheme: scheme });
         await page.locator('#keys-body tr').first().waitFor();
+        // The chart is redrawn at its box's width in the frame after the resize event.
+        await page.waitForFunction(
+          () =>
+            (document.querySelector('#history-chart .uplot') as HTMLElement).offsetWidth <= window.innerWidth,
+          undefined,
+          { timeout: 5_000 },
+        );
         const overflow = await page.evaluate(() => ({
           page: document.documentElement.scrollWidth,
           view: document.documentElement.clientWidth,
