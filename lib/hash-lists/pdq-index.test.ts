@@ -1,11 +1,11 @@
 // The multi-index against a linear scan: the same hashes found within every distance the index serves,
-// on random lists with planted neighbours at every distance from 0 to 48.
+// on random lists with planted neighbours at every distance from 0 to 48, in both of its layouts.
 
 import { describe, expect, it } from 'vitest';
 import { prng } from '../../test/support/prng.ts';
 import { ListFileError, parseHashList } from './list-file.ts';
 import { PDQ_BYTES, PDQ_WORDS, pdqDistance, pdqHex, popcount32, wordsOf } from './pdq-hex.ts';
-import { MAX_INDEX_DISTANCE, PdqIndex } from './pdq-index.ts';
+import { type ChunkCount, MAX_INDEX_DISTANCE, PdqIndex } from './pdq-index.ts';
 
 function randomHashes(n: number, random: () => number): Uint8Array {
   const out = new Uint8Array(n * PDQ_BYTES);
@@ -39,7 +39,7 @@ function linear(
   return found;
 }
 
-describe('PdqIndex', () => {
+describe.each([16, 12] as ChunkCount[])('PdqIndex of %i chunks', (chunks) => {
   const random = prng(44);
   const n = 20_000;
   const hashes = randomHashes(n, random);
@@ -50,7 +50,11 @@ describe('PdqIndex', () => {
   planted.forEach((p, i) => {
     all.set(p, (n + i) * PDQ_BYTES);
   });
-  const index = new PdqIndex(all);
+  const index = new PdqIndex(all, chunks);
+
+  it('is built with the chunks asked for', () => {
+    expect(index.chunks).toBe(chunks);
+  });
 
   it('finds exactly what a linear scan finds, at every distance it serves', () => {
     const query = wordsOf(all, 7 * PDQ_BYTES);
