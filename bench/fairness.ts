@@ -20,6 +20,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
+import { PRODUCTION_ENV, PRODUCTION_NODE_FLAGS } from '../lib/common/node-runtime.ts';
 import { loadAllInOneConfig } from '../services/all-in-one/config.ts';
 import { type HostileImageName, hostileImage } from '../test/support/hostile-images.ts';
 import { startServer } from '../test/support/server-process.ts';
@@ -241,7 +242,11 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
     ANON_PER_DAY: '1000000',
     TRUSTED_PROXY_HOPS: '1',
     LOG_LEVEL: 'warn',
-    NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${preload}`.trim(),
+    // As production runs it (lib/common/node-runtime.ts): the young generation's size sets the GC pauses.
+    ...PRODUCTION_ENV,
+    NODE_OPTIONS: [process.env.NODE_OPTIONS ?? '', ...PRODUCTION_NODE_FLAGS, `--import=${preload}`]
+      .join(' ')
+      .trim(),
     LOOP_STALL_FILE: stallFile,
   });
   try {
