@@ -1,5 +1,5 @@
 // The bench's `hashmatch` section: finding every listed PDQ hash within distance 31 of a query among
-// 10,000, 1,000,000 and 10,000,000 (lib/hash-lists/pdq-index.ts, multi-index hashing over 16-bit chunks)
+// 10,000, 1,000,000 and 10,000,000 (lib/hash-lists/pdq-index.ts, multi-index hashing over 16- or 21–22-bit chunks)
 // beside a linear scan and beside threatexchange 1.2.17's own index (faiss, in its venv), on the same
 // hashes and queries in the same run; the index's memory; loading 1,000,000 from a list file into the
 // store and into force; and a detect request's median answer time and the server's memory with
