@@ -185,9 +185,27 @@ function loopStall(file: string, from: number, to: number): string {
   const windows = text
     .split('\n')
     .filter(Boolean)
-    .map((line) => JSON.parse(line) as [number, number])
+    .map((line) => JSON.parse(line) as [number, number, number?, string?, number?])
     .filter(([at]) => at >= from && at <= to + 250);
-  return `${Math.max(0, ...windows.map(([, ms]) => ms)).toFixed(0)} ms (${windows.length} windows of 250 ms)`;
+  const longest = windows.reduce((a, b) => (b[1] > a[1] ? b : a), [
+    0,
+    0,
+    0,
+    '',
+    0,
+  ] as (typeof windows)[number]);
+  const gc = windows.reduce((a, b) => ((b[2] ?? 0) > (a[2] ?? 0) ? b : a), [
+    0,
+    0,
+    0,
+    '',
+  ] as (typeof windows)[number]);
+  return (
+    `${longest[1].toFixed(0)} ms (${windows.length} windows of 250 ms; in its window the main thread ran ` +
+    `${(longest[4] ?? 0).toFixed(0)} ms of CPU, its longest GC pause ` +
+    `${(longest[2] ?? 0).toFixed(0)} ms${longest[3] ? ` ${longest[3]}` : ''}; longest GC pause of the phase ` +
+    `${(gc[2] ?? 0).toFixed(0)} ms${gc[3] ? ` ${gc[3]}` : ''})`
+  );
 }
 
 const PHASES = ['baseline', 'mix', 'attacks', 'uploads', 'walks'] as const;
