@@ -111,6 +111,41 @@ async function imagesRunning(): Promise<string[]> {
   return [...images].sort();
 }
 
+/**
+ * Beside the failed answers' times (k6 printed them): which pods the rollout stopped and started when,
+ * and the quota sidecars' warnings (a store fault behind a 503 names itself there).
+ */
+async function explain(): Promise<void> {
+  const events = await kubectl([
+    'get',
+    'events',
+    '--sort-by=.lastTimestamp',
+    '-o',
+    'custom-columns=AT:.lastTimestamp,OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message',
+  ]);
+  console.log(
+    events
+      .split('\n')
+      .filter((l) => /^AT|\s(Killing|SuccessfulDelete|SuccessfulCreate|Started)\s/.test(l))
+      .join('\n'),
+  );
+  const quota = await kubectl([
+    'logs',
+    '-l',
+    'app.kubernetes.io/component=gateway',
+    '-c',
+    'quota',
+    '--since=5m',
+    '--prefix',
+  ]);
+  console.log(
+    `quota sidecars' warnings and 5001s:\n${quota
+      .split('\n')
+      .filter((l) => /"level":(40|50)|READONLY|5001/.test(l))
+      .join('\n')}`,
+  );
+}
+
 async function main(): Promise<void> {
   const work = mkdtempSync(join(tmpdir(), 'nsfwdetector-upgrade-check-'));
   try {
@@ -232,35 +267,7 @@ async function main(): Promise<void> {
     say(
       `answers from 10 s before the upgrade to 10 s after it (k6, ${KEY_RATE}/s per key, ${ANONYMOUS_RATE}/s anonymous): ${figures.join('; ')}`,
     );
-    if (problems.length) {
-      // The namespace's events beside the failed answers' times (k6 printed them): which pod went when.
-      console.log(
-        await kubectl([
-          'get',
-          'events',
-          '--sort-by=.lastTimestamp',
-          '-o',
-          'custom-columns=AT:.lastTimestamp,OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message',
-        ]),
-      );
-      // The quota sidecars' warnings name a store fault behind a 503 (their refusal summaries).
-      const quota = await kubectl([
-        'logs',
-        '-l',
-        'app.kubernetes.io/component=gateway',
-        '-c',
-        'quota',
-        '--since=5m',
-        '--prefix',
-      ]);
-      console.log(
-        `quota warnings:\n${quota
-          .split('\n')
-          .filter((l) => /"level":(40|50)/.test(l))
-          .join('\n')}`,
-      );
-      fail(`answers other than 200 (and 429 for anonymous) during the upgrade: ${problems.join('; ')}`);
-    }
+    if (problems.length) await explain();
     const chart = JSON.parse(await helm(['status', RELEASE, '--namespace', NS, '-o', 'json']));
     if (chart.chart?.metadata?.version !== version)
       fail(`the release is chart ${chart.chart?.metadata?.version}, not ${version}`);
@@ -283,6 +290,8 @@ async function main(): Promise<void> {
     say(
       `${version}: the CLI key and the ApiAccount's key made before the upgrade answer 200, anonymous 200, all with the policy's thresholds ${thresholds}; the account's usage today ${usage.usage.day.used}`,
     );
+    if (problems.length)
+      fail(`answers other than 200 (and 429 for anonymous) during the upgrade: ${problems.join('; ')}`);
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
