@@ -139,9 +139,9 @@ async function explain(): Promise<void> {
     '--prefix',
   ]);
   console.log(
-    `quota sidecars' warnings and 5001s:\n${quota
+    `quota sidecars' warnings and 503s:\n${quota
       .split('\n')
-      .filter((l) => /"level":(40|50)|READONLY|5001/.test(l))
+      .filter((l) => /"level":(40|50)|READONLY|5001|"statusCode":503/.test(l))
       .join('\n')}`,
   );
 }
@@ -268,9 +268,12 @@ async function main(): Promise<void> {
       `answers from 10 s before the upgrade to 10 s after it (k6, ${KEY_RATE}/s per key, ${ANONYMOUS_RATE}/s anonymous): ${figures.join('; ')}`,
     );
     if (problems.length) await explain();
-    const chart = JSON.parse(await helm(['status', RELEASE, '--namespace', NS, '-o', 'json']));
-    if (chart.chart?.metadata?.version !== version)
-      fail(`the release is chart ${chart.chart?.metadata?.version}, not ${version}`);
+    const [listed] = JSON.parse(await helm(['list', '--namespace', NS, '-o', 'json'])) as {
+      chart: string;
+      revision: string;
+    }[];
+    if (listed?.chart !== `nsfwdetector-${version}`)
+      fail(`the release is chart ${listed?.chart}, not nsfwdetector-${version}`);
 
     for (const [who, key] of [
       ['the CLI key made before the upgrade', cliKey],
