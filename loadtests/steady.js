@@ -8,7 +8,7 @@
 // Env: BASE_URL, IMAGE (a JPEG path), KEY (optional), RATE (default 4), DURATION (default 10m), SUMMARY_JSON.
 
 import http from 'k6/http';
-import { countAnswer, countSent, summaryJson, unexpected } from './answers.js';
+import { countAnswer, countSent, summaryJson } from './answers.js';
 
 const BASE_URL = __ENV.BASE_URL;
 const IMAGE = open(__ENV.IMAGE, 'b');
@@ -38,15 +38,25 @@ export default function () {
   const o = countAnswer(res);
   // Every answer but 200 and 429, said in full: when it was sent and answered (epoch ms: the suite puts
   // them on its own timeline), which status and body (a 503/5001's message tells the quota store from
-  // detect), or for a connection error k6's error.
-  if (unexpected(o) || o === 'connection error' || o === '503/5001')
+  // detect's; Envoy's local reply and the quota sidecar's refusal say the same) and its headers, or
+  // for a connection error k6's error.
+  if (o !== '200' && o !== '429')
     console.warn(
       `steady: sent=${sent} at=${Date.now()} ${
         res.status === 0
           ? `connection error ${res.error_code}: ${res.error}`
-          : `${res.status} ${String(res.body).slice(0, 300)}`
+          : `${res.status} ${String(res.body).slice(0, 300)} headers ${answerHeaders(res)}`
       }`,
     );
+}
+
+// An answer's headers, as JSON, to tell who answered (Envoy's local reply, detect, the quota sidecar's
+// refusal relayed by ext_authz). All of them: the chart's Envoy adds no `server` and no `x-envoy-*`
+// headers (suppress_envoy_headers, server_header_transformation PASS_THROUGH), so those say nothing.
+function answerHeaders(res) {
+  const all = {};
+  for (const [name, value] of Object.entries(res.headers)) all[name.toLowerCase()] = value;
+  return JSON.stringify(all);
 }
 
 export function handleSummary(data) {

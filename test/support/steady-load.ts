@@ -34,7 +34,10 @@ export interface UnexpectedAnswer {
   /** Epoch ms the request was sent and its answer (or error) came. */
   sent: number;
   at: number;
-  /** The status and body, or `connection error <k6 error_code>: <k6 error>`. */
+  /**
+   * The status, body and every response header (`headers {…}`: to tell Envoy's local reply from
+   * detect's and the quota sidecar's), or `connection error <k6 error_code>: <k6 error>`.
+   */
   text: string;
 }
 

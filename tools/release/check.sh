@@ -7,18 +7,26 @@
 # by the digest the tag names; then both images run (the arm64 one under QEMU user emulation, binfmt
 # registered for that step only): /api/public/health answers on each, and the corpus scores within 1e-4
 # on arm64 of amd64's for every model (tools/release/arch-parity.ts). Needs root (the release's
-# dockerd). Each check prints a `release-check:` line; any failure exits 1.
+# dockerd). Last, the node part (tools/release/upgrade-check.sh): the previous release (--previous, by
+# default the one before X.Y.Z) installed from its OCI chart on the local node and upgraded to X.Y.Z under
+# load; --node runs that part alone. Each check prints a `release-check:` line; any failure exits 1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-version=""
+version="" node_args=() node_only=""
+usage="usage: npm run release:check -- --version X.Y.Z [--previous X.Y.Z] [--node]"
 while (($#)); do
   case $1 in
   --version) version=${2:-}; shift 2 || true ;;
   --version=*) version=${1#--version=}; shift ;;
-  *) echo "release-check: unknown argument $1 (usage: npm run release:check -- --version X.Y.Z)" >&2; exit 2 ;;
+  --previous) node_args+=(--previous "${2:-}"); shift 2 || true ;;
+  --previous=*) node_args+=("$1"); shift ;;
+  --node) node_only=1; shift ;;
+  *) echo "release-check: unknown argument $1 ($usage)" >&2; exit 2 ;;
   esac
 done
 [[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "release-check: --version takes X.Y.Z" >&2; exit 2; }
+node_part() { bash tools/release/upgrade-check.sh --version "$version" "${node_args[@]}"; }
+if [[ -n "$node_only" ]]; then node_part; exit; fi
 
 . tools/release/lib.sh
 ((EUID == 0)) || { echo "release-check: needs root (the release's dockerd runs the images)" >&2; exit 1; }
@@ -159,3 +167,5 @@ for model in $(node --import tsx tools/release/arch-parity.ts --models); do
   done
   echo "release-check: $model: both images decoded the corpus's JPEGs with the libjpeg addon"
 done
+
+node_part
