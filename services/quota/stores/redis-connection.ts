@@ -8,7 +8,7 @@
 // Reconnection runs forever in the background with a capped back-off, so the service recovers by
 // itself when Redis is back, or (Sentinel) when a replica has been promoted: the client asks the
 // sentinels for the primary at each reconnection (a killed primary drops the connection; a demoted one
-// answers READONLY, which reconnects). ioredis's `failoverDetector` is not used: its disconnect can
+// answers READONLY, which reconnects; a script it refused so is run once more on the new primary). ioredis's `failoverDetector` is not used: its disconnect can
 // cut a reconnection under way and leave the client ended. In a Cluster, MOVED and ASK are followed by the client (the
 // command did not run), and so is TRYAGAIN after a short delay (a slot being migrated); CLUSTERDOWN
 // fails at once (503).
@@ -91,9 +91,22 @@ export function connectRedis(opts: RedisConnectionOptions): RedisClient {
             sentinelCommandTimeout: opts.commandTimeoutMs,
             sentinelRetryStrategy: backOff,
             // A primary demoted by a planned failover answers writes with READONLY: reconnect, which
-            // asks the sentinels again (the command itself is failed, not resent).
-            reconnectOnError: (err) => err.message.startsWith('READONLY'),
+            // asks the sentinels again (scripts refused so run again: LuaScript.run).
+            reconnectOnError: (err) => {
+              if (!refusedByReplica(err)) return false;
+              handovers.set(sentinelClient, {
+                refusedAt: Date.now(),
+                readyAt: handovers.get(sentinelClient)?.readyAt ?? 0,
+              });
+              return true;
+            },
           });
+    const sentinelClient = redis;
+    if (target.mode === 'sentinel')
+      redis.on('ready', () => {
+        const seen = handovers.get(sentinelClient);
+        if (seen) seen.readyAt = Date.now();
+      });
     keepConnecting(redis);
   }
   // Connection errors are reported through the commands that fail (→ 503/5001, logged by the caller);
@@ -191,12 +204,63 @@ export class LuaScript {
   async run(redis: RedisClient, keys: string[], args: Array<string | number>): Promise<unknown> {
     const argv = args.map(String);
     try {
+      return await this.#run(redis, keys, argv);
+    } catch (err) {
+      // A primary handing over (its preStop pauses writes, then makes it a replica) answers the
+      // scripts it held with READONLY, and the client reconnects through the sentinels to the promoted
+      // replica, refusing what is sent meanwhile (no offline queue): neither ran. Once more on the new
+      // primary, within the command timeout, rather than a 503 for a planned handover. A connection
+      // lost otherwise still fails at once.
+      if (isCluster(redis) || !(refusedByReplica(err) || notSent(err))) throw err;
+      if (!(await afterHandover(redis, redis.options.commandTimeout ?? 0))) throw err;
+      return this.#run(redis, keys, argv);
+    }
+  }
+
+  async #run(redis: RedisClient, keys: string[], argv: string[]): Promise<unknown> {
+    try {
       return await redis.evalsha(this.#sha, keys.length, ...keys, ...argv);
     } catch (err) {
       if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
       return redis.eval(this.source, keys.length, ...keys, ...argv);
     }
   }
+}
+
+/** A replica's refusal of a write: the command did not run. */
+const refusedByReplica = (err: unknown): boolean =>
+  err instanceof Error && err.message.startsWith('READONLY');
+
+/** ioredis's refusal of a command while it reconnects (no offline queue): the command was not sent. */
+const notSent = (err: unknown): boolean =>
+  err instanceof Error && err.message.startsWith("Stream isn't writeable");
+
+/** How long after a READONLY a refused script waits for the new primary. */
+const HANDOVER_WINDOW_MS = 5_000;
+
+/** Per Sentinel client: when a primary last refused it with READONLY, when it was last ready. */
+const handovers = new WeakMap<Redis, { refusedAt: number; readyAt: number }>();
+
+/**
+ * Whether `redis` is (or becomes, within `ms`) connected to the primary that replaced one that
+ * refused it with READONLY in the last few seconds. False for anything else: no handover, no wait.
+ */
+function afterHandover(redis: Redis, ms: number): Promise<boolean> {
+  const seen = handovers.get(redis);
+  if (!seen || Date.now() - seen.refusedAt > HANDOVER_WINDOW_MS || ms <= 0) return Promise.resolve(false);
+  // Reconnected since the refusal: at once. ioredis closes the refused connection asynchronously, so
+  // its status may still say ready; the next 'ready' event is the new connection's.
+  if (seen.readyAt > seen.refusedAt && redis.status === 'ready') return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const done = (ready: boolean) => {
+      clearTimeout(timer);
+      redis.off('ready', onReady);
+      resolve(ready);
+    };
+    const onReady = () => done(true);
+    const timer = setTimeout(() => done(false), ms);
+    redis.on('ready', onReady);
+  });
 }
 
 /** A write the primary applied but fewer replicas than required acknowledged in time: it may be lost
