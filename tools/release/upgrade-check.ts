@@ -193,10 +193,7 @@ async function main(): Promise<void> {
       `${previous}: an account and key (admin CLI), an ApiAccount with a key and the DetectionPolicy main (thresholds ${thresholds}, anonymous ${ANONYMOUS_PER_MINUTE} a minute) made; each answers 200 with those thresholds`,
     );
 
-    // A value renamed or removed: refused by the new chart's schema before anything changes.
-    const renamed = join(work, 'renamed-value.yaml');
-    writeFileSync(renamed, 'detect:\n  replica: 2\n');
-    const refused = await execFileAsync(HELM, [
+    const upgradeTo = [
       'upgrade',
       RELEASE,
       CHART,
@@ -206,9 +203,11 @@ async function main(): Promise<void> {
       '--namespace',
       NS,
       ...valuesArgs,
-      '-f',
-      renamed,
-    ]).then(
+    ];
+    // A value renamed or removed: refused by the new chart's schema before anything changes.
+    const renamed = join(work, 'renamed-value.yaml');
+    writeFileSync(renamed, 'detect:\n  replica: 2\n');
+    const refused = await execFileAsync(HELM, [...upgradeTo, '-f', renamed]).then(
       () => fail(`helm upgrade to ${version} with detect.replica (no such value) succeeded`),
       (e: { stderr: string }) => e.stderr,
     );
@@ -232,20 +231,7 @@ async function main(): Promise<void> {
     };
     await sleep(10_000);
     started = performance.now();
-    await helm([
-      'upgrade',
-      RELEASE,
-      CHART,
-      '--version',
-      version as string,
-      '--plain-http',
-      '--namespace',
-      NS,
-      ...valuesArgs,
-      '--wait',
-      '--timeout',
-      '15m',
-    ]);
+    await helm([...upgradeTo, '--wait', '--timeout', '15m']);
     const upgradeMs = performance.now() - started;
     await sleep(10_000);
     const problems: string[] = [];
