@@ -186,9 +186,7 @@ function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
         for (const w of list.items)
           expect(w.status.readyReplicas ?? 0, `${kind}/${w.metadata.name}`).toBe(w.spec.replicas);
       }
-      console.log(
-        (await helmOnNode(facts, ['test', release, '--namespace', ns, '--timeout', '5m', '--logs'])).trim(),
-      );
+      console.log((await helmOnNode(facts, ['test', release, '--namespace', ns, '--timeout', '5m'])).trim());
       const all = await kj('-n', ns, 'get', 'pods');
       for (const pod of all.items)
         for (const c of pod.status.containerStatuses ?? [])
