@@ -96,6 +96,21 @@ async function detect(gateway: string, key?: string) {
   return { status: a.status, code: a.code, thresholds: JSON.stringify(a.body?.data?.thresholds) };
 }
 
+/** Each caller's detect answers 200 with the policy's `thresholds`; otherwise the check fails. */
+async function expectPolicyAnswers(
+  gateway: string,
+  thresholds: string,
+  release: string,
+  when: string,
+  callers: ReadonlyArray<readonly [string, string | undefined]>,
+): Promise<void> {
+  for (const [who, key] of callers) {
+    const a = await detect(gateway, key);
+    if (a.status !== 200 || a.thresholds !== thresholds)
+      fail(`${release}: ${who} answered ${JSON.stringify(a)} ${when}, not 200 with ${thresholds}`);
+  }
+}
+
 /** The answers other than those allowed: `allowed` outcomes pass. */
 function failedAnswers(counts: Counts, allowed: string[]): string[] {
   return Object.entries(counts)
@@ -178,17 +193,11 @@ async function main(): Promise<void> {
     await admin('create-account', '--email', 'load@example.com', '--tier', 'pro');
     const cliKey = (await admin('issue-key', 'load@example.com', '--name', 'load')).secret as string;
     const thresholds = JSON.stringify(THRESHOLDS);
-    for (const [who, key] of [
+    await expectPolicyAnswers(gateway, thresholds, `${previous}`, 'before the upgrade', [
       ['the CLI key', cliKey],
       ["the ApiAccount's key", acmeKey],
       ['anonymous', undefined],
-    ] as const) {
-      const a = await detect(gateway, key);
-      if (a.status !== 200 || a.thresholds !== thresholds)
-        fail(
-          `${previous}: ${who} answered ${JSON.stringify(a)} before the upgrade, not 200 with ${thresholds}`,
-        );
-    }
+    ]);
     say(
       `${previous}: an account and key (admin CLI), an ApiAccount with a key and the DetectionPolicy main (thresholds ${thresholds}, anonymous ${ANONYMOUS_PER_MINUTE} a minute) made; each answers 200 with those thresholds`,
     );
@@ -261,16 +270,10 @@ async function main(): Promise<void> {
     if (listed?.chart !== `nsfwdetector-${version}`)
       fail(`the release is chart ${listed?.chart}, not nsfwdetector-${version}`);
 
-    for (const [who, key] of [
+    await expectPolicyAnswers(gateway, thresholds, `${version}`, 'after the upgrade', [
       ['the CLI key made before the upgrade', cliKey],
       ["the ApiAccount's key made before it", acmeKey],
-    ] as const) {
-      const a = await detect(gateway, key);
-      if (a.status !== 200 || a.thresholds !== thresholds)
-        fail(
-          `${version}: ${who} answered ${JSON.stringify(a)} after the upgrade, not 200 with ${thresholds}`,
-        );
-    }
+    ]);
     // Anonymous: 200 with the thresholds, or 429 when the anonymous load has just taken the policy's
     // minute (which is then in force too).
     const anonymous = await detect(gateway);
