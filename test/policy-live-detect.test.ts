@@ -16,6 +16,7 @@ const JPEG = readFileSync(fixture('320x240.jpg'));
 interface Answer {
   status: number;
   code?: number;
+  message?: string;
   data?: { decision: string; scores: { nsfw: number }; thresholds: Thresholds };
 }
 
@@ -83,7 +84,7 @@ it('drops no request while the thresholds change under a continuous load; decisi
       answered++;
       if (written > sentUnder) straddled++;
       if (answer.status !== 200 || !answer.data) {
-        failures.push(`answered ${answer.status} ${answer.code}`);
+        failures.push(`answered ${answer.status} ${answer.code}: ${answer.message}`);
         continue;
       }
       const { thresholds, decision, scores } = answer.data;

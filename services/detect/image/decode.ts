@@ -28,7 +28,7 @@
 //   backgrounds and keeping the higher nsfw would close it, at twice the inference cost.
 //
 // Safety: sharp only ever receives bytes whose own signature matches the sniffed, whitelisted format
-// (checked again here), only the whitelisted libvips loaders are enabled (see `configureSharp`),
+// (checked again here), only the whitelisted libvips loaders are enabled (sharp-restrictions.ts),
 // `limitInputPixels` repeats the dimension limit as a second guard, `failOn` rejects truncated and
 // corrupt data (each format's failOn, lib/common/image-formats.ts), probe.ts
 // refuses beforehand, from the header, data too short for the size it claims, and a timeout bounds
@@ -37,7 +37,7 @@
 
 import sharp, { type Sharp } from 'sharp';
 import { ApiError, isApiError } from '../../../lib/common/errors.ts';
-import { FORMATS, type FormatRow, formatRow, IMAGE_FORMATS } from '../../../lib/common/image-formats.ts';
+import { FORMATS, type FormatRow } from '../../../lib/common/image-formats.ts';
 import { type ModelChoice, type ModelName, modelMembers } from '../../../lib/common/model-catalogue.ts';
 import { driverOf, jpegFastPathServes } from '../model/family-drivers.ts';
 import { apngFrames } from './apng.ts';
@@ -57,6 +57,7 @@ import { resizeToTensor } from './nsfwjs-input.ts';
 import { type ImagePdq, pdqOfFrame } from './pdq.ts';
 import { checkImageData } from './probe.ts';
 import { jpegStructure } from './probe-jpeg.ts';
+import { restrictSharp } from './sharp-restrictions.ts';
 import { signatureFormat } from './sniff.ts';
 import {
   DEFAULT_DIMENSION_LIMITS,
@@ -149,20 +150,6 @@ export interface ModelInput {
   pdq?: ImagePdq;
 }
 
-// libvips loader classes sharp may use: the formats' own (BMP never reaches libvips as a file, only as
-// raw pixels). Everything else (SVG, HEIF/AVIF, PDF, JP2, JXL, FITS, Magick, ...) is blocked
-// process-wide as defence in depth behind the sniffer.
-const ALLOWED_LOADERS = IMAGE_FORMATS.map((f) => formatRow(f).decoder).filter((d) => d !== 'bmp.ts');
-
-let configured = false;
-function configureSharp(): void {
-  if (configured) return;
-  configured = true;
-  sharp.cache(false);
-  sharp.block({ operation: ['VipsForeignLoad'] });
-  sharp.unblock({ operation: ALLOWED_LOADERS });
-}
-
 type FailOn = FormatRow['failOn'];
 
 /**
@@ -215,7 +202,7 @@ export async function decodeRgb(
   probed: ProbedImage,
   opts: DecodeOptions = {},
 ): Promise<DecodedRgb> {
-  configureSharp();
+  restrictSharp();
   const format = probed.format;
   const maxPixels = maxPixelsOf(probed, opts);
   const timeoutSeconds = opts.timeoutSeconds ?? 30;

@@ -5,6 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { closeSync, constants, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiError } from '../../../lib/common/errors.ts';
 import { SETTINGS } from '../../../lib/common/settings.ts';
@@ -12,6 +13,7 @@ import { stuckThreadCount } from '../../../lib/common/stuck-threads.ts';
 import { fixture } from '../../../test/fixtures/corpus.ts';
 import { eventually } from '../../../test/support/eventually.ts';
 import { probeHeader } from '../image/probe.ts';
+import { restrictSharpLoaders } from '../image/sharp-restrictions.ts';
 import { sniffFormat } from '../image/sniff.ts';
 import { DEFAULT_DIMENSION_LIMITS } from '../image/types.ts';
 import { createOnnxClassifier } from '../model/onnx-classifier.ts';
@@ -48,6 +50,13 @@ describe('WorkerPoolScorer', () => {
   afterAll(async () => {
     await pool?.close();
     await local?.close();
+  });
+
+  it("restricted sharp's loaders from the main thread before its workers started", async () => {
+    // Nothing on this thread decoded before the pool was made: the pool did it.
+    expect(restrictSharpLoaders()).toBe(false);
+    const svg = Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="8" height="8"/>');
+    await expect(sharp(svg).raw().toBuffer()).rejects.toThrow(/unsupported image format/);
   });
 
   it('scores like the in-process scorer, several images at once', async () => {

@@ -18,6 +18,7 @@ import { inputSizeOf, type ModelChoice } from '../../../lib/common/model-catalog
 import { SETTINGS } from '../../../lib/common/settings.ts';
 import { markThreadStuck } from '../../../lib/common/stuck-threads.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
+import { restrictSharpLoaders } from '../image/sharp-restrictions.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import { disableOrtTelemetry } from '../model/onnx-classifier.ts';
 import { type ImageScorer, isLargeImage, type ScoredImage, type ScorerState } from './image-scorer.ts';
@@ -138,6 +139,8 @@ export class WorkerPoolScorer implements ImageScorer {
   /** Resolves once every worker has loaded its model; rejects if any cannot. */
   static async create(opts: WorkerPoolOptions): Promise<WorkerPoolScorer> {
     disableOrtTelemetry();
+    // Before any worker decodes: set by a worker, it could fail another's decode (sharp-restrictions.ts).
+    restrictSharpLoaders();
     sizeNextWorkerHeaps();
     const pool = new WorkerPoolScorer(opts);
     try {
