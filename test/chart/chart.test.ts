@@ -601,12 +601,13 @@ spec:
     const hook = find(items, 'Pod', 'nsfwdetector-test').spec.containers[0];
     expect(hook.command).toEqual(['node', '--input-type=module', '-e']);
     const png = env(hook, 'PNG') ?? '';
-    const runHook = (gateway: string) =>
+    expect(env(hook, 'TRIES')).toBe('30');
+    const runHook = (gateway: string, tries = '30') =>
       new Promise<{ code: number; out: string }>((resolve) => {
         execFile(
           process.execPath,
           ['--input-type=module', '-e', hook.args[0]],
-          { env: { ...process.env, GATEWAY: gateway, PNG: png } },
+          { env: { ...process.env, GATEWAY: gateway, PNG: png, TRIES: tries } },
           (err, stdout, stderr) => resolve({ code: err ? 1 : 0, out: stdout + stderr }),
         );
       });
@@ -619,7 +620,9 @@ spec:
     } finally {
       await server.stop();
     }
-    const failed = await runHook(server.url);
+    // No server: each try printed, then the hook fails.
+    const failed = await runHook(server.url, '2');
+    expect(failed.out).toMatch(/health #1: ECONNREFUSED[\s\S]*health #2: ECONNREFUSED[\s\S]*in 2 tries/);
     expect(failed.code).toBe(1);
   });
 

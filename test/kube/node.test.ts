@@ -186,7 +186,15 @@ function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
         for (const w of list.items)
           expect(w.status.readyReplicas ?? 0, `${kind}/${w.metadata.name}`).toBe(w.spec.replicas);
       }
-      console.log((await helmOnNode(facts, ['test', release, '--namespace', ns, '--timeout', '5m'])).trim());
+      try {
+        console.log(
+          (await helmOnNode(facts, ['test', release, '--namespace', ns, '--timeout', '5m'])).trim(),
+        );
+      } catch (err) {
+        // A failed smoke pod is kept (deleted on success only): what it saw.
+        const log = await kubectl(facts, ['-n', ns, 'logs', `${release}-test`]).catch(String);
+        throw new Error(`${(err as Error).message}\nsmoke pod's log:\n${log}`);
+      }
       const all = await kj('-n', ns, 'get', 'pods');
       for (const pod of all.items)
         for (const c of pod.status.containerStatuses ?? [])
