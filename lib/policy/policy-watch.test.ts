@@ -38,9 +38,14 @@ function mount() {
 
 const quiet = () => {
   const errors: string[] = [];
+  const infos: string[] = [];
   return {
     errors,
-    log: { info: () => undefined, error: (_o: object, msg: string) => void errors.push(msg) },
+    infos,
+    log: {
+      info: (_o: object, msg: string) => void infos.push(msg),
+      error: (_o: object, msg: string) => void errors.push(msg),
+    },
   };
 };
 
@@ -67,12 +72,22 @@ it('reads the policy through the ..data symlink and follows an atomic swap; an i
   }
 });
 
-it('has no policy (the configuration applies) while the file is missing', () => {
-  const { dir } = mount();
-  const { errors, log } = quiet();
+it('has no policy (the configuration applies) while the file is missing, said once at info; a file lost after a policy is an error', () => {
+  const { dir, write } = mount();
+  const { errors, infos, log } = quiet();
   const watch = new PolicyWatch(join(dir, 'policy.json'), log, 60_000);
   try {
     expect(watch.current()).toBeUndefined();
+    watch.reload();
+    expect(infos).toEqual(['no policy file yet; the configuration applies']);
+    expect(errors).toEqual([]);
+    write(doc(0.2, 0.8));
+    symlinkSync('..data/policy.json', join(dir, 'policy.json'));
+    watch.reload();
+    expect(watch.current()?.thresholds).toEqual({ allow: 0.2, block: 0.8 });
+    rmSync(join(dir, 'policy.json'));
+    watch.reload();
+    expect(watch.current()?.thresholds).toEqual({ allow: 0.2, block: 0.8 });
     expect(errors).toEqual(['policy file unreadable; keeping the last good policy']);
   } finally {
     watch.close();

@@ -49,8 +49,12 @@ export class PolicyWatch {
     try {
       text = readFileSync(this.path, 'utf8');
     } catch (err) {
-      if (this.#text !== '<unreadable>')
-        this.log.error({ err, path: this.path }, 'policy file unreadable; keeping the last good policy');
+      if (this.#text !== '<unreadable>') {
+        // No file and no policy yet: the state before the operator has rendered one, not a fault.
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT' && !this.#current)
+          this.log.info({ path: this.path }, 'no policy file yet; the configuration applies');
+        else this.log.error({ err, path: this.path }, 'policy file unreadable; keeping the last good policy');
+      }
       this.#text = '<unreadable>';
       return;
     }
