@@ -14,9 +14,10 @@ import { type ProbeCheck, registerProbes, unavailable } from '../../lib/common/p
 import { DETECT_ROUTES } from '../../lib/common/routes.ts';
 import { SETTINGS } from '../../lib/common/settings.ts';
 import { inSpan, recordSpan } from '../../lib/common/telemetry.ts';
-import type { HashMatcher } from './hash-lists.ts';
+import type { HashListMatch, HashMatcher } from './hash-lists.ts';
 import { decodeMemoryBytes } from './image/decode-memory.ts';
 import { imageCostHeader, predictedCpuMs } from './image/image-cost.ts';
+import type { ImagePdq } from './image/pdq.ts';
 import { costFacts, probeHeader, walkHeader } from './image/probe.ts';
 import { sniffFormat } from './image/sniff.ts';
 import type { DimensionLimits } from './image/types.ts';
@@ -245,11 +246,24 @@ async function detect(request: FastifyRequest, reply: FastifyReply, opts: Detect
       `Undecodable image: decoding and scoring it would take about ${(costMs / 1000).toFixed(1)} s of CPU, over the ${deadlineMs / 1000} s one image may take here`,
     );
   }
+  // The hash lists are searched on this thread as soon as the PDQ is known, while the image is inferred.
+  let matched: { matches: HashListMatch[]; startedAt: number; ms: number } | { error: unknown } | undefined;
+  const { hashLists } = opts;
+  const onPdq =
+    hashLists &&
+    ((pdq: ImagePdq) => {
+      const startedAt = epochMs();
+      try {
+        matched = { matches: hashLists.match(pdq), startedAt, ms: epochMs() - startedAt };
+      } catch (error) {
+        matched = { error };
+      }
+    });
   const scored = await opts.gate.score(
     (stillHeld) => {
       // Handed over: the body no longer counts against the upload bytes, its decode memory does.
       request.admission?.releaseBytes();
-      return scorer.score(bytes, probed, stillHeld, { maxFramesScored });
+      return scorer.score(bytes, probed, stillHeld, { maxFramesScored, ...(onPdq && { onPdq }) });
     },
     memory,
     request.gateClient,
@@ -269,9 +283,14 @@ async function detect(request: FastifyRequest, reply: FastifyReply, opts: Detect
     scored.decodeStartedAt + scored.decodeMs,
     scored.inferenceMs,
   );
-  const matchStarted = epochMs();
-  const matches = opts.hashLists?.match(scored.pdq) ?? [];
-  if (opts.hashLists) {
+  let matches: HashListMatch[] = [];
+  if (hashLists) {
+    if (matched && 'error' in matched) throw matched.error;
+    if (!matched) {
+      const startedAt = epochMs();
+      matched = { matches: hashLists.match(scored.pdq), startedAt, ms: epochMs() - startedAt };
+    }
+    matches = matched.matches;
     // The lists' names and distances only: a hash never reaches a trace.
     recordSpan(
       'hash-match',
@@ -279,8 +298,8 @@ async function detect(request: FastifyRequest, reply: FastifyReply, opts: Detect
         'hash_list.matches': matches.length,
         ...(matches.length > 0 && { 'hash_list.names': matches.map((m) => m.list).join(',') }),
       },
-      matchStarted,
-      epochMs() - matchStarted,
+      matched.startedAt,
+      matched.ms,
     );
   }
   return ok(

@@ -57,6 +57,11 @@ export interface ImageScorer {
  */
 export interface PerImage {
   maxFramesScored?: number;
+  /**
+   * Told of the decoded frame's PDQ (PDQ_HASHES) as soon as it is known, before inference: hash-list
+   * matching then runs on the caller's thread while the image is inferred. Must not throw.
+   */
+  onPdq?: (pdq: ImagePdq) => void;
 }
 
 /** Told of memory an answered image still holds, until `released` settles. */
@@ -147,6 +152,7 @@ export class InProcessScorer implements ImageScorer {
       ...(perImage.maxFramesScored !== undefined && { maxFramesScored: perImage.maxFramesScored }),
     });
     const decodeMs = epochNow() - decodeStartedAt;
+    if (pdq) perImage.onPdq?.(pdq);
     return { ...(await this.infer(tensor)), decodeStartedAt, decodeMs, ...(pdq && { pdq }) };
   }
 

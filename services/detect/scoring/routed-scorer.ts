@@ -67,7 +67,7 @@ export class RoutedScorer implements ImageScorer {
     const route = decodeRoute(decodeFacts(bytes, probed), bounds);
     this.#onRoute?.(route, probed);
     // In process, an image is scored by its first frame alone: several frames are always isolated.
-    if (route.path === 'in-process') return this.#workers.score(bytes, probed);
+    if (route.path === 'in-process') return this.#workers.score(bytes, probed, undefined, perImage);
     const decoded = await this.#decoders.decode(
       bytes,
       probed,
@@ -75,8 +75,9 @@ export class RoutedScorer implements ImageScorer {
       stillHeld,
       perImage,
     );
-    const scored = await this.#workers.infer(decoded.tensor, probed);
     const { pdq, decodeStartedAt, decodeMs } = decoded;
+    if (pdq) perImage.onPdq?.(pdq);
+    const scored = await this.#workers.infer(decoded.tensor, probed);
     return { ...scored, decodeStartedAt, decodeMs, ...(pdq && { pdq }) };
   }
 

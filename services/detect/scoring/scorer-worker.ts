@@ -14,6 +14,7 @@ import sharp from 'sharp';
 import { isApiError } from '../../../lib/common/errors.ts';
 import type { ModelChoice } from '../../../lib/common/model-catalogue.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
+import type { ImagePdq } from '../image/pdq.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import { createOnnxClassifier } from '../model/onnx-classifier.ts';
 import { InProcessScorer, isLargeImage } from './image-scorer.ts';
@@ -39,6 +40,8 @@ export interface ScoreRequest {
   solo: boolean;
   /** The model input, already decoded (by a decoder process): only inference runs here. */
   tensor?: Float32Array;
+  /** Send the PDQ as soon as it is known, before inference ({id, pdq}): the caller matches it meanwhile. */
+  earlyPdq?: boolean;
 }
 
 if (!parentPort) throw new Error('scorer-worker must run in a worker thread');
@@ -80,13 +83,15 @@ try {
   for (const scorer of new Set([shared, solo])) {
     await scorer.score(new Uint8Array(warmUp), { format: 'jpeg', width: 640, height: 480, frames: 1 });
   }
-  port.on('message', async ({ id, bytes, probed, solo: alone, tensor }: ScoreRequest) => {
+  port.on('message', async ({ id, bytes, probed, solo: alone, tensor, earlyPdq }: ScoreRequest) => {
     const large = tensor === undefined && isLargeImage(bytes, probed);
     try {
       const scorer = alone ? solo : shared;
       const scored = tensor
         ? { ...(await scorer.infer(tensor)), decodeStartedAt: 0, decodeMs: 0 }
-        : await scorer.score(bytes, probed);
+        : await scorer.score(bytes, probed, undefined, {
+            ...(earlyPdq && { onPdq: (pdq: ImagePdq) => port.postMessage({ id, pdq }) }),
+          });
       port.postMessage({ id, ok: true, ...scored });
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);

@@ -12,6 +12,7 @@ import { SETTINGS } from '../../../lib/common/settings.ts';
 import { stuckThreadCount } from '../../../lib/common/stuck-threads.ts';
 import { fixture } from '../../../test/fixtures/corpus.ts';
 import { eventually } from '../../../test/support/eventually.ts';
+import type { ImagePdq } from '../image/pdq.ts';
 import { probeHeader } from '../image/probe.ts';
 import { restrictSharpLoaders } from '../image/sharp-restrictions.ts';
 import { sniffFormat } from '../image/sniff.ts';
@@ -284,4 +285,28 @@ describe('WorkerPoolScorer deadline (stand-in workers that hang)', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+});
+
+it("tells of an image's PDQ before its answer (matching runs meanwhile): the answer's own PDQ", async () => {
+  const pool = await WorkerPoolScorer.create({
+    model: 'mobilenet_v2',
+    workers: 1,
+    intraOpThreads: 1,
+    limits: DEFAULT_DIMENSION_LIMITS,
+    deadlineMs: DEADLINE_MS,
+    pdq: true,
+  });
+  try {
+    const { bytes, probed } = await load('320x240.jpg');
+    const told: ImagePdq[] = [];
+    const scored = await pool.score(new Uint8Array(bytes), probed, undefined, { onPdq: (p) => told.push(p) });
+    expect(scored.pdq?.hash).toMatch(/^[0-9a-f]{64}$/);
+    expect(told).toEqual([scored.pdq]);
+    // Not asked: nothing told, the answer still has it.
+    const quiet = await pool.score(new Uint8Array(bytes), probed);
+    expect(quiet.pdq).toEqual(scored.pdq);
+    expect(told).toHaveLength(1);
+  } finally {
+    await pool.close();
+  }
 });

@@ -18,10 +18,18 @@ import { inputSizeOf, type ModelChoice } from '../../../lib/common/model-catalog
 import { SETTINGS } from '../../../lib/common/settings.ts';
 import { markThreadStuck } from '../../../lib/common/stuck-threads.ts';
 import type { JpegDecoder } from '../image/libjpeg/jpeg-tensor.ts';
+import type { ImagePdq } from '../image/pdq.ts';
 import { restrictSharpLoaders } from '../image/sharp-restrictions.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import { disableOrtTelemetry } from '../model/onnx-classifier.ts';
-import { type ImageScorer, isLargeImage, type ScoredImage, type ScorerState } from './image-scorer.ts';
+import {
+  type ImageScorer,
+  isLargeImage,
+  type PerImage,
+  type ScoredImage,
+  type ScorerState,
+  type StillHeld,
+} from './image-scorer.ts';
 import { errorFromReply } from './reply-error.ts';
 import type { ScoreRequest, ScorerWorkerData } from './scorer-worker.ts';
 
@@ -68,6 +76,8 @@ interface Job {
   reject: (err: Error) => void;
   /** Armed when the job is handed to a worker. */
   deadline?: NodeJS.Timeout;
+  /** Told of the PDQ before inference (PerImage.onPdq). */
+  onPdq?: ((pdq: ImagePdq) => void) | undefined;
 }
 
 interface Slot {
@@ -82,6 +92,7 @@ interface Slot {
 type WorkerReply =
   | { ready: true }
   | { fatal: string }
+  | { id: number; pdq: ImagePdq }
   | ({ id: number; ok: true } & ScoredImage)
   | { id: number; ok: false; code?: number; message: string };
 
@@ -153,11 +164,16 @@ export class WorkerPoolScorer implements ImageScorer {
   }
 
   /**
-   * Its first frame only (no PerImage): RoutedScorer sends an image of which several frames are scored
-   * to a decoder process (decode-route.ts), and only its model input here.
+   * Its first frame only (of PerImage, only onPdq): RoutedScorer sends an image of which several frames
+   * are scored to a decoder process (decode-route.ts), and only its model input here.
    */
-  score(bytes: Uint8Array, probed: ProbedImage): Promise<ScoredImage> {
-    return this.#enqueue(bytes, probed, undefined);
+  score(
+    bytes: Uint8Array,
+    probed: ProbedImage,
+    _stillHeld?: StillHeld,
+    perImage?: PerImage,
+  ): Promise<ScoredImage> {
+    return this.#enqueue(bytes, probed, undefined, perImage?.onPdq);
   }
 
   /**
@@ -168,7 +184,12 @@ export class WorkerPoolScorer implements ImageScorer {
     return this.#enqueue(new Uint8Array(0), probed, tensor);
   }
 
-  #enqueue(bytes: Uint8Array, probed: ProbedImage, tensor: Float32Array | undefined): Promise<ScoredImage> {
+  #enqueue(
+    bytes: Uint8Array,
+    probed: ProbedImage,
+    tensor: Float32Array | undefined,
+    onPdq?: (pdq: ImagePdq) => void,
+  ): Promise<ScoredImage> {
     if (this.#closed) return Promise.reject(new ApiError('UNAVAILABLE', 'Scorer is shut down'));
     return new Promise<ScoredImage>((resolve, reject) => {
       this.#queue.push({
@@ -180,6 +201,7 @@ export class WorkerPoolScorer implements ImageScorer {
         large: tensor === undefined && isLargeImage(bytes, probed),
         resolve,
         reject,
+        onPdq,
       });
       this.#dispatch();
     });
@@ -261,6 +283,7 @@ export class WorkerPoolScorer implements ImageScorer {
           return resolve();
         }
         if ('fatal' in reply) return reject(new Error(`scoring worker failed to start: ${reply.fatal}`));
+        if (!('ok' in reply)) return slot.jobs.get(reply.id)?.onPdq?.(reply.pdq);
         this.#finish(slot, reply);
       });
       const onDeath = (err: Error) => {
@@ -321,6 +344,7 @@ export class WorkerPoolScorer implements ImageScorer {
         probed: job.probed,
         solo,
         ...(tensor ? { tensor } : {}),
+        ...(job.onPdq && { earlyPdq: true }),
       };
       slot.worker.postMessage(request, transfer);
     }
@@ -356,7 +380,7 @@ export class WorkerPoolScorer implements ImageScorer {
     return n;
   }
 
-  #finish(slot: Slot, reply: Exclude<WorkerReply, { ready: true } | { fatal: string }>): void {
+  #finish(slot: Slot, reply: Extract<WorkerReply, { ok: boolean }>): void {
     const job = slot.jobs.get(reply.id);
     slot.jobs.delete(reply.id);
     if (job) {
