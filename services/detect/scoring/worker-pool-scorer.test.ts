@@ -19,10 +19,21 @@ import { sniffFormat } from '../image/sniff.ts';
 import { DEFAULT_DIMENSION_LIMITS } from '../image/types.ts';
 import { createOnnxClassifier } from '../model/onnx-classifier.ts';
 import { InProcessScorer } from './image-scorer.ts';
-import { WorkerPoolScorer } from './worker-pool-scorer.ts';
+import { type WorkerPoolOptions, WorkerPoolScorer } from './worker-pool-scorer.ts';
 
 /** Far above what any image here takes: only the deadline tests below pass theirs. */
 const DEADLINE_MS = 60_000;
+
+/** A pool of the real model's workers (or `entry`'s stand-ins): one worker, one thread, unless said. */
+const poolOf = (opts: Partial<WorkerPoolOptions> = {}) =>
+  WorkerPoolScorer.create({
+    model: 'mobilenet_v2',
+    workers: 1,
+    intraOpThreads: 1,
+    limits: DEFAULT_DIMENSION_LIMITS,
+    deadlineMs: DEADLINE_MS,
+    ...opts,
+  });
 
 async function load(name: string) {
   const bytes = readFileSync(fixture(name));
@@ -33,13 +44,7 @@ describe('WorkerPoolScorer', () => {
   let pool: WorkerPoolScorer;
   let local: InProcessScorer;
   beforeAll(async () => {
-    pool = await WorkerPoolScorer.create({
-      model: 'mobilenet_v2',
-      workers: 2,
-      intraOpThreads: 1,
-      limits: DEFAULT_DIMENSION_LIMITS,
-      deadlineMs: DEADLINE_MS,
-    });
+    pool = await poolOf({ workers: 2 });
     // Margins trimmed and long frames tiled, as the workers do.
     local = new InProcessScorer(
       await createOnnxClassifier({ model: 'mobilenet_v2' }),
@@ -86,13 +91,7 @@ describe('WorkerPoolScorer', () => {
   });
 
   it('refuses work once closed, with 5001', async () => {
-    const spare = await WorkerPoolScorer.create({
-      model: 'mobilenet_v2',
-      workers: 1,
-      intraOpThreads: 1,
-      limits: DEFAULT_DIMENSION_LIMITS,
-      deadlineMs: DEADLINE_MS,
-    });
+    const spare = await poolOf();
     await spare.close();
     const { bytes, probed } = await load('320x240.jpg');
     await expect(spare.score(bytes, probed)).rejects.toMatchObject({ code: 5001 });
@@ -100,12 +99,7 @@ describe('WorkerPoolScorer', () => {
 
   it('answers 5001 for the image whose worker died, replaces the worker, and keeps serving', async () => {
     const replaced: Error[] = [];
-    const supervised = await WorkerPoolScorer.create({
-      model: 'mobilenet_v2',
-      workers: 1,
-      intraOpThreads: 1,
-      limits: DEFAULT_DIMENSION_LIMITS,
-      deadlineMs: DEADLINE_MS,
+    const supervised = await poolOf({
       entry: new URL('../../../test/support/dying-scorer-worker.mjs', import.meta.url),
       onWorkerError: (err) => replaced.push(err),
     });
@@ -133,15 +127,7 @@ describe('WorkerPoolScorer', () => {
       probed: { format: 'png' as const, width: megapixels * 1000, height: 1000, frames: ms },
     });
     const create = (workers: number, jobsPerWorker: number) =>
-      WorkerPoolScorer.create({
-        model: 'mobilenet_v2',
-        workers,
-        jobsPerWorker,
-        intraOpThreads: 2,
-        limits: DEFAULT_DIMENSION_LIMITS,
-        deadlineMs: DEADLINE_MS,
-        entry,
-      });
+      poolOf({ workers, jobsPerWorker, intraOpThreads: 2, entry });
 
     it('gives an image that finds the pool empty the multi-threaded session, and none to the others', async () => {
       const p = await create(2, 2);
@@ -220,15 +206,7 @@ describe('WorkerPoolScorer deadline (stand-in workers that hang)', () => {
     probed: { format: 'png' as const, width, height: 10, frames: 1 },
   });
   const create = (replaced: Error[]) =>
-    WorkerPoolScorer.create({
-      model: 'mobilenet_v2',
-      workers: 1,
-      intraOpThreads: 1,
-      limits: DEFAULT_DIMENSION_LIMITS,
-      entry,
-      deadlineMs: 300,
-      onWorkerError: (err) => replaced.push(err),
-    });
+    poolOf({ entry, deadlineMs: 300, onWorkerError: (err) => replaced.push(err) });
 
   it('terminates a worker that holds an image past the deadline, answers 5001, and a fresh worker serves the next', async () => {
     const replaced: Error[] = [];
@@ -288,14 +266,7 @@ describe('WorkerPoolScorer deadline (stand-in workers that hang)', () => {
 });
 
 it("tells of an image's PDQ before its answer (matching runs meanwhile): the answer's own PDQ", async () => {
-  const pool = await WorkerPoolScorer.create({
-    model: 'mobilenet_v2',
-    workers: 1,
-    intraOpThreads: 1,
-    limits: DEFAULT_DIMENSION_LIMITS,
-    deadlineMs: DEADLINE_MS,
-    pdq: true,
-  });
+  const pool = await poolOf({ pdq: true });
   try {
     const { bytes, probed } = await load('320x240.jpg');
     const told: ImagePdq[] = [];
