@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ERRORS } from '../../lib/common/errors.ts';
+import { adminCliArgs } from '../support/chart-kubectl.ts';
 import { eventually } from '../support/eventually.ts';
 import {
   bringDown,
@@ -145,22 +146,7 @@ function chartOnTheNode(nodeFacts: () => KubeNodeFacts) {
     const k = (...args: string[]) => kubectl(facts, args);
     const kj = (...args: string[]) => kubectlJson(facts, args);
     /** The admin CLI in a gateway pod's quota container (it has the Redis the chart runs). */
-    const admin = async (...args: string[]) =>
-      JSON.parse(
-        await k(
-          '-n',
-          ns,
-          'exec',
-          `deploy/${release}-gateway`,
-          '-c',
-          'quota',
-          '--',
-          'node',
-          'dist/services/admin/cli.js',
-          ...args,
-          '--json',
-        ),
-      );
+    const admin = async (...args: string[]) => JSON.parse(await k('-n', ns, ...adminCliArgs(release, args)));
     const usedToday = async (): Promise<number> => (await admin('usage', email)).usage.day.used;
     beforeAll(async () => {
       facts = nodeFacts();

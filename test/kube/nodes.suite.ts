@@ -15,6 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeAll, expect, it } from 'vitest';
 import { runMixed } from '../../loadtests/mixed.ts';
 import { soak } from '../../loadtests/soak-sampler.ts';
+import { adminCliArgs } from '../support/chart-kubectl.ts';
 import { startCpuHog } from '../support/cpu-hog.ts';
 import {
   describeWithKubeNode,
@@ -93,22 +94,7 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
   const limitedEmail = (which: string) => `limit-${which}@example.com`;
   const k = (...args: string[]) => kubectl(facts, args);
   const kj = (...args: string[]) => kubectlJson(facts, args);
-  const admin = async (...args: string[]) =>
-    JSON.parse(
-      await k(
-        '-n',
-        ns,
-        'exec',
-        `deploy/${release}-gateway`,
-        '-c',
-        'quota',
-        '--',
-        'node',
-        'dist/services/admin/cli.js',
-        ...args,
-        '--json',
-      ),
-    );
+  const admin = async (...args: string[]) => JSON.parse(await k('-n', ns, ...adminCliArgs(release, args)));
   const usedToday = async (): Promise<number> => (await admin('usage', email)).usage.day.used;
 
   /** The chart's pods of a component, from `kubectl get pods -o wide` (its NODE column). */

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ERRORS } from '../../lib/common/errors.ts';
+import { EVENTS_ARGS, QUOTA_LOGS_ARGS } from '../support/chart-kubectl.ts';
 import { startCpuHog } from '../support/cpu-hog.ts';
 import { countAnswers, detectTraffic, type TrafficAnswer } from '../support/detect-traffic.ts';
 import { eventually } from '../support/eventually.ts';
@@ -97,23 +98,9 @@ spec:
     const failures = async (answers: readonly TrafficAnswer[]) => {
       const bad = failed(answers);
       if (bad.length > 0) {
-        const events = await kubectl([
-          'get',
-          'events',
-          '--sort-by=.lastTimestamp',
-          '-o',
-          'custom-columns=AT:.lastTimestamp,OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message',
-        ]);
+        const events = await kubectl(EVENTS_ARGS);
         // The quota sidecars' warnings name a store fault behind a 503 (their refusal summaries).
-        const quota = await kubectl([
-          'logs',
-          '-l',
-          'app.kubernetes.io/component=gateway',
-          '-c',
-          'quota',
-          '--since=5m',
-          '--prefix',
-        ]);
+        const quota = await kubectl(QUOTA_LOGS_ARGS);
         const warnings = quota.split('\n').filter((l) => /"level":(40|50)/.test(l));
         console.log(
           `kube-node: failed answers ${JSON.stringify(bad)}; events:\n${events}\nquota warnings:\n${warnings.join('\n')}`,

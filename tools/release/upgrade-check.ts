@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import { adminCliArgs, EVENTS_ARGS, QUOTA_LOGS_ARGS } from '../../test/support/chart-kubectl.ts';
 import { post } from '../../test/support/stack-client.ts';
 import { type Counts, startLoad } from '../../test/support/steady-load.ts';
 
@@ -55,20 +56,7 @@ const valuesArgs = valuesFiles.flatMap((f) => ['-f', f]);
 const seconds = (ms: number) => (ms / 1000).toFixed(1);
 
 /** The admin CLI in a gateway pod's quota container (it has the Redis the chart runs). */
-const admin = async (...args: string[]) =>
-  JSON.parse(
-    await kubectl([
-      'exec',
-      `deploy/${RELEASE}-gateway`,
-      '-c',
-      'quota',
-      '--',
-      'node',
-      'dist/services/admin/cli.js',
-      ...args,
-      '--json',
-    ]),
-  );
+const admin = async (...args: string[]) => JSON.parse(await kubectl(adminCliArgs(RELEASE, args)));
 
 const policy = `apiVersion: nsfwdetector.io/v1alpha1
 kind: DetectionPolicy
@@ -131,28 +119,14 @@ async function imagesRunning(): Promise<string[]> {
  * and the quota sidecars' warnings (a store fault behind a 503 names itself there).
  */
 async function explain(): Promise<void> {
-  const events = await kubectl([
-    'get',
-    'events',
-    '--sort-by=.lastTimestamp',
-    '-o',
-    'custom-columns=AT:.lastTimestamp,OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message',
-  ]);
+  const events = await kubectl(EVENTS_ARGS);
   console.log(
     events
       .split('\n')
       .filter((l) => /^AT|\s(Killing|SuccessfulDelete|SuccessfulCreate|Started)\s/.test(l))
       .join('\n'),
   );
-  const quota = await kubectl([
-    'logs',
-    '-l',
-    'app.kubernetes.io/component=gateway',
-    '-c',
-    'quota',
-    '--since=5m',
-    '--prefix',
-  ]);
+  const quota = await kubectl(QUOTA_LOGS_ARGS);
   console.log(
     `quota sidecars' warnings and 503s:\n${quota
       .split('\n')
