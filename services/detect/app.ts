@@ -247,14 +247,17 @@ async function detect(request: FastifyRequest, reply: FastifyReply, opts: Detect
     );
   }
   // The hash lists are searched on this thread as soon as the PDQ is known, while the image is inferred.
-  let matched: { matches: HashListMatch[]; startedAt: number; ms: number } | { error: unknown } | undefined;
   const { hashLists } = opts;
+  const timedMatch = (lists: HashMatcher, pdq: ImagePdq | undefined) => {
+    const startedAt = epochMs();
+    return { matches: lists.match(pdq), startedAt, ms: epochMs() - startedAt };
+  };
+  let matched: ReturnType<typeof timedMatch> | { error: unknown } | undefined;
   const onPdq =
     hashLists &&
     ((pdq: ImagePdq) => {
-      const startedAt = epochMs();
       try {
-        matched = { matches: hashLists.match(pdq), startedAt, ms: epochMs() - startedAt };
+        matched = timedMatch(hashLists, pdq);
       } catch (error) {
         matched = { error };
       }
@@ -286,10 +289,7 @@ async function detect(request: FastifyRequest, reply: FastifyReply, opts: Detect
   let matches: HashListMatch[] = [];
   if (hashLists) {
     if (matched && 'error' in matched) throw matched.error;
-    if (!matched) {
-      const startedAt = epochMs();
-      matched = { matches: hashLists.match(scored.pdq), startedAt, ms: epochMs() - startedAt };
-    }
+    matched ??= timedMatch(hashLists, scored.pdq);
     matches = matched.matches;
     // The lists' names and distances only: a hash never reaches a trace.
     recordSpan(
