@@ -14,7 +14,13 @@ import { EVENTS_ARGS, QUOTA_LOGS_ARGS } from '../support/chart-kubectl.ts';
 import { startCpuHog } from '../support/cpu-hog.ts';
 import { countAnswers, detectTraffic, type TrafficAnswer } from '../support/detect-traffic.ts';
 import { eventually } from '../support/eventually.ts';
-import { describeWithKubeNode, type KubeNodeFacts, pushImages, removeRelease } from '../support/kube-node.ts';
+import {
+  describeWithKubeNode,
+  type KubeNodeFacts,
+  pushImages,
+  removeRelease,
+  withNodeReport,
+} from '../support/kube-node.ts';
 import { REPO } from '../support/paths.ts';
 import { post } from '../support/stack-client.ts';
 import { STACK_TOOLS } from '../support/stack-tools.ts';
@@ -130,8 +136,10 @@ spec:
         'operator.replicas=2',
         '--wait',
         '--timeout',
-        '15m',
-      );
+        '5m',
+      ).catch(async (err) => {
+        throw await withNodeReport(facts, NS, err);
+      });
       console.log(`kube-node: operator install: helm install --wait took ${seconds(Date.now() - started)} s`);
       const svc = JSON.parse(await kubectl(['get', 'service', `${RELEASE}-gateway`, '-o', 'json']));
       gateway = `http://${svc.spec.clusterIP}:${svc.spec.ports[0].port}`;

@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { expect } from 'vitest';
 import { helmOk, removeHelmHome } from '../chart/helm.ts';
+import { EVENTS_ARGS } from './chart-kubectl.ts';
 import { spawnChild } from './children.ts';
 import { REPO } from './paths.ts';
 import { describeWithTool, type Tool } from './tools.ts';
@@ -118,7 +119,9 @@ export async function upgradeOnNode(
     '--wait',
     '--timeout',
     '10m',
-  ]);
+  ]).catch(async (err) => {
+    throw await withNodeReport(facts, namespace, err);
+  });
 }
 
 /** What kube:image pushed: the service image, the chart as an OCI artifact, Helm values naming the images. */
@@ -189,7 +192,39 @@ export async function installChart(
   ];
   for (const file of opts.valuesFiles ?? []) args.push('-f', file);
   for (const [k, v] of Object.entries(opts.set ?? {})) args.push('--set', `${k}=${v}`);
-  await helmOnNode(facts, [...args, '--wait', '--timeout', '15m']);
+  // Seconds when the node is healthy (11–20 s here): minutes mean it is not, and the report says why.
+  await helmOnNode(facts, [...args, '--wait', '--timeout', '5m']).catch(async (err) => {
+    throw await withNodeReport(facts, opts.namespace, err);
+  });
+}
+
+/**
+ * A failed wait's error with what the node says of it: node conditions other than Ready that hold (disk,
+ * memory or PID pressure) and taints, every pod of `namespace` not Ready and why, and its events.
+ */
+export async function withNodeReport(facts: KubeNodeFacts, namespace: string, err: unknown): Promise<Error> {
+  const ask = (args: string[]) =>
+    kubectl(facts, args).catch((e: Error) => `(${args[0]} failed: ${e.message})`);
+  const report = await Promise.all([
+    ask([
+      'get',
+      'nodes',
+      '-o',
+      'custom-columns=NODE:.metadata.name,CONDITIONS:.status.conditions[?(@.status=="True")].type,TAINTS:.spec.taints[*].key',
+    ]),
+    ask([
+      '-n',
+      namespace,
+      'get',
+      'pods',
+      '-o',
+      'custom-columns=POD:.metadata.name,PHASE:.status.phase,NODE:.spec.nodeName,READY:.status.containerStatuses[*].ready,WAITING:.status.containerStatuses[*].state.waiting.reason,WHY:.status.conditions[?(@.status=="False")].message',
+    ]),
+    ask(['-n', namespace, ...EVENTS_ARGS]),
+  ]);
+  return new Error(
+    `${(err as Error).message}\nnodes:\n${report[0]}\npods of ${namespace}:\n${report[1]}\nevents:\n${report[2]}`,
+  );
 }
 
 /**

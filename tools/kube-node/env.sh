@@ -123,6 +123,12 @@ wait_for() {
   done
 }
 
+# The kubelet's disk-pressure threshold, % of the disk free (a developer's disk is often fuller than a
+# cluster node's: evict only when it is nearly full), and what kube:up wants free above it: the images
+# the suites pull onto each node's containerd.
+DISK_EVICTION_PERCENT=2
+NODE_DISK_NEEDED_GIB=4
+
 # render FILE: a file of conf/ with its @PLACEHOLDERS@ filled in, written to $CONF_DIR.
 render() {
   mkdir -p "$CONF_DIR/$(dirname "$1")"
@@ -131,6 +137,7 @@ render() {
     -e "s|@BRIDGE@|$BRIDGE|g" -e "s|@POD_CIDR@|$POD_CIDR|g" -e "s|@CLUSTER_CIDR@|$CLUSTER_CIDR|g" \
     -e "s|@CLUSTER_DNS@|$CLUSTER_DNS|g" -e "s|@REGISTRY@|$REGISTRY|g" -e "s|@PAUSE_IMAGE@|$PAUSE_IMAGE|g" \
     -e "s|@POD_GATEWAY@|$POD_GATEWAY|g" -e "s|@REGISTRY_MIRROR@|${REGISTRY_MIRROR:-$REGISTRY}|g" \
+    -e "s|@DISK_EVICTION_PERCENT@|$DISK_EVICTION_PERCENT|g" \
     "$NODE_KIT/conf/$1" >"$CONF_DIR/$1"
 }
 
