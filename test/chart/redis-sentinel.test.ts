@@ -15,6 +15,7 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { redisTargetVar } from '../../lib/common/redis-target.ts';
+import { SETTINGS } from '../../lib/common/settings.ts';
 import {
   closeRedis,
   connectRedis,
@@ -139,11 +140,12 @@ describeWithTool([REDIS_SERVER, REDIS_CLI], 'the chart’s Redis Sentinel script
     });
     expect(target?.mode).toBe('sentinel');
     expect(target?.waitReplicas).toBe(1);
+    // The services' default timeouts: a handover must fit in them.
     client = connectRedis({
       target: target as NonNullable<typeof target>,
-      commandTimeoutMs: 2000,
-      socketTimeoutMs: 5000,
-      connectTimeoutMs: 1000,
+      commandTimeoutMs: SETTINGS.REDIS_COMMAND_TIMEOUT_MS.default,
+      socketTimeoutMs: SETTINGS.REDIS_SOCKET_TIMEOUT_MS.default,
+      connectTimeoutMs: SETTINGS.REDIS_CONNECT_TIMEOUT_MS.default,
     });
     await redisReady(client, 10_000);
     const acknowledged: string[] = [];
@@ -222,7 +224,12 @@ describeWithTool([REDIS_SERVER, REDIS_CLI], 'the chart’s Redis Sentinel script
     for (const key of [...acknowledged, ...written])
       if ((await cli(successor, 'exists', key)) !== '1') missing.push(key);
     expect(missing).toEqual([]);
-    // The scripts the paused primary answered READONLY ran again on the new one: none refused.
+    // The handing-over primary refused scripts (NOREPLICAS, then READONLY: not run); each ran again,
+    // on the new primary in the end: none failed, with the services' default timeouts.
+    const refusals = Number(
+      /errorstat_NOREPLICAS:count=(\d+)/.exec(await cli(promoted, 'info', 'errorstats'))?.[1] ?? 0,
+    );
+    expect(refusals).toBeGreaterThan(0);
     expect(refused).toEqual([]);
     // A replica's preStop does nothing.
     const replica = redisPorts.indexOf(promoted);
@@ -230,7 +237,7 @@ describeWithTool([REDIS_SERVER, REDIS_CLI], 'the chart’s Redis Sentinel script
     expect(quiet.stdout).toBe('');
     expect(await primaryPort(sentinelPorts[2] as number)).toBe(successor);
     console.log(
-      `sentinel handover (preStop): the primary handed over in ${(handoverMs / 1000).toFixed(1)} s; ${written.length} script writes acknowledged meanwhile, all on the new primary, none refused (those held by the pause and answered READONLY ran again on the new primary)`,
+      `sentinel handover (preStop): the primary handed over in ${(handoverMs / 1000).toFixed(1)} s; ${written.length} script writes acknowledged meanwhile, all on the new primary, none failed (the old primary refused ${refusals} tries with NOREPLICAS; each script ran again until the new primary took it)`,
     );
     console.log(
       `sentinel failover: primary SIGKILLed, replica promoted after ${(failoverMs / 1000).toFixed(1)} s ` +

@@ -77,23 +77,41 @@ primary() {
 }
 
 # A primary about to stop (a pod deleted, a node drained) hands over instead of leaving the sentinels to
-# find it gone after down-after-milliseconds, a window in which every write is refused: its writes paused
-# (held, not refused, so the replica has every acknowledged one), a sentinel asked to fail over, and once
-# the sentinels name the new primary this node becomes its replica (the held writes then answer
-# READONLY, on which the quota services reconnect to the new primary). A replica stops as it is.
+# find it gone after down-after-milliseconds. It first refuses every write at once (min-replicas-to-write
+# above its replica count: NOREPLICAS, the write not run; reads go on), not holding them: a held write
+# outlives the clients' command timeout (500 ms) while the sentinels take ~1.3 s, and a held connection
+# their socket timeout, and then no client can tell whether it ran. Once a replica has every write
+# (its offset the primary's), a sentinel is asked to fail over to it, and once the sentinels name the new
+# primary this node becomes its replica (writes then answer READONLY and the clients reconnect through
+# the sentinels). The quota services run a script refused either way again (not run) until it runs on
+# the new primary (services/quota/stores/redis-connection.ts). A replica stops as it is.
 if [ "$role" = handover ]; then
   [ "$(timeout 2 redis-cli -p "$self_port" --raw role 2>/dev/null | head -n 1)" = master ] || exit 0
   # A former primary the sentinels have not yet turned into a replica still says master: only the one
   # they name hands over (another failover would be a window of its own).
   [ "$(primary)" = "$self_host $self_port" ] || exit 0
   wait_ms=${HANDOVER_WAIT_MS:-10000}
-  redis-cli -p "$self_port" client pause "$wait_ms" write >/dev/null
+  config() { redis-cli -p "$self_port" --raw config get "$1" | tail -n 1; }
+  min_replicas=$(config min-replicas-to-write)
+  max_lag=$(config min-replicas-max-lag)
+  redis-cli -p "$self_port" config set min-replicas-max-lag 10 >/dev/null
+  redis-cli -p "$self_port" config set min-replicas-to-write 1000000 >/dev/null
+  # A replica with every write: its offset the primary's (at most 1 s: the sentinels pick the most
+  # up-to-date replica anyway, and none at all fails the failover below).
+  tries=20
+  while [ "$tries" -gt 0 ]; do
+    info=$(redis-cli -p "$self_port" --raw info replication | tr -d '\r')
+    offset=$(echo "$info" | sed -n 's/^master_repl_offset://p')
+    echo "$info" | grep -q "^slave[0-9]*:.*,offset=$offset," && break
+    tries=$((tries - 1))
+    sleep 0.05
+  done
   for node in $NODES; do
     [ "$node" != "$self_host:$self_port:$self_sentinel" ] || continue
     sentinel="-h $(node_ip "$node") -p $(node_sentinel "$node")"
     # shellcheck disable=SC2086 # host and port options
     [ "$(timeout 2 redis-cli $sentinel --raw sentinel failover "$MASTER_NAME" 2>/dev/null)" = OK ] || continue
-    tries=$((wait_ms / 200))
+    tries=$((wait_ms / 100))
     while [ "$tries" -gt 0 ]; do
       # shellcheck disable=SC2086
       set -- $(timeout 2 redis-cli $sentinel --raw sentinel get-master-addr-by-name "$MASTER_NAME" 2>/dev/null || true)
@@ -103,11 +121,13 @@ if [ "$role" = handover ]; then
         break
       fi
       tries=$((tries - 1))
-      sleep 0.2
+      sleep 0.1
     done
     break
   done
-  redis-cli -p "$self_port" client unpause >/dev/null 2>&1 || true
+  # As configured again (a replica ignores it; this node may be promoted one day).
+  redis-cli -p "$self_port" config set min-replicas-to-write "$min_replicas" >/dev/null 2>&1 || true
+  redis-cli -p "$self_port" config set min-replicas-max-lag "$max_lag" >/dev/null 2>&1 || true
   exit 0
 fi
 

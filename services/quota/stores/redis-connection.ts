@@ -8,8 +8,10 @@
 // Reconnection runs forever in the background with a capped back-off, so the service recovers by
 // itself when Redis is back, or (Sentinel) when a replica has been promoted: the client asks the
 // sentinels for the primary at each reconnection (a killed primary drops the connection; a demoted one
-// answers READONLY, which reconnects; a script it refused so is run once more on the new primary). ioredis's `failoverDetector` is not used: its disconnect can
-// cut a reconnection under way and leave the client ended. In a Cluster, MOVED and ASK are followed by the client (the
+// answers READONLY, which reconnects; a primary handing over refuses writes with NOREPLICAS first: a
+// script refused either way is run again until it runs on the new primary, for up to HANDOVER_WAIT_MS).
+// ioredis's `failoverDetector` is not used: its disconnect can cut a reconnection under way and leave
+// the client ended. In a Cluster, MOVED and ASK are followed by the client (the
 // command did not run), and so is TRYAGAIN after a short delay (a slot being migrated); CLUSTERDOWN
 // fails at once (503).
 
@@ -203,17 +205,24 @@ export class LuaScript {
 
   async run(redis: RedisClient, keys: string[], args: Array<string | number>): Promise<unknown> {
     const argv = args.map(String);
-    try {
-      return await this.#run(redis, keys, argv);
-    } catch (err) {
-      // A primary handing over (its preStop pauses writes, then makes it a replica) answers the
-      // scripts it held with READONLY, and the client reconnects through the sentinels to the promoted
-      // replica, refusing what is sent meanwhile (no offline queue): neither ran. Once more on the new
-      // primary, within the command timeout, rather than a 503 for a planned handover. A connection
-      // lost otherwise still fails at once.
-      if (isCluster(redis) || !(refusedByReplica(err) || notSent(err))) throw err;
-      if (!(await afterHandover(redis, redis.options.commandTimeout ?? 0))) throw err;
-      return this.#run(redis, keys, argv);
+    const deadline = Date.now() + HANDOVER_WAIT_MS;
+    for (;;) {
+      try {
+        return await this.#run(redis, keys, argv);
+      } catch (err) {
+        // A primary handing over (its preStop: charts/nsfwdetector/files/redis-node.sh) refuses writes
+        // with NOREPLICAS until a replica is promoted, then answers READONLY as that replica's replica,
+        // and the client, reconnecting through the sentinels, refuses what is sent meanwhile: none of
+        // them ran. Again, until it runs on the new primary, rather than a 503 for a planned handover.
+        // Anything else (a connection lost, a timeout: it may have run) still fails at once.
+        if (isCluster(redis) || !(refusedForHandover(err) || refusedByReplica(err) || notSent(err)))
+          throw err;
+        const left = deadline - Date.now();
+        if (left <= 0) throw err;
+        if (refusedForHandover(err))
+          await new Promise((r) => setTimeout(r, Math.min(REFUSED_RETRY_MS, left)));
+        else if (!(await afterHandover(redis, left))) throw err;
+      }
     }
   }
 
@@ -226,6 +235,20 @@ export class LuaScript {
     }
   }
 }
+
+/**
+ * How long a script refused by a primary handing over is tried again: the handover takes ~1.3 s here
+ * (the sentinels see the promotion by their once-a-second INFO), and Envoy's ext_authz waits 2 s for
+ * the quota service's answer.
+ */
+export const HANDOVER_WAIT_MS = 1_800;
+
+/** Between tries while the old primary refuses writes (a round trip each; a handover takes ~1.3 s). */
+const REFUSED_RETRY_MS = 50;
+
+/** A primary refusing writes (min-replicas-to-write, as its preStop sets it): the command did not run. */
+const refusedForHandover = (err: unknown): boolean =>
+  err instanceof Error && err.message.startsWith('NOREPLICAS');
 
 /** A replica's refusal of a write: the command did not run. */
 const refusedByReplica = (err: unknown): boolean =>
