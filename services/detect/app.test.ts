@@ -269,6 +269,18 @@ describe('format, size and dimension refusals', () => {
     expect(classifier.calls).toBe(0);
   });
 
+  it('frees a refused body at once, not at the next collection', async () => {
+    const { app } = await start();
+    const header = readFileSync(fixture('65536-uint32-limit.png'));
+    // One allocation, no garbage beside it: what a collection may free meanwhile is the server's alone.
+    const body = Buffer.alloc(header.length + 30 * 1024 * 1024);
+    header.copy(body);
+    const before = process.memoryUsage().arrayBuffers;
+    expectError(await raw(app, body, 'image/png'), 400, 4004);
+    // The server's copy of the 30 MiB body is gone already (the test's own was counted before).
+    expect(process.memoryUsage().arrayBuffers - before).toBeLessThan(8 * 1024 * 1024);
+  });
+
   it('4005 for truncated and corrupt images', async () => {
     const { app } = await start();
     expectError(await raw(app, readFileSync(fixture('truncated.png')), 'image/png'), 400, 4005);

@@ -24,6 +24,7 @@ import type { DimensionLimits } from './image/types.ts';
 import { type IntakeLimits, readImage } from './intake.ts';
 import { buildResult, type Thresholds } from './result.ts';
 import { openDetectSchema, publicDetectSchema } from './schemas.ts';
+import { releaseBuffer } from './scoring/release-buffer.ts';
 import type { ScorerSlot } from './scoring/scorer-slot.ts';
 import type { Admission, WorkGate } from './work-gate.ts';
 
@@ -200,122 +201,131 @@ async function detect(request: FastifyRequest, reply: FastifyReply, opts: Detect
     return result;
   });
   const { bytes } = intake;
-  const started = performance.now();
+  // An image refused before it is handed to the scorer (its format, header, walk, cost; no room) frees
+  // its body now rather than at the next collection: a 50 MB body is external memory that brings on a
+  // full collection, a pause of every request's event loop (docs/isolation-and-charging.md).
+  let handedOver = false;
+  try {
+    const started = performance.now();
 
-  const format = await inSpan('sniff', { 'image.bytes': bytes.length }, async (span) => {
-    const sniffed = await sniffFormat(bytes);
-    span.setAttribute('image.format', sniffed);
-    return sniffed;
-  });
-  if (intake.declaredUnsupported || (intake.declaredFormat && intake.declaredFormat !== format)) {
-    const declared = intake.declaredUnsupported ?? `image/${intake.declaredFormat}`;
-    throw new ApiError(
-      'BAD_REQUEST',
-      `Content-Type ${declared} does not match the image, which is ${format}`,
-    );
-  }
-
-  const probed = await inSpan('probe', { 'image.format': format }, async (span) => {
-    // The long walks run in slices first, so that no upload holds the event loop (health probes).
-    await walkHeader(bytes, format);
-    const header = probeHeader(bytes, format, opts.limits);
-    span.setAttributes({
-      'image.width': header.width,
-      'image.height': header.height,
-      'image.frames': header.frames,
+    const format = await inSpan('sniff', { 'image.bytes': bytes.length }, async (span) => {
+      const sniffed = await sniffFormat(bytes);
+      span.setAttribute('image.format', sniffed);
+      return sniffed;
     });
-    return header;
-  });
+    if (intake.declaredUnsupported || (intake.declaredFormat && intake.declaredFormat !== format)) {
+      const declared = intake.declaredUnsupported ?? `image/${intake.declaredFormat}`;
+      throw new ApiError(
+        'BAD_REQUEST',
+        `Content-Type ${declared} does not match the image, which is ${format}`,
+      );
+    }
 
-  const scorer = opts.model.current;
-  if (!scorer) throw new ApiError('UNAVAILABLE', 'The model is not loaded', { 'retry-after': '2' });
-  // Read before scoring: the pool transfers the buffer to its worker, which empties it here.
-  const byteLength = bytes.length;
-  // The scoring slot is taken only now, with the image read: a slow upload holds none; and only once
-  // what decoding it will take fits the decode budget.
-  const memory = decodeMemoryBytes(bytes, probed);
-  // What the work will cost, from the header: stated to the client, the queue's order, and a refusal
-  // before any work for an image that could not be done inside the deadline on one core.
-  const facts = costFacts(bytes, probed, opts.maxTiles ?? SETTINGS.MAX_TILES.default, maxFramesScored);
-  const costMs = predictedCpuMs(facts, scorer.model);
-  reply.header('x-image-cost', imageCostHeader(facts, scorer.model));
-  const deadlineMs = opts.scoringDeadlineMs ?? SETTINGS.SCORING_DEADLINE_MS.default;
-  if (costMs > deadlineMs) {
-    throw new ApiError(
-      'UNDECODABLE',
-      `Undecodable image: decoding and scoring it would take about ${(costMs / 1000).toFixed(1)} s of CPU, over the ${deadlineMs / 1000} s one image may take here`,
-    );
-  }
-  // The hash lists are searched on this thread as soon as the PDQ is known, while the image is inferred.
-  const { hashLists } = opts;
-  const timedMatch = (lists: HashMatcher, pdq: ImagePdq | undefined) => {
-    const startedAt = epochMs();
-    return { matches: lists.match(pdq), startedAt, ms: epochMs() - startedAt };
-  };
-  let matched: ReturnType<typeof timedMatch> | { error: unknown } | undefined;
-  const onPdq =
-    hashLists &&
-    ((pdq: ImagePdq) => {
-      try {
-        matched = timedMatch(hashLists, pdq);
-      } catch (error) {
-        matched = { error };
-      }
+    const probed = await inSpan('probe', { 'image.format': format }, async (span) => {
+      // The long walks run in slices first, so that no upload holds the event loop (health probes).
+      await walkHeader(bytes, format);
+      const header = probeHeader(bytes, format, opts.limits);
+      span.setAttributes({
+        'image.width': header.width,
+        'image.height': header.height,
+        'image.frames': header.frames,
+      });
+      return header;
     });
-  const scored = await opts.gate.score(
-    (stillHeld) => {
-      // Handed over: the body no longer counts against the upload bytes, its decode memory does.
-      request.admission?.releaseBytes();
-      return scorer.score(bytes, probed, stillHeld, { maxFramesScored, ...(onPdq && { onPdq }) });
-    },
-    memory,
-    request.gateClient,
-    costMs,
-  );
-  const timingMs = performance.now() - started;
-  // Decoding and inference ran in a worker thread; their spans are recorded here, with its timings.
-  const attributes = {
-    'image.width': probed.width,
-    'image.height': probed.height,
-    'image.bytes': byteLength,
-  };
-  recordSpan('decode', { ...attributes, 'image.format': format }, scored.decodeStartedAt, scored.decodeMs);
-  recordSpan(
-    'inference',
-    { ...attributes, 'model.name': scorer.model, 'model.input_size': scorer.inputSize },
-    scored.decodeStartedAt + scored.decodeMs,
-    scored.inferenceMs,
-  );
-  let matches: HashListMatch[] = [];
-  if (hashLists) {
-    if (matched && 'error' in matched) throw matched.error;
-    matched ??= timedMatch(hashLists, scored.pdq);
-    matches = matched.matches;
-    // The lists' names and distances only: a hash never reaches a trace.
-    recordSpan(
-      'hash-match',
-      {
-        'hash_list.matches': matches.length,
-        ...(matches.length > 0 && { 'hash_list.names': matches.map((m) => m.list).join(',') }),
+
+    const scorer = opts.model.current;
+    if (!scorer) throw new ApiError('UNAVAILABLE', 'The model is not loaded', { 'retry-after': '2' });
+    // Read before scoring: the pool transfers the buffer to its worker, which empties it here.
+    const byteLength = bytes.length;
+    // The scoring slot is taken only now, with the image read: a slow upload holds none; and only once
+    // what decoding it will take fits the decode budget.
+    const memory = decodeMemoryBytes(bytes, probed);
+    // What the work will cost, from the header: stated to the client, the queue's order, and a refusal
+    // before any work for an image that could not be done inside the deadline on one core.
+    const facts = costFacts(bytes, probed, opts.maxTiles ?? SETTINGS.MAX_TILES.default, maxFramesScored);
+    const costMs = predictedCpuMs(facts, scorer.model);
+    reply.header('x-image-cost', imageCostHeader(facts, scorer.model));
+    const deadlineMs = opts.scoringDeadlineMs ?? SETTINGS.SCORING_DEADLINE_MS.default;
+    if (costMs > deadlineMs) {
+      throw new ApiError(
+        'UNDECODABLE',
+        `Undecodable image: decoding and scoring it would take about ${(costMs / 1000).toFixed(1)} s of CPU, over the ${deadlineMs / 1000} s one image may take here`,
+      );
+    }
+    // The hash lists are searched on this thread as soon as the PDQ is known, while the image is inferred.
+    const { hashLists } = opts;
+    const timedMatch = (lists: HashMatcher, pdq: ImagePdq | undefined) => {
+      const startedAt = epochMs();
+      return { matches: lists.match(pdq), startedAt, ms: epochMs() - startedAt };
+    };
+    let matched: ReturnType<typeof timedMatch> | { error: unknown } | undefined;
+    const onPdq =
+      hashLists &&
+      ((pdq: ImagePdq) => {
+        try {
+          matched = timedMatch(hashLists, pdq);
+        } catch (error) {
+          matched = { error };
+        }
+      });
+    const scored = await opts.gate.score(
+      (stillHeld) => {
+        // Handed over: the body no longer counts against the upload bytes, its decode memory does.
+        handedOver = true;
+        request.admission?.releaseBytes();
+        return scorer.score(bytes, probed, stillHeld, { maxFramesScored, ...(onPdq && { onPdq }) });
       },
-      matched.startedAt,
-      matched.ms,
+      memory,
+      request.gateClient,
+      costMs,
     );
+    const timingMs = performance.now() - started;
+    // Decoding and inference ran in a worker thread; their spans are recorded here, with its timings.
+    const attributes = {
+      'image.width': probed.width,
+      'image.height': probed.height,
+      'image.bytes': byteLength,
+    };
+    recordSpan('decode', { ...attributes, 'image.format': format }, scored.decodeStartedAt, scored.decodeMs);
+    recordSpan(
+      'inference',
+      { ...attributes, 'model.name': scorer.model, 'model.input_size': scorer.inputSize },
+      scored.decodeStartedAt + scored.decodeMs,
+      scored.inferenceMs,
+    );
+    let matches: HashListMatch[] = [];
+    if (hashLists) {
+      if (matched && 'error' in matched) throw matched.error;
+      matched ??= timedMatch(hashLists, scored.pdq);
+      matches = matched.matches;
+      // The lists' names and distances only: a hash never reaches a trace.
+      recordSpan(
+        'hash-match',
+        {
+          'hash_list.matches': matches.length,
+          ...(matches.length > 0 && { 'hash_list.names': matches.map((m) => m.list).join(',') }),
+        },
+        matched.startedAt,
+        matched.ms,
+      );
+    }
+    return ok(
+      buildResult({
+        model: scorer.model,
+        scores: scored.scores,
+        ...(scored.pdq && { pdq: scored.pdq }),
+        matches,
+        thresholds,
+        probed,
+        sha256: intake.sha256,
+        bytes: byteLength,
+        timingMs,
+        frames: scored.frames,
+      }),
+    );
+  } finally {
+    if (!handedOver) releaseBuffer(bytes);
   }
-  return ok(
-    buildResult({
-      model: scorer.model,
-      scores: scored.scores,
-      ...(scored.pdq && { pdq: scored.pdq }),
-      matches,
-      thresholds,
-      probed,
-      sha256: intake.sha256,
-      bytes: byteLength,
-      timingMs,
-      frames: scored.frames,
-    }),
-  );
 }
 
 const epochMs = (): number => performance.timeOrigin + performance.now();
