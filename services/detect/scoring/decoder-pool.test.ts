@@ -53,13 +53,16 @@ describe('DecoderPool', () => {
   it('decodes to the same model inputs as the calling thread, several images at once', async () => {
     const pool = await DecoderPool.create({ ...options, processes: 2 });
     try {
+      const uploads = inputs.map((i) => new Uint8Array(i.bytes));
       const decoded = await Promise.all(
-        inputs.map((i) => pool.decode(new Uint8Array(i.bytes), i.probed, false)),
+        inputs.map((i, k) => pool.decode(uploads[k] as Uint8Array, i.probed, false)),
       );
       decoded.forEach((d, k) => {
         expect(d.tensor).toEqual(expected[k]);
         expect(d.decodeMs).toBeGreaterThan(0);
       });
+      // Each upload was freed once its decoder had its copy: the pool owns what it is handed.
+      expect(uploads.map((u) => u.byteLength)).toEqual(inputs.map(() => 0));
       const cut = readFileSync(fixture('320x240.jpg'));
       const bytes = cut.subarray(0, Math.floor(cut.length * 0.6));
       const err = await pool.decode(new Uint8Array(bytes), probeHeader(bytes, 'jpeg'), false).catch((e) => e);

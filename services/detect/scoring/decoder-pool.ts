@@ -34,6 +34,7 @@ import type { ImagePdq } from '../image/pdq.ts';
 import type { DimensionLimits, ProbedImage } from '../image/types.ts';
 import type { DecodeReply, DecodeRequest, DecoderProcessData } from './decoder-process.ts';
 import type { PerImage, StillHeld } from './image-scorer.ts';
+import { releaseBuffer } from './release-buffer.ts';
 import { errorFromReply } from './reply-error.ts';
 
 // Compiled (dist/, the production image): plain JavaScript. From source: through tsx.
@@ -431,6 +432,9 @@ export class DecoderPool {
         maxFramesScored: job.maxFramesScored,
       };
       slot.child.send(request);
+      // Sent as a serialized copy: the caller's upload is freed now, not at the next collection (a 50 MB
+      // body is external memory that brings on a full one).
+      releaseBuffer(job.bytes);
     }
     this.#startFor(unserved);
     for (const slot of this.#slots) if (slot.ready && !slot.job && slot.timers.length === 0) this.#idle(slot);
