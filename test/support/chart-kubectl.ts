@@ -34,3 +34,49 @@ export const QUOTA_LOGS_ARGS = [
   '--since=5m',
   '--prefix',
 ];
+
+/**
+ * What the node says of a wait that timed out, for a namespace: node conditions other than Ready that
+ * hold (disk, memory or PID pressure) and taints, every pod not Ready and why, and the namespace's events.
+ * Each entry: a title and kubectl's arguments.
+ */
+export function waitReportArgs(namespace: string): [string, string[]][] {
+  return [
+    [
+      'nodes',
+      [
+        'get',
+        'nodes',
+        '-o',
+        'custom-columns=NODE:.metadata.name,CONDITIONS:.status.conditions[?(@.status=="True")].type,TAINTS:.spec.taints[*].key',
+      ],
+    ],
+    [
+      `pods of ${namespace}`,
+      [
+        '-n',
+        namespace,
+        'get',
+        'pods',
+        '-o',
+        'custom-columns=POD:.metadata.name,PHASE:.status.phase,NODE:.spec.nodeName,READY:.status.containerStatuses[*].ready,WAITING:.status.containerStatuses[*].state.waiting.reason,WHY:.status.conditions[?(@.status=="False")].message',
+      ],
+    ],
+    [`events of ${namespace}`, ['-n', namespace, ...EVENTS_ARGS]],
+  ];
+}
+
+/** `err` with the node's report (waitReportArgs) run by `kubectl`; a report that fails says so in it. */
+export async function withWaitReport(
+  kubectl: (args: string[]) => Promise<string>,
+  namespace: string,
+  err: unknown,
+): Promise<Error> {
+  const parts = await Promise.all(
+    waitReportArgs(namespace).map(async ([title, args]) => {
+      const out = await kubectl(args).catch((e: Error) => `(kubectl failed: ${e.message})`);
+      return `${title}:\n${out}`;
+    }),
+  );
+  return new Error(`${(err as Error).message}\n${parts.join('\n')}`);
+}

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { expect } from 'vitest';
 import { helmOk, removeHelmHome } from '../chart/helm.ts';
-import { EVENTS_ARGS } from './chart-kubectl.ts';
+import { withWaitReport } from './chart-kubectl.ts';
 import { spawnChild } from './children.ts';
 import { REPO } from './paths.ts';
 import { describeWithTool, type Tool } from './tools.ts';
@@ -198,33 +198,9 @@ export async function installChart(
   });
 }
 
-/**
- * A failed wait's error with what the node says of it: node conditions other than Ready that hold (disk,
- * memory or PID pressure) and taints, every pod of `namespace` not Ready and why, and its events.
- */
-export async function withNodeReport(facts: KubeNodeFacts, namespace: string, err: unknown): Promise<Error> {
-  const ask = (args: string[]) =>
-    kubectl(facts, args).catch((e: Error) => `(${args[0]} failed: ${e.message})`);
-  const report = await Promise.all([
-    ask([
-      'get',
-      'nodes',
-      '-o',
-      'custom-columns=NODE:.metadata.name,CONDITIONS:.status.conditions[?(@.status=="True")].type,TAINTS:.spec.taints[*].key',
-    ]),
-    ask([
-      '-n',
-      namespace,
-      'get',
-      'pods',
-      '-o',
-      'custom-columns=POD:.metadata.name,PHASE:.status.phase,NODE:.spec.nodeName,READY:.status.containerStatuses[*].ready,WAITING:.status.containerStatuses[*].state.waiting.reason,WHY:.status.conditions[?(@.status=="False")].message',
-    ]),
-    ask(['-n', namespace, ...EVENTS_ARGS]),
-  ]);
-  return new Error(
-    `${(err as Error).message}\nnodes:\n${report[0]}\npods of ${namespace}:\n${report[1]}\nevents:\n${report[2]}`,
-  );
+/** A failed wait's error with what the node says of it (waitReportArgs). */
+export function withNodeReport(facts: KubeNodeFacts, namespace: string, err: unknown): Promise<Error> {
+  return withWaitReport((args) => kubectl(facts, args), namespace, err);
 }
 
 /**

@@ -16,7 +16,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { adminCliArgs, EVENTS_ARGS, QUOTA_LOGS_ARGS } from '../../test/support/chart-kubectl.ts';
+import {
+  adminCliArgs,
+  EVENTS_ARGS,
+  QUOTA_LOGS_ARGS,
+  withWaitReport,
+} from '../../test/support/chart-kubectl.ts';
 import { post } from '../../test/support/stack-client.ts';
 import { type Counts, startLoad } from '../../test/support/steady-load.ts';
 
@@ -214,7 +219,10 @@ async function main(): Promise<void> {
     };
     await sleep(10_000);
     started = performance.now();
-    await helm([...upgradeTo, '--wait', '--timeout', '15m']);
+    // Tens of seconds on a healthy node: minutes mean it is not, and the report says why.
+    await helm([...upgradeTo, '--wait', '--timeout', '5m']).catch(async (err) => {
+      throw await withWaitReport((args) => run(KUBECTL, args), NS, err);
+    });
     const upgradeMs = performance.now() - started;
     await sleep(10_000);
     const problems: string[] = [];
