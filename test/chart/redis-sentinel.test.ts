@@ -5,10 +5,12 @@
 // replicates with WAIT, fails over when the primary is SIGKILLed (nothing acknowledged lost, the quota
 // services' own Sentinel client follows), and takes the old primary back as a replica of the new one
 // when its pod restarts; that a primary being stopped hands over by itself (the preStop hook:
-// `redis-node.sh handover`) without losing a write; and that it takes addresses only, never a name.
+// `redis-node.sh handover`) without losing a write; that it takes addresses only, never a name; and
+// that a primary named by DNS (a sentinel of a release before 0.4.0, during an upgrade) is the node of
+// that ordinal.
 
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -244,6 +246,53 @@ describeWithTool([REDIS_SERVER, REDIS_CLI], 'the chart’s Redis Sentinel script
         `(down-after 3 s); ${acknowledged.length}/${acknowledged.length} acknowledged writes kept; old primary back as a replica`,
     );
   }, 180_000);
+
+  it('takes a primary a sentinel names by DNS (a release before 0.4.0 being upgraded) as the node of that ordinal', async () => {
+    // A sentinel of such a release: it names the primary <prefix>-redis-1.<headless Service>…, which
+    // this release's sentinels (resolving no name) refused at boot.
+    const named = 'nsfwdetector-redis-1.nsfwdetector-redis-nodes.nsfwdetector.svc';
+    const fake = createServer((socket) => {
+      let buffered = '';
+      socket.on('data', (data) => {
+        buffered += data.toString('latin1');
+        // Each RESP array a command: *N, then N bulk strings ($len, the bytes).
+        for (;;) {
+          const command = /^\*(\d+)\r\n((?:\$\d+\r\n[^\r]*\r\n)*)/.exec(buffered);
+          if (!command) return;
+          const words = [...(command[2] ?? '').matchAll(/\$\d+\r\n([^\r]*)\r\n/g)].map((m) => m[1]);
+          if (words.length < Number(command[1])) return;
+          buffered = buffered.slice(command[0].length);
+          const answer =
+            words[0]?.toLowerCase() === 'sentinel'
+              ? `*2\r\n$${named.length}\r\n${named}\r\n$4\r\n6379\r\n`
+              : '+OK\r\n';
+          socket.write(answer);
+        }
+      });
+    });
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
+    const fakePort = (fake.address() as { port: number }).port;
+    // redis-server replaced by a stub that prints its configuration: the script's choice is that file.
+    const stubs = join(dir, 'stub-bin');
+    mkdirSync(stubs, { recursive: true });
+    writeFileSync(join(stubs, 'redis-server'), '#!/bin/sh\ncat "$1"\n');
+    chmodSync(join(stubs, 'redis-server'), 0o755);
+    try {
+      const env = {
+        ...nodeEnv('redis', 2),
+        PATH: `${stubs}:${path}`,
+        NODES: `127.0.0.1:7000:${fakePort} 127.0.0.2:7001:1 127.0.0.3:7002:1`,
+        CONF_DIR: join(dir, 'named-primary'),
+      };
+      const { stdout } = await execFileAsync('sh', [SCRIPT, 'redis'], { env });
+      expect(stdout).toContain('redis-node: replica of 127.0.0.2:7001');
+      expect(readFileSync(join(dir, 'named-primary', 'redis.conf'), 'utf8')).toMatch(
+        /^replicaof 127\.0\.0\.2 7001$/m,
+      );
+    } finally {
+      await new Promise((resolve) => fake.close(resolve));
+    }
+  });
 
   it('refuses a NODES entry that is not an IP address (a name, or a $(VAR) the kubelet left as it was)', async () => {
     for (const host of ['redis-0.redis-nodes.default.svc', '$(NSFWDETECTOR_REDIS_0_SERVICE_HOST)']) {

@@ -45,7 +45,9 @@ is_ip() {
 i=0
 for node in $NODES; do
   host=$(node_ip "$node")
-  if ! is_ip "$host"; then
+  # A handover may run in a pod of a release before 0.4.0 (DNS names in NODES): the ConfigMap holding
+  # this file is updated under it during an upgrade. redis-cli resolves the names there.
+  if ! is_ip "$host" && [ "$role" != handover ]; then
     # The chart's $(…_SERVICE_HOST) left unexpanded: the pod was created before its Services. A
     # restart reads them again.
     echo "redis-node: NODES must hold IP addresses, got \"$host\" in \"$NODES\"" >&2
@@ -61,15 +63,36 @@ for node in $NODES; do
 done
 : "${self_host:?SELF is not an ordinal of NODES}"
 
-# "host port" of the primary: as a sentinel knows it, else the first node.
+# "ip port" of the primary as the sentinel at $1 (host) $2 (port) knows it; nothing when it does not
+# answer. Releases before 0.4.0 named the nodes by DNS (<prefix>-redis-<i>.<headless Service>…): while
+# one is upgraded, its sentinels answer with such a name, which this release's sentinels (resolving no
+# name) and the lookups could not use; the node of that ordinal in NODES is meant.
+master_addr() {
+  # shellcheck disable=SC2046 # two words: host and port
+  set -- $(timeout 2 redis-cli -h "$1" -p "$2" --raw sentinel get-master-addr-by-name "$MASTER_NAME" 2>/dev/null || true)
+  [ $# -eq 2 ] || return 0
+  if is_ip "$1"; then
+    echo "$1 $2"
+    return 0
+  fi
+  ordinal=${1%%.*}
+  ordinal=${ordinal##*-}
+  j=0
+  for entry in $NODES; do
+    if [ "$j" = "$ordinal" ]; then
+      echo "$(node_ip "$entry") $(node_port "$entry")"
+      return 0
+    fi
+    j=$((j + 1))
+  done
+}
+
+# "ip port" of the primary: as a sentinel knows it, else the first node.
 primary() {
   for node in $NODES; do
-    answer=$(timeout 2 redis-cli -h "$(node_ip "$node")" -p "$(node_sentinel "$node")" --raw \
-      sentinel get-master-addr-by-name "$MASTER_NAME" 2>/dev/null || true)
-    # shellcheck disable=SC2086 # two words: host and port
-    set -- $answer
-    if [ $# -eq 2 ]; then
-      echo "$1 $2"
+    answer=$(master_addr "$(node_ip "$node")" "$(node_sentinel "$node")")
+    if [ -n "$answer" ]; then
+      echo "$answer"
       return
     fi
   done
@@ -108,13 +131,13 @@ if [ "$role" = handover ]; then
   done
   for node in $NODES; do
     [ "$node" != "$self_host:$self_port:$self_sentinel" ] || continue
-    sentinel="-h $(node_ip "$node") -p $(node_sentinel "$node")"
-    # shellcheck disable=SC2086 # host and port options
-    [ "$(timeout 2 redis-cli $sentinel --raw sentinel failover "$MASTER_NAME" 2>/dev/null)" = OK ] || continue
+    sentinel_host=$(node_ip "$node")
+    sentinel_port=$(node_sentinel "$node")
+    [ "$(timeout 2 redis-cli -h "$sentinel_host" -p "$sentinel_port" --raw sentinel failover "$MASTER_NAME" 2>/dev/null)" = OK ] || continue
     tries=$((wait_ms / 100))
     while [ "$tries" -gt 0 ]; do
-      # shellcheck disable=SC2086
-      set -- $(timeout 2 redis-cli $sentinel --raw sentinel get-master-addr-by-name "$MASTER_NAME" 2>/dev/null || true)
+      # shellcheck disable=SC2046 # two words: host and port
+      set -- $(master_addr "$sentinel_host" "$sentinel_port")
       if [ $# -eq 2 ] && [ "$1:$2" != "$self_host:$self_port" ]; then
         redis-cli -p "$self_port" replicaof "$1" "$2" >/dev/null
         echo "redis-node: handed over to $1:$2"
