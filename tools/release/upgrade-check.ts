@@ -119,6 +119,12 @@ async function imagesRunning(): Promise<string[]> {
   return [...images].sort();
 }
 
+/** Each pod's name and uid: a pod replaced under the same name (a StatefulSet's) has a new uid. */
+async function podUids(): Promise<Map<string, string>> {
+  const pods = (await kubectlJson(['get', 'pods'])).items as { metadata: { name: string; uid: string } }[];
+  return new Map(pods.map((p) => [p.metadata.name, p.metadata.uid]));
+}
+
 /**
  * Beside the failed answers' times (k6 printed them): which pods the rollout stopped and started when,
  * and the quota sidecars' warnings (a store fault behind a 503 names itself there).
@@ -212,6 +218,7 @@ async function main(): Promise<void> {
     );
 
     const before = await imagesRunning();
+    const podsBefore = await podUids();
     const loads = {
       'the CLI key': startLoad(gateway, KEY_RATE, cliKey),
       "the ApiAccount's key": startLoad(gateway, KEY_RATE, acmeKey),
@@ -238,8 +245,12 @@ async function main(): Promise<void> {
       if (bad.length) problems.push(`${who}: ${bad.join(', ')}`);
     }
     const after = await imagesRunning();
+    const podsAfter = await podUids();
+    const replaced = [...podsBefore]
+      .filter(([name, uid]) => podsAfter.get(name) !== uid)
+      .map(([name]) => name);
     say(
-      `helm upgrade ${previous} -> ${version} (${CHART}) --wait under load: ${seconds(upgradeMs)} s; images ${before.length} -> ${after.length} changed: ${after.filter((i) => !before.includes(i)).length}`,
+      `helm upgrade ${previous} -> ${version} (${CHART}) --wait under load: ${seconds(upgradeMs)} s; images ${before.length} -> ${after.length} changed: ${after.filter((i) => !before.includes(i)).length}; pods replaced ${replaced.length} of ${podsBefore.size} (${replaced.filter((n) => n.includes('-redis-')).join(', ') || 'no Redis pod'} among them)`,
     );
     say(
       `answers from 10 s before the upgrade to 10 s after it (k6, ${KEY_RATE}/s per key, ${ANONYMOUS_RATE}/s anonymous): ${figures.join('; ')}`,
