@@ -17,9 +17,9 @@ import { eventually } from '../support/eventually.ts';
 import {
   describeWithKubeNode,
   type KubeNodeFacts,
+  nodeWait,
   pushImages,
   removeRelease,
-  withNodeReport,
 } from '../support/kube-node.ts';
 import { REPO } from '../support/paths.ts';
 import { post } from '../support/stack-client.ts';
@@ -119,27 +119,29 @@ spec:
       facts = nodeFacts();
       await pushImages(facts);
       const started = Date.now();
-      await helm(
-        'install',
-        RELEASE,
-        'charts/nsfwdetector',
-        '--namespace',
+      await nodeWait(
+        facts,
         NS,
-        '--create-namespace',
-        '-f',
-        join(facts.stateDir, 'image-values.yaml'),
-        '-f',
-        'tools/kube-node/values-node.yaml',
-        '--set',
-        'operator.enabled=true',
-        '--set',
-        'operator.replicas=2',
-        '--wait',
-        '--timeout',
-        '5m',
-      ).catch(async (err) => {
-        throw await withNodeReport(facts, NS, err);
-      });
+        helm(
+          'install',
+          RELEASE,
+          'charts/nsfwdetector',
+          '--namespace',
+          NS,
+          '--create-namespace',
+          '-f',
+          join(facts.stateDir, 'image-values.yaml'),
+          '-f',
+          'tools/kube-node/values-node.yaml',
+          '--set',
+          'operator.enabled=true',
+          '--set',
+          'operator.replicas=2',
+          '--wait',
+          '--timeout',
+          '5m',
+        ),
+      );
       console.log(`kube-node: operator install: helm install --wait took ${seconds(Date.now() - started)} s`);
       const svc = JSON.parse(await kubectl(['get', 'service', `${RELEASE}-gateway`, '-o', 'json']));
       gateway = `http://${svc.spec.clusterIP}:${svc.spec.ports[0].port}`;

@@ -40,7 +40,7 @@ export const QUOTA_LOGS_ARGS = [
  * hold (disk, memory or PID pressure) and taints, every pod not Ready and why, and the namespace's events.
  * Each entry: a title and kubectl's arguments.
  */
-export function waitReportArgs(namespace: string): [string, string[]][] {
+function waitReportArgs(namespace: string): [string, string[]][] {
   return [
     [
       'nodes',
@@ -66,17 +66,21 @@ export function waitReportArgs(namespace: string): [string, string[]][] {
   ];
 }
 
-/** `err` with the node's report (waitReportArgs) run by `kubectl`; a report that fails says so in it. */
-export async function withWaitReport(
+/** `wait`'s result; when it fails, its error with the node's report (waitReportArgs) run by `kubectl`. */
+export async function reportingWait<T>(
+  wait: Promise<T>,
   kubectl: (args: string[]) => Promise<string>,
   namespace: string,
-  err: unknown,
-): Promise<Error> {
-  const parts = await Promise.all(
-    waitReportArgs(namespace).map(async ([title, args]) => {
-      const out = await kubectl(args).catch((e: Error) => `(kubectl failed: ${e.message})`);
-      return `${title}:\n${out}`;
-    }),
-  );
-  return new Error(`${(err as Error).message}\n${parts.join('\n')}`);
+): Promise<T> {
+  try {
+    return await wait;
+  } catch (err) {
+    const parts = await Promise.all(
+      waitReportArgs(namespace).map(async ([title, args]) => {
+        const out = await kubectl(args).catch((e: Error) => `(kubectl failed: ${e.message})`);
+        return `${title}:\n${out}`;
+      }),
+    );
+    throw new Error(`${(err as Error).message}\n${parts.join('\n')}`);
+  }
 }

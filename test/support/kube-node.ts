@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { expect } from 'vitest';
 import { helmOk, removeHelmHome } from '../chart/helm.ts';
-import { withWaitReport } from './chart-kubectl.ts';
+import { reportingWait } from './chart-kubectl.ts';
 import { spawnChild } from './children.ts';
 import { REPO } from './paths.ts';
 import { describeWithTool, type Tool } from './tools.ts';
@@ -105,23 +105,25 @@ export async function upgradeOnNode(
   namespace: string,
   values: string[],
 ): Promise<string> {
-  return helmOnNode(facts, [
-    'upgrade',
-    release,
-    images.chart,
-    '--version',
-    images.chartVersion,
-    '--namespace',
+  return nodeWait(
+    facts,
     namespace,
-    '--plain-http',
-    '--reuse-values',
-    ...values.flatMap((v) => ['--set', v]),
-    '--wait',
-    '--timeout',
-    '10m',
-  ]).catch(async (err) => {
-    throw await withNodeReport(facts, namespace, err);
-  });
+    helmOnNode(facts, [
+      'upgrade',
+      release,
+      images.chart,
+      '--version',
+      images.chartVersion,
+      '--namespace',
+      namespace,
+      '--plain-http',
+      '--reuse-values',
+      ...values.flatMap((v) => ['--set', v]),
+      '--wait',
+      '--timeout',
+      '10m',
+    ]),
+  );
 }
 
 /** What kube:image pushed: the service image, the chart as an OCI artifact, Helm values naming the images. */
@@ -193,14 +195,12 @@ export async function installChart(
   for (const file of opts.valuesFiles ?? []) args.push('-f', file);
   for (const [k, v] of Object.entries(opts.set ?? {})) args.push('--set', `${k}=${v}`);
   // Seconds when the node is healthy (11–20 s here): minutes mean it is not, and the report says why.
-  await helmOnNode(facts, [...args, '--wait', '--timeout', '5m']).catch(async (err) => {
-    throw await withNodeReport(facts, opts.namespace, err);
-  });
+  await nodeWait(facts, opts.namespace, helmOnNode(facts, [...args, '--wait', '--timeout', '5m']));
 }
 
-/** A failed wait's error with what the node says of it (waitReportArgs). */
-export function withNodeReport(facts: KubeNodeFacts, namespace: string, err: unknown): Promise<Error> {
-  return withWaitReport((args) => kubectl(facts, args), namespace, err);
+/** `wait` on the node; when it fails, its error says what the node says of `namespace` (reportingWait). */
+export function nodeWait<T>(facts: KubeNodeFacts, namespace: string, wait: Promise<T>): Promise<T> {
+  return reportingWait(wait, (args) => kubectl(facts, args), namespace);
 }
 
 /**

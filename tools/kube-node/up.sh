@@ -59,11 +59,11 @@ fi
 # The kubelet's disk-pressure threshold with room above it for what the suites pull (env.sh): below it,
 # pods stay Pending behind the disk-pressure taint or are evicted, and a suite waits for them until its
 # timeout.
-read -r disk_size disk_free < <(df -B1 --output=size,avail "$STATE_DIR" | tail -1)
+read -r disk_size disk_free disk_mount < <(df -B1 --output=size,avail,target "$STATE_DIR" | tail -1)
 disk_evict=$((disk_size * DISK_EVICTION_PERCENT / 100))
 disk_floor=$((disk_evict + NODE_DISK_NEEDED_GIB * 1024 ** 3))
 if ((disk_free < disk_floor)); then
-  echo "kube-node: $((disk_free / 1024 ** 2)) MiB free on $(df --output=target "$STATE_DIR" | tail -1); the node needs" \
+  echo "kube-node: $((disk_free / 1024 ** 2)) MiB free on $disk_mount; the node needs" \
     "$((disk_floor / 1024 ** 2)) MiB: $DISK_EVICTION_PERCENT% (the kubelet evicts below it) and $NODE_DISK_NEEDED_GIB GiB for the images" \
     "it pulls. Largest in the tools cache: $(du -sh "$TOOLS_DIR"/* 2>/dev/null | sort -rh | head -3 | tr '\n\t' '; ')" >&2
   exit 1

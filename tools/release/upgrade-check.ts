@@ -20,7 +20,7 @@ import {
   adminCliArgs,
   EVENTS_ARGS,
   QUOTA_LOGS_ARGS,
-  withWaitReport,
+  reportingWait,
 } from '../../test/support/chart-kubectl.ts';
 import { post } from '../../test/support/stack-client.ts';
 import { type Counts, startLoad } from '../../test/support/steady-load.ts';
@@ -227,9 +227,7 @@ async function main(): Promise<void> {
     await sleep(10_000);
     started = performance.now();
     // Tens of seconds on a healthy node: minutes mean it is not, and the report says why.
-    await helm([...upgradeTo, '--wait', '--timeout', '5m']).catch(async (err) => {
-      throw await withWaitReport((args) => run(KUBECTL, args), NS, err);
-    });
+    await reportingWait(helm([...upgradeTo, '--wait', '--timeout', '5m']), (args) => run(KUBECTL, args), NS);
     const upgradeMs = performance.now() - started;
     await sleep(10_000);
     const problems: string[] = [];
