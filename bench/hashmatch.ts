@@ -2,8 +2,9 @@
 // 10,000, 1,000,000 and 10,000,000 (lib/hash-lists/pdq-index.ts, multi-index hashing over 16- or 21–22-bit chunks)
 // beside a linear scan and beside threatexchange 1.2.17's own index (faiss, in its venv), on the same
 // hashes and queries in the same run; the index's memory; loading 1,000,000 from a list file into the
-// store and into force; and a detect request's median answer time and the server's memory with
-// 1,000,000 listed hashes and without. Random hashes, each query a listed hash with 0-31 bits flipped
+// store and into force; PDQ's own cost (each filter, and on the JPEG fast path); and a detect request's
+// median answer time and the server's memory with PDQ off, on without lists and on with 1,000,000 listed
+// hashes. Random hashes, each query a listed hash with 0-31 bits flipped
 // (a match to find) or a random one (none), half and half.
 
 import { execFileSync } from 'node:child_process';
@@ -15,7 +16,8 @@ import { parseHashList } from '../lib/hash-lists/list-file.ts';
 import { PDQ_BYTES, PDQ_WORDS, pdqHex, popcount32, wordsOf } from '../lib/hash-lists/pdq-hex.ts';
 import { PdqIndex } from '../lib/hash-lists/pdq-index.ts';
 import { HashListSet } from '../services/detect/hash-lists.ts';
-import { pdqOfFrame } from '../services/detect/image/pdq.ts';
+import { jpegToTensor, libjpegUnavailable } from '../services/detect/image/libjpeg/jpeg-tensor.ts';
+import { PDQ_FILTER, pdqOfDownsample, pdqOfFrame } from '../services/detect/image/pdq.ts';
 import { prng } from '../test/support/prng.ts';
 import { startServer } from '../test/support/server-process.ts';
 import { TOOLS_DIR } from '../tools/stack/tools.ts';
@@ -182,29 +184,48 @@ export async function hashMatchSection(): Promise<void> {
       `hashmatch loading 1,000,000: import (parse + store) ${importS.toFixed(2)} s, into force (read + index) ${loadS.toFixed(2)} s`,
     );
 
-    // The hash itself: CPU time of PDQ on a decoded 1 MP frame (median of 21, after a warm-up).
+    // The hash itself: CPU time on a decoded 1 MP frame, each filter (median of 21, after a warm-up);
+    // and what it adds to a JPEG on the fast path, whose decoder feeds the filter every row.
     const [image] = await benchImages();
     const { rgb, width, height, jpeg } = image as BenchImage;
-    const cpu: number[] = [];
-    for (let i = 0; i < 26; i++) {
-      const t = process.cpuUsage();
-      pdqOfFrame(rgb, width, height);
-      const used = process.cpuUsage(t);
-      if (i >= 5) cpu.push((used.user + used.system) / 1000);
-    }
-    cpu.sort((a, b) => a - b);
-    lines.push(
-      `hashmatch PDQ of a ${width}×${height} frame: ${(cpu[10] as number).toFixed(1)} ms of CPU (median of 21)`,
+    const cpuMs = (work: () => void): number => {
+      const cpu: number[] = [];
+      for (let i = 0; i < 26; i++) {
+        const t = process.cpuUsage();
+        work();
+        const used = process.cpuUsage(t);
+        if (i >= 5) cpu.push((used.user + used.system) / 1000);
+      }
+      return cpu.sort((a, b) => a - b)[10] as number;
+    };
+    const filters = (PDQ_FILTER === 'native' ? (['native', 'js'] as const) : (['js'] as const)).map(
+      (filter) => `${filter} filter ${cpuMs(() => pdqOfFrame(rgb, width, height, filter)).toFixed(1)} ms`,
     );
+    lines.push(
+      `hashmatch PDQ of a ${width}×${height} frame (CPU, median of 21): ${filters.join(', ')}${PDQ_FILTER === 'native' ? '' : ' (the addon is not built)'}`,
+    );
+    if (!libjpegUnavailable()) {
+      const fast = (pdq: boolean) =>
+        cpuMs(() => {
+          const input = jpegToTensor(jpeg, 224, 1e9, pdq);
+          if (typeof input === 'string') throw new Error(`the fast path declined the bench JPEG: ${input}`);
+          if (pdq && input.pdq) pdqOfDownsample(input.pdq, input.width, input.height);
+        });
+      const [without, withPdq] = [fast(false), fast(true)];
+      lines.push(
+        `hashmatch the JPEG fast path on it (decode + model input, CPU, median of 21): ${without.toFixed(1)} ms, with PDQ ${withPdq.toFixed(1)} ms (+${(withPdq - without).toFixed(1)} ms)`,
+      );
+    }
 
-    // A detect request with 1,000,000 listed hashes and without: median answer, server memory.
-    for (const listed of [false, true]) {
+    // A detect request without PDQ, with it and no list, with it and 1,000,000 listed hashes: median
+    // answer, server memory.
+    for (const run of ['PDQ off', 'without lists', 'with 1,000,000 listed hashes'] as const) {
+      const listed = run === 'with 1,000,000 listed hashes';
       const server = await startServer({
         ANON_PER_MINUTE: '1000000',
         ANON_PER_DAY: '1000000',
         LOG_LEVEL: 'warn',
-        // Hashing on in both runs: the difference is the lists' matching alone.
-        PDQ_HASHES: 'on',
+        PDQ_HASHES: run === 'PDQ off' ? 'off' : 'on',
         HASH_LISTS_FILE: listed ? storeFile : path.join(dir, 'none.db'),
       });
       try {
@@ -214,7 +235,7 @@ export async function hashMatchSection(): Promise<void> {
         for (let i = 0; i < REQUESTS; i++) ms.push((await postOnce(url, jpeg, 'image/jpeg')).ms);
         ms.sort((a, b) => a - b);
         lines.push(
-          `hashmatch detect p50 ${listed ? 'with 1,000,000 listed hashes' : 'without lists'}: ${(ms[Math.floor(REQUESTS / 2)] as number).toFixed(1)} ms (1 MP JPEG, ${REQUESTS} sequential requests); server memory ${mib(treeMemory(server.proc.pid as number))}`,
+          `hashmatch detect p50 ${run}: ${(ms[Math.floor(REQUESTS / 2)] as number).toFixed(1)} ms (1 MP JPEG, ${REQUESTS} sequential requests); server memory ${mib(treeMemory(server.proc.pid as number))}`,
         );
       } finally {
         closeLoadConnections();

@@ -1,4 +1,4 @@
-// The JPEG fast path's native decoder under libFuzzer with ASan and UBSan (jpeg-decode.fuzz.c) for
+// The JPEG fast path's native decoder (with PDQ's filter) under libFuzzer with ASan and UBSan (jpeg-decode.fuzz.c) for
 // FUZZ_SECONDS (60 in `npm test`), from the JPEG space's files and the corpus's JPEGs: a crash, a
 // sanitizer report, a leak, or one input over libFuzzer's per-input timeout (10 s, against milliseconds
 // for a real decode: only a hang trips it) fails the test, and libFuzzer leaves the input in
@@ -22,7 +22,9 @@ import {
 } from './seeds.ts';
 
 const TARGET = fileURLToPath(new URL('jpeg-decode.fuzz.c', import.meta.url));
-const DECODER = fileURLToPath(new URL('../../services/detect/image/libjpeg/jpeg-decode.c', import.meta.url));
+const NATIVE = '../../services/detect/image/libjpeg/';
+const DECODER = fileURLToPath(new URL(`${NATIVE}jpeg-decode.c`, import.meta.url));
+const PDQ_FILTER = fileURLToPath(new URL(`${NATIVE}pdq-downsample.c`, import.meta.url));
 const PER_INPUT_TIMEOUT_S = 10;
 
 describeWithTool([CLANG, C_COMPILER], 'native JPEG decoder under libFuzzer (ASan, UBSan)', () => {
@@ -49,6 +51,7 @@ describeWithTool([CLANG, C_COMPILER], 'native JPEG decoder under libFuzzer (ASan
         '-Werror',
         TARGET,
         DECODER,
+        PDQ_FILTER,
         '-o',
         fuzzer,
         '-ljpeg',

@@ -1,5 +1,5 @@
 // libFuzzer target: the JPEG fast path's decoder (services/detect/image/libjpeg/jpeg-decode.c, what the
-// addon runs) on arbitrary bytes, built with ASan and UBSan (jpeg-decode-fuzz.test.ts builds and runs it;
+// addon runs, PDQ's filter fed its rows on every other input) on arbitrary bytes, built with ASan and UBSan (jpeg-decode-fuzz.test.ts builds and runs it;
 // docs/security-testing.md for a longer campaign). The input is the whole request body, as the service
 // hands it over. Any sanitizer report, crash, leak, or input over the per-input timeout is a finding.
 //
@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "../../services/detect/image/libjpeg/jpeg-decode.h"
+#include "../../services/detect/image/libjpeg/pdq-downsample.h"
 
 enum { SIZE = 224, MAX_SCANS = 100 };
 #define MAX_PIXELS (4.0 * 1024 * 1024)
@@ -18,13 +19,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static float tensor[SIZE * SIZE * 3];
+  static float pdq[PDQ_SIDE * PDQ_SIDE];
   char reason[JPEG_DECODE_REASON_MAX];
   int width = 0, height = 0;
-  if (jpeg_decode_to_tensor(data, size, SIZE, MAX_PIXELS, MAX_SCANS, tensor, &width, &height, reason)) {
+  // Odd lengths hash too: the filter's buffers and the decode without row skipping are exercised.
+  float *pdq64 = size & 1 ? pdq : NULL;
+  if (jpeg_decode_to_tensor(data, size, SIZE, MAX_PIXELS, MAX_SCANS, tensor, pdq64, &width, &height, reason)) {
     // Taken: the image is what the header said, and every element is a pixel value in [0, 1].
     if (width < 1 || height < 1 || (double)width * height > MAX_PIXELS) __builtin_trap();
     for (size_t i = 0; i < sizeof tensor / sizeof tensor[0]; i++)
       if (!(tensor[i] >= 0.0f && tensor[i] <= 1.0f)) __builtin_trap();
+    // A box filter's means of luma in [0, 255] stay there (with float rounding's slack).
+    if (pdq64)
+      for (size_t i = 0; i < PDQ_SIDE * PDQ_SIDE; i++)
+        if (!(pdq[i] >= -0.01f && pdq[i] <= 255.01f)) __builtin_trap();
   }
   return 0;
 }

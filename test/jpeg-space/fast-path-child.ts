@@ -1,7 +1,9 @@
 // Runs the JPEG fast path in a process of its own, so that a decode that never returns stops this
 // process, not the test (fast-path-runner.ts kills it). argv: <model input size> <max pixels> <list>,
-// where the list file holds one JPEG path a line. stdout: one JSON line for each, in order: { declined }
-// or { width, height, sha256 } of the tensor's bytes.
+// where the list file holds one JPEG path a line. Each file is decoded twice, without and with PDQ's
+// filter (which reads every row: no row is skipped). stdout: one JSON line for each, in order:
+// { declined } or { width, height, sha256 } of the tensor's bytes, with { pdq: sha256 of the 64×64
+// downsample, sha256WithPdq: the tensor's of the second decode } or { pdqDeclined } when only it declined.
 
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -13,17 +15,25 @@ const paths = readFileSync(process.argv[4] ?? '', 'utf8')
   .split('\n')
   .filter(Boolean);
 
+const sha256 = (t: Float32Array) =>
+  createHash('sha256')
+    .update(new Uint8Array(t.buffer, t.byteOffset, t.byteLength))
+    .digest('hex');
+
 for (const path of paths) {
-  const result = jpegToTensor(readFileSync(path), size, maxPixels);
+  const bytes = readFileSync(path);
+  const result = jpegToTensor(bytes, size, maxPixels);
+  const hashed = jpegToTensor(bytes, size, maxPixels, true);
   const line =
     typeof result === 'string'
       ? { declined: result }
       : {
           width: result.width,
           height: result.height,
-          sha256: createHash('sha256')
-            .update(new Uint8Array(result.tensor.buffer, result.tensor.byteOffset, result.tensor.byteLength))
-            .digest('hex'),
+          sha256: sha256(result.tensor),
+          ...(typeof hashed === 'string'
+            ? { pdqDeclined: hashed }
+            : { sha256WithPdq: sha256(hashed.tensor), pdq: hashed.pdq ? sha256(hashed.pdq) : 'none' }),
         };
   process.stdout.write(`${JSON.stringify(line)}\n`);
 }

@@ -13,7 +13,15 @@ export const STALL_MS = 10_000;
 
 export type FastPathResult =
   | { declined: string }
-  | { width: number; height: number; sha256: string }
+  | {
+      width: number;
+      height: number;
+      sha256: string;
+      /** The second decode, with PDQ's filter: its tensor's and downsample's digests, or why it declined. */
+      sha256WithPdq?: string;
+      pdq?: string;
+      pdqDeclined?: string;
+    }
   /** The child stopped answering on this file (then killed) or died on it, with its output. */
   | { hung: true }
   | { crashed: string };

@@ -2,8 +2,10 @@
 // pdqhashing.cpp + downscaling.cpp), in the venv .ci/install-tools.sh makes (install_pdq_reference).
 // - The same pixels: the frame the service decodes for the model, given to both. Bit for bit the same
 //   hash, quality and eight dihedral hashes on every corpus image and on hand-made edge cases (flat, 1×N
-//   and N×1, under and at the 5-pixel minimum, exactly 64×64, alpha, 16-bit): pdq.ts repeats each float32
-//   operation of the reference in its order, and pdqhash's luma (numpy, in doubles) exactly.
+//   and N×1, under and at the 5-pixel minimum, exactly 64×64, alpha, 16-bit), from both filters (the
+//   addon's pdq-downsample.c and pdq.ts's): each repeats every float32 operation of the reference in its
+//   order, and pdqhash's luma (numpy, in doubles) exactly. What the service answers is the hash of that
+//   frame, whichever decoder made it (the JPEG fast path feeds the addon's filter as it decodes).
 // - The files, each side decoding them itself: Pillow applies no EXIF orientation or ICC profile and does
 //   not flatten alpha, so some differ; printed (how many equal, the largest distance), not asserted.
 // Needs the venv; under CI=true a missing one fails the suite.
@@ -16,8 +18,8 @@ import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { pdqDistance } from '../../lib/hash-lists/pdq-hex.ts';
-import { decodeRgb } from '../../services/detect/image/decode.ts';
-import { type ImagePdq, pdqOfFrame } from '../../services/detect/image/pdq.ts';
+import { decodeRgb, toModelInput } from '../../services/detect/image/decode.ts';
+import { type ImagePdq, PDQ_FILTER, pdqOfFrame } from '../../services/detect/image/pdq.ts';
 import { probeHeader } from '../../services/detect/image/probe.ts';
 import { sniffFormat } from '../../services/detect/image/sniff.ts';
 import { InProcessScorer, needsShrinkOnLoad } from '../../services/detect/scoring/image-scorer.ts';
@@ -70,7 +72,10 @@ async function edgeCases(): Promise<Record<string, Buffer>> {
 }
 
 describeWithTool(REFERENCE, 'PDQ against pdqhash 0.2.8 / threatexchange 1.2.17', () => {
-  const ours = new Map<string, { served: ImagePdq; fromPixels: ImagePdq; file?: string }>();
+  const ours = new Map<
+    string,
+    { served: ImagePdq; fromPixels: ImagePdq; fromPixelsJs: ImagePdq; decoder: string; file?: string }
+  >();
   const refs = new Map<string, Reference>();
   let dir: string;
 
@@ -85,10 +90,22 @@ describeWithTool(REFERENCE, 'PDQ against pdqhash 0.2.8 / threatexchange 1.2.17',
     const jobs: object[] = [];
     for (const [name, bytes, file] of inputs) {
       const probed = probeHeader(bytes, await sniffFormat(bytes));
-      const decoded = await decodeRgb(bytes, probed, { shrinkOnLoad: needsShrinkOnLoad(probed) });
       const served = (await scorer.score(new Uint8Array(bytes), probed)).pdq;
       if (!served) throw new Error(`${name}: the service answered no PDQ`);
-      ours.set(name, { served, fromPixels: pdqOfFrame(decoded.rgb, decoded.width, decoded.height), file });
+      // Which decoder made the frame: the fast path decodes at full size, sharp shrinks huge JPEGs on load.
+      const { decoder } = await toModelInput(bytes, probed, 224, {
+        maxTiles: 8,
+        shrinkOnLoad: needsShrinkOnLoad(probed) ? 'if-declined' : false,
+      });
+      const shrinkOnLoad = decoder === 'sharp' && needsShrinkOnLoad(probed);
+      const decoded = await decodeRgb(bytes, probed, { shrinkOnLoad });
+      ours.set(name, {
+        served,
+        fromPixels: pdqOfFrame(decoded.rgb, decoded.width, decoded.height),
+        fromPixelsJs: pdqOfFrame(decoded.rgb, decoded.width, decoded.height, 'js'),
+        decoder,
+        file,
+      });
       const rgb = path.join(dir, `${jobs.length}.rgb`);
       await writeFile(rgb, decoded.rgb);
       jobs.push({ name, rgb, width: decoded.width, height: decoded.height, ...(file && { file }) });
@@ -116,6 +133,11 @@ describeWithTool(REFERENCE, 'PDQ against pdqhash 0.2.8 / threatexchange 1.2.17',
 
   it('hashes the frame the service decodes, whole, before trims and tiles', () => {
     for (const [name, o] of ours) expect(o.served, name).toEqual(o.fromPixels);
+    // The JPEG fast path's hashes (its decoder feeding the addon's filter) are among them, where built.
+    const fast = [...ours.values()].filter((o) => o.decoder === 'libjpeg').length;
+    console.log(`PDQ filter: ${PDQ_FILTER}; ${fast} of ${ours.size} frames decoded by the JPEG fast path`);
+    if (process.env.CI === 'true') expect(PDQ_FILTER).toBe('native');
+    if (PDQ_FILTER === 'native') expect(fast).toBeGreaterThan(4);
   });
 
   it('gives the same hash, quality and dihedral hashes as pdqhash from the same pixels, bit for bit', () => {
@@ -125,6 +147,7 @@ describeWithTool(REFERENCE, 'PDQ against pdqhash 0.2.8 / threatexchange 1.2.17',
       expect(o.fromPixels.hash, name).toBe(ref.hash);
       expect(o.fromPixels.quality, name).toBe(ref.quality);
       expect(o.fromPixels.variants, name).toEqual(ref.dihedral);
+      expect(o.fromPixelsJs, `${name} (pdq.ts's filter)`).toEqual(o.fromPixels);
       if (ref.quality > 0 && ref.quality < 100) qualities++;
     }
     // The comparison covers more than the all-or-nothing qualities of 0 and 100.

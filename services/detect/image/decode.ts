@@ -54,7 +54,7 @@ import {
 import { framesToScore } from './frames.ts';
 import { type JpegDecoder, jpegToTensor, resolveJpegDecoder } from './libjpeg/jpeg-tensor.ts';
 import { resizeToTensor } from './nsfwjs-input.ts';
-import { type ImagePdq, pdqOfFrame } from './pdq.ts';
+import { type ImagePdq, pdqOfDownsample, pdqOfFrame } from './pdq.ts';
 import { checkImageData } from './probe.ts';
 import { jpegStructure } from './probe-jpeg.ts';
 import { restrictSharp } from './sharp-restrictions.ts';
@@ -113,8 +113,8 @@ export interface DecodeOptions {
    */
   maxFramesScored?: number;
   /**
-   * toModelInput only: also hash the decoded frame with PDQ (pdq.ts), before any trim or tile. PDQ reads
-   * every pixel, which the libjpeg fast path never holds: a JPEG is then decoded by sharp.
+   * toModelInput only: also hash the decoded frame with PDQ (pdq.ts), before any trim or tile; the libjpeg
+   * fast path feeds PDQ's filter every row it decodes (at full size: it never shrinks on load).
    */
   pdq?: boolean;
 }
@@ -298,7 +298,6 @@ export async function toModelInput(
   if (
     probed.format === 'jpeg' &&
     jpegFastPathServes(members) &&
-    !opts.pdq &&
     !(laidOut && isLongBox(probed)) &&
     opts.shrinkOnLoad !== true &&
     (opts.jpegDecoder ?? DEFAULT_JPEG_DECODER()) === 'libjpeg'
@@ -306,7 +305,7 @@ export async function toModelInput(
     guardDecoderInput(bytes, probed);
     // The fast path would read the whole file before declining these (jpeg-decode.c): not tried.
     const fast = jpegStructure(bytes).coefficientsComplete
-      ? jpegToTensor(bytes, size, maxPixelsOf(probed, opts))
+      ? jpegToTensor(bytes, size, maxPixelsOf(probed, opts), opts.pdq === true)
       : 'progressive coefficients incomplete';
     if (typeof fast === 'string') declined = fast;
     // The fast path resizes the whole frame: a frame that shows margins in its input is decoded by
@@ -322,12 +321,11 @@ export async function toModelInput(
         decodeMs: performance.now() - t0,
         resizeMs: 0,
         decoder: 'libjpeg',
+        ...(fast.pdq === undefined ? {} : { pdq: pdqOfDownsample(fast.pdq, fast.width, fast.height) }),
       };
     }
   } else if (probed.format === 'jpeg' && laidOut && isLongBox(probed)) {
     declined = 'a long frame is tiled';
-  } else if (probed.format === 'jpeg' && opts.pdq) {
-    declined = 'PDQ reads every pixel';
   }
   const targetSize = Math.max(size, ...members.map((m) => resizeTargetOf(m)));
   const decoded = await decodeRgb(bytes, probed, { targetSize, ...opts });

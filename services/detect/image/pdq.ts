@@ -9,9 +9,14 @@
 // (a Float32Array store or Math.fround after each): a double operation rounded to float32 gives the
 // float32 result exactly for +, −, ×, ÷, so the hash is bit for bit pdqhash's (test: pdq-parity).
 //
-// The filter is streamed: rows go in one at a time (PdqRows.push) and only a window of rows is held,
-// so a decoder that never holds the whole image (the libjpeg fast path) can feed it too. The second
-// column pass, the only one whose every output is not needed, runs on the 64 sampled columns alone.
+// The filter is streamed: rows go in one at a time (PdqRows.push) and only a window of rows is held.
+// The second column pass, the only one whose every output is not needed, runs on the 64 sampled
+// columns alone. The native addon holds the same filter in C (libjpeg/pdq-downsample.c, ~10× faster,
+// and fed by the JPEG fast path's decoder as it decodes); this one serves where the addon is not built.
+// Both are held to the reference by pdq-parity.test.ts. From the 64×64 downsample on (quality, DCT,
+// median, the dihedral variants) there is one implementation, here.
+
+import { pdqDownsample } from './libjpeg/jpeg-tensor.ts';
 
 /** A PDQ hash and its quality (0–100; below 50 Meta deems it too unreliable to match). */
 export interface PdqResult {
@@ -322,10 +327,9 @@ export class PdqRows {
     this.#rows1?.push(luma);
   }
 
-  result(): PdqResult & { dct: Float32Array } {
-    if (this.width < MIN_HASHABLE_DIM || this.height < MIN_HASHABLE_DIM) {
-      return { hash: '0'.repeat(64), quality: 0, dct: new Float32Array(256) };
-    }
+  /** The 64×64 downsample (zeros under 5 pixels a side). */
+  downsample(): Float32Array {
+    if (this.width < MIN_HASHABLE_DIM || this.height < MIN_HASHABLE_DIM) return this.#buffer64;
     if (this.#row !== this.height) throw new Error(`PDQ: ${this.#row} rows of ${this.height} pushed`);
     if (this.#rows1 && this.#rows2 && this.#first && this.#second) {
       this.#rows1.flush();
@@ -333,8 +337,7 @@ export class PdqRows {
       this.#rows2.flush();
       this.#second.finish();
     }
-    const dct = dct64To16(this.#buffer64);
-    return { hash: hashOf(dct), quality: qualityOf(this.#buffer64), dct };
+    return this.#buffer64;
   }
 }
 
@@ -344,20 +347,36 @@ export interface ImagePdq extends PdqResult {
   variants: string[];
 }
 
-/** The PDQ of a decoded frame (interleaved 8-bit RGB), with its dihedral variants, for matching. */
-export function pdqOfFrame(rgb: Uint8Array, width: number, height: number): ImagePdq {
+/** Which implementation of the filter: the addon's (where built) or this file's. */
+export type PdqFilter = 'native' | 'js';
+
+/** The addon's filter where it was built, else this file's. */
+export const PDQ_FILTER: PdqFilter = pdqDownsample(new Uint8Array(3), 1, 1) ? 'native' : 'js';
+
+/** The 64×64 downsample of a whole interleaved 8-bit RGB image. */
+function downsampleOf(rgb: Uint8Array, width: number, height: number, filter: PdqFilter): Float32Array {
+  const native = filter === 'native' ? pdqDownsample(rgb, width, height) : undefined;
+  if (native) return native;
+  if (filter === 'native') throw new Error('PDQ: the native addon is not built');
   const rows = new PdqRows(width, height);
   for (let y = 0; y < height; y++) rows.push(rgb, y * width * 3);
-  const { hash, quality, dct } = rows.result();
-  return { hash, quality, variants: dihedralHashes(dct) };
+  return rows.downsample();
 }
 
-/** PDQ of a whole interleaved 8-bit RGB image. */
-export function pdqOfRgb(rgb: Uint8Array, width: number, height: number): PdqResult {
-  const rows = new PdqRows(width, height);
-  for (let y = 0; y < height; y++) rows.push(rgb, y * width * 3);
-  const { hash, quality } = rows.result();
-  return { hash, quality };
+/** The hash, quality and dihedral variants of an image from its 64×64 downsample. */
+export function pdqOfDownsample(buffer64: Float32Array, width: number, height: number): ImagePdq {
+  if (width < MIN_HASHABLE_DIM || height < MIN_HASHABLE_DIM) {
+    const zeros = '0'.repeat(64);
+    return { hash: zeros, quality: 0, variants: Array.from({ length: 8 }, () => zeros) };
+  }
+  const dct = dct64To16(buffer64);
+  const variants = dihedralHashes(dct);
+  return { hash: variants[0] as string, quality: qualityOf(buffer64), variants };
+}
+
+/** The PDQ of a decoded frame (interleaved 8-bit RGB), with its dihedral variants, for matching. */
+export function pdqOfFrame(rgb: Uint8Array, width: number, height: number, filter = PDQ_FILTER): ImagePdq {
+  return pdqOfDownsample(downsampleOf(rgb, width, height, filter), width, height);
 }
 
 /** pdqImageDomainQualityMetric: the sum of quantised gradients of the 64×64 downsample. */

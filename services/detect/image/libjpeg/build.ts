@@ -1,5 +1,5 @@
-// `npm run build:native` (also run by `npm install`): compiles jpeg-tensor.c (the binding) and
-// jpeg-decode.c (the decoder) against the system's libjpeg-turbo into build/jpeg-tensor.node (linked to libjpeg.so.62: Debian's libjpeg.a is not
+// `npm run build:native` (also run by `npm install`): compiles jpeg-tensor.c (the binding),
+// jpeg-decode.c (the decoder) and pdq-downsample.c (PDQ's filter) against the system's libjpeg-turbo into build/jpeg-tensor.node (linked to libjpeg.so.62: Debian's libjpeg.a is not
 // position-independent). Needs a C compiler and libjpeg-turbo's headers: `apt-get install gcc libc6-dev
 // libjpeg62-turbo-dev` (Debian), which .ci/install-tools.sh and the Dockerfile install.
 //
@@ -14,9 +14,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-// The decoder, jpeg-decode.c, has no Node-API: the libFuzzer target (test/fuzz) compiles it too.
-const SOURCES = [join(HERE, 'jpeg-tensor.c'), join(HERE, 'jpeg-decode.c')];
-const HEADER = join(HERE, 'jpeg-decode.h');
+// The decoder and the filter have no Node-API: the libFuzzer target (test/fuzz) compiles them too.
+const SOURCES = [join(HERE, 'jpeg-tensor.c'), join(HERE, 'jpeg-decode.c'), join(HERE, 'pdq-downsample.c')];
+const HEADERS = [join(HERE, 'jpeg-decode.h'), join(HERE, 'pdq-downsample.h')];
 export const ADDON = join(HERE, 'build', 'jpeg-tensor.node');
 const INSTALL = 'apt-get install gcc libc6-dev libjpeg62-turbo-dev';
 
@@ -33,7 +33,7 @@ function fail(why: string): never {
   process.exit(0);
 }
 
-const newest = Math.max(...[...SOURCES, HEADER].map((file) => statSync(file).mtimeMs));
+const newest = Math.max(...[...SOURCES, ...HEADERS].map((file) => statSync(file).mtimeMs));
 if (existsSync(ADDON) && statSync(ADDON).mtimeMs >= newest) process.exit(0);
 
 let headers: string;
@@ -50,7 +50,9 @@ try {
   execFileSync(
     cc,
     [
-      '-O2',
+      // -O3 vectorises PDQ's filter (2.8 -> 2.5 ms a 1 MP frame here); no optimisation level changes a
+      // float result without -ffast-math or contraction, which stay off.
+      '-O3',
       '-std=c11',
       '-D_DEFAULT_SOURCE',
       '-fPIC',

@@ -6,7 +6,7 @@
 // Measured on the 2-core bench box (bench/images.ts, ~1 MP): sharp's decode to raw RGB ~6.5-8 ms of CPU
 // per image, of which libjpeg itself is ~3 ms (the rest: libvips worker hand-offs, page faults of a
 // fresh 3 MB buffer, copies, GC of the Buffer); this path ~3.3 ms with the resize, ~3.1 ms since it
-// skips the rows the resize does not sample.
+// skips the rows the resize does not sample (with PDQ, which reads every row, it skips none).
 //
 // Only images whose pixels sharp would hand over unchanged are taken: 8-bit YCbCr or greyscale, no
 // embedded ICC profile (sharp would colour-manage it), EXIF orientation absent or 1 (sharp would rotate),
@@ -21,6 +21,7 @@
 // jpeg-tensor.c.
 
 #include "jpeg-decode.h"
+#include "pdq-downsample.h"
 
 #include <math.h>
 #include <setjmp.h>
@@ -212,6 +213,7 @@ typedef struct {
   uint8_t *rows; // two RGB rows: row y lives at rows + (y & 1) * stride
   int32_t *cols;
   double *col_frac;
+  PdqRows *pdq; // when the caller asked for PDQ's downsample
 } Decoder;
 
 static void decoder_free(Decoder *d) {
@@ -219,10 +221,11 @@ static void decoder_free(Decoder *d) {
   free(d->rows);
   free(d->cols);
   free(d->col_frac);
+  pdq_rows_free(d->pdq);
 }
 
 static const char *decode(Decoder *d, const uint8_t *bytes, size_t length, int size, double max_pixels,
-                          float *out, int *width, int *height) {
+                          float *out, float *pdq64, int *width, int *height) {
   struct jpeg_decompress_struct *cinfo = &d->cinfo;
   cinfo->err = jpeg_std_error(&d->failure.pub);
   d->failure.pub.error_exit = on_error_exit;
@@ -268,6 +271,7 @@ static const char *decode(Decoder *d, const uint8_t *bytes, size_t length, int s
   d->cols = malloc(sizeof(int32_t) * 2 * (size_t)size);
   d->col_frac = malloc(sizeof(double) * (size_t)size);
   if (!d->rows || !d->cols || !d->col_frac) return "out of memory";
+  if (pdq64 && !(d->pdq = pdq_rows_new(w, h))) return "out of memory";
 
   Resize z = {size, w, h, 0, 0, d->cols, d->cols + size, d->col_frac, out};
   z.row_ratio = size > 1 ? (double)(h - 1) / (double)(size - 1) : (double)h;
@@ -303,8 +307,9 @@ static const char *decode(Decoder *d, const uint8_t *bytes, size_t length, int s
   //   without a warning (legal in arithmetic coding, jdarith.c), a Huffman one warns.
   // (No other max_v_samp_factor has context rows: they need a component sampled half the maximum. The
   // merged upsampler, jdmerge.c, with skipping paths of its own, is never used: fancy upsampling is on.)
-  int skippable =
-      cinfo->max_v_samp_factor == 1 || (cinfo->upsample->need_context_rows && cinfo->max_v_samp_factor == 2);
+  // PDQ reads every row.
+  int skippable = !d->pdq && (cinfo->max_v_samp_factor == 1 ||
+                              (cinfo->upsample->need_context_rows && cinfo->max_v_samp_factor == 2));
   int r = 0;
   for (int y = 0; y < h; y++) {
     if (skippable && r < size) {
@@ -316,6 +321,7 @@ static const char *decode(Decoder *d, const uint8_t *bytes, size_t length, int s
     }
     JSAMPROW row = d->rows + (size_t)(y & 1) * stride;
     if (jpeg_read_scanlines(cinfo, &row, 1) != 1) return "no scanline";
+    if (d->pdq) pdq_rows_push_rgb(d->pdq, row);
     for (; r < size; r++) {
       double src = z.row_ratio * r;
       double top = fmax(0, floor(src));
@@ -329,20 +335,22 @@ static const char *decode(Decoder *d, const uint8_t *bytes, size_t length, int s
   if (r != size) return "rows missing";
   // Reads to the end of the data, so that a cut-off or corrupt tail is still seen (as a warning).
   jpeg_finish_decompress(cinfo);
+  if (d->pdq && !pdq_rows_finish(d->pdq, pdq64)) return "rows missing";
   *width = w;
   *height = h;
   return NULL;
 }
 
 int jpeg_decode_to_tensor(const uint8_t *bytes, size_t length, int size, double max_pixels, int max_scans,
-                          float *out, int *width, int *height, char reason[JPEG_DECODE_REASON_MAX]) {
+                          float *out, float *pdq64, int *width, int *height,
+                          char reason[JPEG_DECODE_REASON_MAX]) {
   Decoder *d = calloc(1, sizeof(Decoder));
   if (!d) {
     snprintf(reason, JPEG_DECODE_REASON_MAX, "out of memory");
     return 0;
   }
   d->scans.max_scans = max_scans;
-  const char *declined = decode(d, bytes, length, size, max_pixels, out, width, height);
+  const char *declined = decode(d, bytes, length, size, max_pixels, out, pdq64, width, height);
   if (declined) snprintf(reason, JPEG_DECODE_REASON_MAX, "%s", declined);
   decoder_free(d);
   free(d);

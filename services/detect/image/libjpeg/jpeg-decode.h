@@ -10,9 +10,10 @@
 // Room for the longest reason (a libjpeg message, JMSG_LENGTH_MAX, with its prefix).
 #define JPEG_DECODE_REASON_MAX 256
 
-// Decodes `bytes` into `out` (NHWC float32 [size, size, 3], size in 1..4096) and the image's size.
+// Decodes `bytes` into `out` (NHWC float32 [size, size, 3], size in 1..4096) and the image's size;
+// with `pdq64` (else NULL), also PDQ's 64×64 downsample of the whole decoded image (pdq-downsample.h).
 // Returns 1 when taken; 0 when declined, with why in `reason`.
 int jpeg_decode_to_tensor(const uint8_t *bytes, size_t length, int size, double max_pixels, int max_scans,
-                          float *out, int *width, int *height, char reason[JPEG_DECODE_REASON_MAX]);
+                          float *out, float *pdq64, int *width, int *height, char reason[JPEG_DECODE_REASON_MAX]);
 
 #endif

@@ -1,5 +1,7 @@
 // The fast path against sharp over the space of JPEGs libjpeg writes (test/jpeg-space): for each, the
-// fast path's tensor is bit-identical to sharp's decode + resizeToTensor, or the fast path declines.
+// fast path's tensor is bit-identical to sharp's decode + resizeToTensor, or the fast path declines; and
+// with PDQ's filter fed every row (no row skipped), the same tensor and the downsample the filter gives
+// sharp's full decode.
 // The fast path runs in a child process, so a decode that never returns fails the test (naming the
 // file) instead of wedging the run. Every run decodes a representative subset (one sampling of each
 // class, modes and sizes crossed); JPEG_SPACE=full decodes every sampling in every mode (minutes),
@@ -27,11 +29,11 @@ import {
   samplings,
 } from '../../../../test/jpeg-space/jpeg-space.ts';
 import { C_COMPILER, describeWithTool, JPEG_TENSOR_ADDON } from '../../../../test/support/tools.ts';
-import { toModelInput } from '../decode.ts';
+import { decodeRgb, toModelInput } from '../decode.ts';
 import { MAX_JPEG_SCANS } from '../image-cost.ts';
 import { probeHeader } from '../probe.ts';
 import { DEFAULT_DIMENSION_LIMITS } from '../types.ts';
-import { jpegToTensor } from './jpeg-tensor.ts';
+import { jpegToTensor, pdqDownsample } from './jpeg-tensor.ts';
 
 const SIZE = 224;
 const MAX_PIXELS = DEFAULT_DIMENSION_LIMITS.jpeg.maxPixels;
@@ -44,8 +46,17 @@ const digest = (t: Float32Array) =>
 
 async function sharpOutcome(bytes: Buffer) {
   try {
-    const input = await toModelInput(bytes, probeHeader(bytes, 'jpeg'), SIZE, { jpegDecoder: 'sharp' });
-    return { width: input.decodedWidth, height: input.decodedHeight, sha256: digest(input.tensor), input };
+    const probed = probeHeader(bytes, 'jpeg');
+    const input = await toModelInput(bytes, probed, SIZE, { jpegDecoder: 'sharp' });
+    const { rgb, width, height } = await decodeRgb(bytes, probed, { shrinkOnLoad: false });
+    const pdq = pdqDownsample(rgb, width, height);
+    return {
+      width: input.decodedWidth,
+      height: input.decodedHeight,
+      sha256: digest(input.tensor),
+      pdq: pdq ? digest(pdq) : 'none',
+      input,
+    };
   } catch (err) {
     if (!isApiError(err)) throw err;
     return { code: err.code };
@@ -102,6 +113,12 @@ async function compare(cases: readonly JpegCase[], dir: string, makeJpeg: string
         verdict.failures.push(
           `${label(i)}: tensors differ (largest difference ${largestDifference(bytes, slow.input.tensor)})`,
         );
+      else if (fast.pdqDeclined !== undefined)
+        verdict.failures.push(`${label(i)}: taken, declined with PDQ (${fast.pdqDeclined})`);
+      else if (fast.sha256WithPdq !== fast.sha256)
+        verdict.failures.push(`${label(i)}: the tensor differs when every row is read for PDQ`);
+      else if (fast.pdq !== slow.pdq)
+        verdict.failures.push(`${label(i)}: PDQ's downsample differs from the one of sharp's decode`);
     }
     for (const p of paths) rmSync(p, { force: true });
   }

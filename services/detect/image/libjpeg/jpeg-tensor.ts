@@ -1,6 +1,8 @@
-// The JPEG fast path (jpeg-tensor.c): libjpeg-turbo decodes and the nsfwjs resize samples rows as they
-// arrive, bit-identical to sharp + resizeToTensor for the JPEGs it takes. The addon is built by build.ts
-// (`npm install` runs it); where it could not be built, every JPEG goes through sharp.
+// The native addon (jpeg-tensor.c): the JPEG fast path — libjpeg-turbo decodes and the nsfwjs resize
+// samples rows as they arrive, bit-identical to sharp + resizeToTensor for the JPEGs it takes, with PDQ's
+// filter fed the same rows — and PDQ's filter for frames sharp decoded. The addon is built by build.ts
+// (`npm install` runs it); where it could not be built, every JPEG goes through sharp and PDQ through
+// pdq.ts's filter.
 
 import { createRequire } from 'node:module';
 import { SETTINGS } from '../../../../lib/common/settings.ts';
@@ -16,10 +18,19 @@ export interface JpegTensor {
   tensor: Float32Array;
   width: number;
   height: number;
+  /** PDQ's 64×64 downsample of the whole decoded image, when asked for. */
+  pdq?: Float32Array;
 }
 
 interface Addon {
-  decodeToTensor(bytes: Uint8Array, size: number, maxPixels: number, maxScans: number): JpegTensor | string;
+  decodeToTensor(
+    bytes: Uint8Array,
+    size: number,
+    maxPixels: number,
+    maxScans: number,
+    pdq: boolean,
+  ): JpegTensor | string;
+  pdqDownsample(rgb: Uint8Array, width: number, height: number): Float32Array;
 }
 
 const INSTALL_HINT =
@@ -58,11 +69,23 @@ export function resolveJpegDecoder(choice: JpegDecoderChoice): JpegDecoder {
 }
 
 /**
- * The model input of a JPEG straight from libjpeg-turbo, or why it was declined (CMYK, ICC profile,
- * EXIF rotation, any libjpeg warning or error, ...): the caller then decodes with sharp.
+ * The model input of a JPEG straight from libjpeg-turbo (with `pdq`, also PDQ's downsample of every
+ * decoded row), or why it was declined (CMYK, ICC profile, EXIF rotation, any libjpeg warning or
+ * error, ...): the caller then decodes with sharp.
  */
-export function jpegToTensor(bytes: Uint8Array, size: number, maxPixels: number): JpegTensor | string {
+export function jpegToTensor(
+  bytes: Uint8Array,
+  size: number,
+  maxPixels: number,
+  pdq = false,
+): JpegTensor | string {
   const state = load();
   if ('error' in state) return state.error;
-  return state.addon.decodeToTensor(bytes, size, maxPixels, MAX_JPEG_SCANS);
+  return state.addon.decodeToTensor(bytes, size, maxPixels, MAX_JPEG_SCANS, pdq);
+}
+
+/** PDQ's 64×64 downsample of interleaved 8-bit RGB by the addon; undefined where it is not built. */
+export function pdqDownsample(rgb: Uint8Array, width: number, height: number): Float32Array | undefined {
+  const state = load();
+  return 'error' in state ? undefined : state.addon.pdqDownsample(rgb, width, height);
 }
