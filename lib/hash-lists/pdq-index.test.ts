@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { prng } from '../../test/support/prng.ts';
 import { ListFileError, parseHashList } from './list-file.ts';
 import { PDQ_BYTES, PDQ_WORDS, pdqDistance, pdqHex, popcount32, wordsOf } from './pdq-hex.ts';
-import { type ChunkCount, MAX_INDEX_DISTANCE, PdqIndex } from './pdq-index.ts';
+import { type ChunkCount, chunkRadius, MAX_INDEX_DISTANCE, PdqIndex } from './pdq-index.ts';
 
 function randomHashes(n: number, random: () => number): Uint8Array {
   const out = new Uint8Array(n * PDQ_BYTES);
@@ -75,6 +75,45 @@ describe.each([16, 12] as ChunkCount[])('PdqIndex of %i chunks', (chunks) => {
     const nearest = index.nearest(query, 31);
     expect(nearest?.distance).toBeLessThanOrEqual(3);
     expect(index.nearest(wordsOf(randomHashes(1, random), 0), 31)).toBeUndefined();
+  });
+
+  it('finds hashes whose differing bits are spread over the chunks to slip past the probes', () => {
+    // Chunk c spans `width` bits from `start` (the widest first, as the index cuts them). Each planted
+    // hash differs from hash 7 in d bits dealt out to the chunks, one at a time from the last chunk
+    // (radius q − 1) or the first (radius q), so that as many chunks as the distance allows are each
+    // farther than their radius: only the generalised pigeonhole's bound leaves one of them in reach.
+    const base = Math.floor(256 / chunks);
+    const starts = Array.from({ length: chunks }, (_, c) => c * base + Math.min(c, 256 % chunks));
+    const query = all.subarray(7 * PDQ_BYTES, 8 * PDQ_BYTES);
+    for (let d = 0; d <= MAX_INDEX_DISTANCE; d++) {
+      for (const order of ['from the last chunk', 'from the first chunk']) {
+        const hash = Uint8Array.from(query);
+        const used = new Array<number>(chunks).fill(0);
+        for (let bit = 0; bit < d; bit++) {
+          const turn = bit % chunks;
+          const c = order === 'from the last chunk' ? chunks - 1 - turn : turn;
+          const at = (starts[c] as number) + (used[c] as number);
+          used[c] = (used[c] as number) + 1;
+          hash[at >> 3] = (hash[at >> 3] as number) ^ (0x80 >> (at & 7));
+        }
+        const probe = wordsOf(hash, 0);
+        expect(index.within(probe, d), `distance ${d}, bits dealt ${order}`).toContainEqual({
+          id: 7,
+          distance: d,
+        });
+      }
+    }
+  });
+
+  it('probes each chunk at a radius whose sum covers the distance, never wider than ⌊d / m⌋', () => {
+    for (let d = 0; d <= MAX_INDEX_DISTANCE; d++) {
+      const radii = Array.from({ length: chunks }, (_, c) => chunkRadius(c, chunks, d));
+      expect(
+        radii.reduce((sum, r) => sum + r + 1, 0),
+        `distance ${d}`,
+      ).toBeGreaterThan(d);
+      for (const r of radii) expect(r).toBeLessThanOrEqual(Math.floor(d / chunks));
+    }
   });
 
   it('refuses a distance its probes do not cover', () => {

@@ -6,9 +6,10 @@
 //
 // The chunk count follows the list's size. Up to 4 M hashes: sixteen 16-bit chunks, radius 1 at d = 31
 // (272 buckets of n / 65,536 hashes). Past it a bucket holds so many candidates that each query verifies
-// tens of thousands (41,500 at 10 M), so twelve chunks of 21–22 bits, radius 2 (2,872 buckets of
-// n / 2^21.3: ~11,000 at 10 M): a quarter of the candidates for 128 MiB of offsets, which at 4 M hashes
-// and more is at most 32 bytes a hash — what the four fewer tables of ids save.
+// tens of thousands (41,500 at 10 M), so twelve chunks of 21–22 bits, eight probed at radius 2 and four
+// at radius 1 (chunkRadius: 2,032 buckets, ~7,300 candidates at 10 M): a sixth of the candidates for
+// 128 MiB of offsets, which at 4 M hashes and more is at most 32 bytes a hash — what the four fewer
+// tables of ids save.
 //
 // Layout, immutable once built: the hashes (32 bytes each, as eight 32-bit words) and per chunk a
 // counting-sort of ids by chunk value (offsets 2^width + 1 of 4 bytes, ids of 3 bytes while a list holds
@@ -78,6 +79,20 @@ function probes(width: number, radius: number): Uint32Array {
     probeCache.set(key, masks);
   }
   return masks;
+}
+
+/**
+ * The radius chunk `c` of `m` is probed at for a search within `d` (-1: not probed). The generalised
+ * pigeonhole (Qin et al., "GPH"): if chunk i is probed at r_i and Σ (r_i + 1) > d, a hash within d is
+ * within r_i of the query in some chunk i (else its distance would be at least Σ (r_i + 1)). With
+ * q = ⌊(d + 1) / m⌋, the first (d + 1) mod m chunks (the widest: chunksOf puts them first, and a wider
+ * chunk's buckets are emptier) get q, the others q − 1: at d = 31 and twelve chunks, eight at radius 2
+ * and four at 1 (Σ = 32) instead of all twelve at 2, a third fewer probes and candidates; at sixteen
+ * chunks, all at 1 as before.
+ */
+export function chunkRadius(c: number, m: number, d: number): number {
+  const q = Math.floor((d + 1) / m);
+  return c < (d + 1) % m ? q : q - 1;
 }
 
 export interface IndexMatch {
@@ -172,7 +187,7 @@ export class PdqIndex {
     if (!Number.isInteger(maxDistance) || maxDistance < 0 || maxDistance > MAX_INDEX_DISTANCE) {
       throw new RangeError(`distance ${maxDistance} outside 0..${MAX_INDEX_DISTANCE}`);
     }
-    const count = this.#gather(query, Math.floor(maxDistance / this.#chunks.length));
+    const count = this.#gather(query, maxDistance);
     const candidates = this.#candidates;
     const words = this.#words;
     const q0 = query[0] as number;
@@ -211,12 +226,14 @@ export class PdqIndex {
     }
   }
 
-  /** Puts the ids in every bucket the query's chunks probe at `radius` into #candidates; their count. */
-  #gather(query: Uint32Array, radius: number): number {
+  /** Puts the ids in every bucket the query's chunks probe within `maxDistance` into #candidates; their count. */
+  #gather(query: Uint32Array, maxDistance: number): number {
     const idBytes = this.#idBytes;
     let candidates = this.#candidates;
     let count = 0;
     for (let c = 0; c < this.#chunks.length; c++) {
+      const radius = chunkRadius(c, this.#chunks.length, maxDistance);
+      if (radius < 0) continue;
       const chunk = this.#chunks[c] as Chunk;
       const offsets = this.#offsets[c] as Uint32Array;
       const ids = this.#ids[c] as Uint8Array;
