@@ -449,13 +449,13 @@ export const SETTINGS = {
   PDQ_HASHES: {
     section: 'scoring',
     type: 'enum',
-    // Off until PDQ streams through the libjpeg fast path: on, every JPEG decodes through sharp and
-    // the hash costs ~11 ms of CPU a 1 MP image (docs/hash-matching.md).
-    default: 'off',
+    // On: ~3 ms of CPU a 1 MP image, the libjpeg fast path feeding the addon's filter as it decodes
+    // (docs/hash-matching.md, "Cost").
+    default: 'on',
     values: ['off', 'on'],
     readBy: SCORING,
     chart: { key: 'pdqHashes' },
-    doc: "`on`: Meta's PDQ hash of each scored image in the answer (`image.pdq`, `image.pdq_quality`) and matching against the hash lists (HASH_LISTS_FILE, or the HashList resources with HASH_LISTS_FROM=redis; `matches`); `off`: neither (`matches` is empty). On costs ~11 ms of CPU per 1 MP image and takes JPEGs off the libjpeg fast path. docs/hash-matching.md.",
+    doc: "`on`: Meta's PDQ hash of each scored image in the answer (`image.pdq`, `image.pdq_quality`) and matching against the hash lists (HASH_LISTS_FILE, or the HashList resources with HASH_LISTS_FROM=redis; `matches`); `off`: neither (`matches` is empty). The hash costs ~3 ms of CPU per 1 MP image (~11 ms where the native addon is not built). docs/hash-matching.md.",
   },
   HASH_LISTS_FILE: {
     section: 'scoring',

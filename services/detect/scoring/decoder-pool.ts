@@ -115,7 +115,7 @@ export interface DecoderPoolOptions {
   maxTiles?: number;
   /** Frames of an animation scored, at most (MAX_FRAMES_SCORED; default: its default, the first only). */
   maxFramesScored?: number;
-  /** Also hash each decoded frame with PDQ (PDQ_HASHES; default off). */
+  /** Also hash each decoded frame with PDQ (PDQ_HASHES). */
   pdq?: boolean;
   /** Wall time one image may hold a decoder, from hand-over (SCORING_DEADLINE_MS). */
   deadlineMs: number;

@@ -115,7 +115,7 @@ export interface WorkerPoolOptions {
   jpegDecoder?: JpegDecoder;
   /** Tiles a long frame is scored as, at most, after its margins are trimmed (MAX_TILES; default: its default). */
   maxTiles?: number;
-  /** Also hash each decoded frame with PDQ (PDQ_HASHES; default off). */
+  /** Also hash each decoded frame with PDQ (PDQ_HASHES). */
   pdq?: boolean;
   /** Called when a worker dies and is replaced (for logging). */
   onWorkerError?: (err: Error) => void;
