@@ -23,24 +23,41 @@
     }                                                                                                 \
   } while (0)
 
-static napi_value decode_to_tensor(napi_env env, napi_callback_info info) {
-  size_t argc = 5;
-  napi_value argv[5];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc != 5) {
-    napi_throw_type_error(env, NULL, "decodeToTensor(bytes, size, maxPixels, maxScans, pdq)");
-    return NULL;
-  }
+// Exactly `n` arguments into argv, the first a Uint8Array (its bytes into data and length); false (a
+// TypeError naming the usage thrown) otherwise.
+static bool arguments(napi_env env, napi_callback_info info, size_t n, napi_value *argv, const char *usage,
+                      uint8_t **data, size_t *length) {
+  size_t argc = n;
   bool is_typed = false;
-  CHECK(napi_is_typedarray(env, argv[0], &is_typed));
-  if (!is_typed) {
-    napi_throw_type_error(env, NULL, "bytes must be a Uint8Array");
-    return NULL;
-  }
   napi_typedarray_type type;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != n ||
+      napi_is_typedarray(env, argv[0], &is_typed) != napi_ok || !is_typed ||
+      napi_get_typedarray_info(env, argv[0], &type, length, (void **)data, NULL, NULL) != napi_ok ||
+      type != napi_uint8_array) {
+    napi_throw_type_error(env, NULL, usage);
+    return false;
+  }
+  return true;
+}
+
+// A new Float32Array of `count` elements and where its data is; false (an error thrown) when it failed.
+static bool float32_array(napi_env env, size_t count, napi_value *array, void **data) {
+  napi_value buffer;
+  if (napi_create_arraybuffer(env, count * sizeof(float), data, &buffer) != napi_ok ||
+      napi_create_typedarray(env, napi_float32_array, count, buffer, 0, array) != napi_ok) {
+    napi_throw_error(env, NULL, "jpeg-tensor: no Float32Array");
+    return false;
+  }
+  return true;
+}
+
+static napi_value decode_to_tensor(napi_env env, napi_callback_info info) {
+  napi_value argv[5];
+  uint8_t *data;
   size_t length;
-  void *data;
-  CHECK(napi_get_typedarray_info(env, argv[0], &type, &length, &data, NULL, NULL));
+  if (!arguments(env, info, 5, argv, "decodeToTensor(bytes: Uint8Array, size, maxPixels, maxScans, pdq)", &data,
+                 &length))
+    return NULL;
   int32_t size, max_scans;
   double max_pixels;
   CHECK(napi_get_value_int32(env, argv[1], &size));
@@ -48,23 +65,15 @@ static napi_value decode_to_tensor(napi_env env, napi_callback_info info) {
   CHECK(napi_get_value_int32(env, argv[3], &max_scans));
   bool with_pdq;
   CHECK(napi_get_value_bool(env, argv[4], &with_pdq));
-  if (type != napi_uint8_array || size < 1 || size > 4096 || max_scans < 1) {
+  if (size < 1 || size > 4096 || max_scans < 1) {
     napi_throw_range_error(env, NULL, "decodeToTensor: invalid arguments");
     return NULL;
   }
 
-  napi_value buffer, tensor;
-  void *out;
-  size_t elements = (size_t)size * size * 3;
-  CHECK(napi_create_arraybuffer(env, elements * sizeof(float), &out, &buffer));
-  CHECK(napi_create_typedarray(env, napi_float32_array, elements, buffer, 0, &tensor));
-
-  napi_value pdq_buffer, pdq;
-  void *pdq64 = NULL;
-  if (with_pdq) {
-    CHECK(napi_create_arraybuffer(env, sizeof(float) * PDQ_SIDE * PDQ_SIDE, &pdq64, &pdq_buffer));
-    CHECK(napi_create_typedarray(env, napi_float32_array, PDQ_SIDE * PDQ_SIDE, pdq_buffer, 0, &pdq));
-  }
+  napi_value tensor, pdq;
+  void *out, *pdq64 = NULL;
+  if (!float32_array(env, (size_t)size * size * 3, &tensor, &out)) return NULL;
+  if (with_pdq && !float32_array(env, PDQ_SIDE * PDQ_SIDE, &pdq, &pdq64)) return NULL;
 
   int width = 0, height = 0;
   char reason[JPEG_DECODE_REASON_MAX];
@@ -85,37 +94,26 @@ static napi_value decode_to_tensor(napi_env env, napi_callback_info info) {
 }
 
 static napi_value pdq_downsample(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
   napi_value argv[3];
-  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  bool is_typed = false;
-  if (argc == 3) CHECK(napi_is_typedarray(env, argv[0], &is_typed));
-  if (!is_typed) {
-    napi_throw_type_error(env, NULL, "pdqDownsample(rgb: Uint8Array, width, height)");
-    return NULL;
-  }
-  napi_typedarray_type type;
+  uint8_t *data;
   size_t length;
-  void *data;
-  CHECK(napi_get_typedarray_info(env, argv[0], &type, &length, &data, NULL, NULL));
+  if (!arguments(env, info, 3, argv, "pdqDownsample(rgb: Uint8Array, width, height)", &data, &length)) return NULL;
   int32_t width, height;
   CHECK(napi_get_value_int32(env, argv[1], &width));
   CHECK(napi_get_value_int32(env, argv[2], &height));
-  if (type != napi_uint8_array || width < 1 || height < 1 || length < (size_t)width * height * 3) {
+  if (width < 1 || height < 1 || length < (size_t)width * height * 3) {
     napi_throw_range_error(env, NULL, "pdqDownsample: invalid arguments");
     return NULL;
   }
-  napi_value buffer, result;
+  napi_value result;
   void *out;
-  CHECK(napi_create_arraybuffer(env, sizeof(float) * PDQ_SIDE * PDQ_SIDE, &out, &buffer));
-  CHECK(napi_create_typedarray(env, napi_float32_array, PDQ_SIDE * PDQ_SIDE, buffer, 0, &result));
+  if (!float32_array(env, PDQ_SIDE * PDQ_SIDE, &result, &out)) return NULL;
   PdqRows *rows = pdq_rows_new(width, height);
   if (!rows) {
     napi_throw_error(env, "ERR_MEMORY", "pdqDownsample: out of memory");
     return NULL;
   }
-  const uint8_t *rgb = data;
-  for (int32_t y = 0; y < height; y++) pdq_rows_push_rgb(rows, rgb + (size_t)y * width * 3);
+  for (int32_t y = 0; y < height; y++) pdq_rows_push_rgb(rows, data + (size_t)y * width * 3);
   pdq_rows_finish(rows, out);
   pdq_rows_free(rows);
   return result;

@@ -11,7 +11,7 @@ import { prng } from '../../../../test/support/prng.ts';
 import { describeWithTool, JPEG_TENSOR_ADDON } from '../../../../test/support/tools.ts';
 import { type ModelInput, toModelInput } from '../decode.ts';
 import { probeHeader } from '../probe.ts';
-import { jpegToTensor } from './jpeg-tensor.ts';
+import { jpegToTensor, pdqDownsample } from './jpeg-tensor.ts';
 
 const SIZE = 224;
 
@@ -182,10 +182,16 @@ describeWithTool(JPEG_TENSOR_ADDON, 'libjpeg fast path', () => {
   it('refuses bad arguments with a TypeError or RangeError instead of reading out of bounds', () => {
     const call = jpegToTensor as unknown as (...args: unknown[]) => unknown;
     expect(() => call('not bytes', SIZE, 1e6)).toThrow(TypeError);
-    expect(() => call(new Float32Array(4), SIZE, 1e6)).toThrow(RangeError);
+    expect(() => call(new Float32Array(4), SIZE, 1e6)).toThrow(TypeError);
     expect(() => call(new Uint8Array(4), 0, 1e6)).toThrow(RangeError);
     expect(jpegToTensor(new Uint8Array(0), SIZE, 1e6)).toMatch(/libjpeg/);
     expect(jpegToTensor(new Uint8Array([0xff, 0xd8, 0xff]), SIZE, 1e6)).toMatch(/libjpeg/);
+    // PDQ's filter: fewer bytes than width × height × 3 is refused, never read past.
+    const downsample = pdqDownsample as unknown as (...args: unknown[]) => unknown;
+    expect(() => downsample(new Float32Array(12), 2, 2)).toThrow(TypeError);
+    expect(() => downsample(new Uint8Array(11), 2, 2)).toThrow(RangeError);
+    expect(() => downsample(new Uint8Array(12), 0, 2)).toThrow(RangeError);
+    expect(pdqDownsample(new Uint8Array(12), 2, 2)).toHaveLength(64 * 64);
   });
 
   it("over 16 MP (the scorer's 'if-declined'): full size through the fast path, shrunk on load by sharp when declined", async () => {
