@@ -13,6 +13,7 @@ import { eventually } from '../../test/support/eventually.ts';
 import { FakeClassifier } from '../../test/support/fake-classifier.ts';
 import { LISTED_PHOTO, listedCopyHash, UNLISTED_PHOTO } from '../../test/support/listed-photo.ts';
 import { runHashListCommand } from '../admin/hash-list-command.ts';
+import { fileSource } from './hash-lists.ts';
 import { withMatches } from './result.ts';
 
 const PHOTO = LISTED_PHOTO;
@@ -134,5 +135,19 @@ describe('hash lists in the detect answer (embedded)', () => {
       return d.matches.length === 0 ? d : undefined;
     });
     expect(data.decision).toBe('allow');
+  });
+});
+
+describe('the embedded lists file as a source', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'hash-lists-source-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('has no generation while no file exists, and fails (for the poller to log) on one it cannot read', async () => {
+    const file = path.join(dir, 'hash-lists.db');
+    const source = fileSource(file);
+    await expect(source.generation()).resolves.toBeUndefined();
+    writeFileSync(file, 'not an SQLite database, ten times over. '.repeat(10));
+    await expect(source.generation()).rejects.toThrow();
+    await source.close();
   });
 });

@@ -8,6 +8,7 @@
 // (names, counts, digests: never a hash) this process holds. Hashes never reach a log, a span or a
 // metric: only a matched list's name and distance leave.
 
+import { existsSync } from 'node:fs';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { Counter, type Registry } from 'prom-client';
 import { type Env, enumSetting, intSetting, pathSetting } from '../../lib/common/config.ts';
@@ -140,11 +141,10 @@ export interface HashListSource {
 export function fileSource(file: string): HashListSource {
   let store: HashListStore | undefined;
   const open = () => {
-    try {
-      store ??= new HashListStore(file, { readOnly: true });
-    } catch {
-      // no lists file yet: no lists
-    }
+    // No lists file yet: no lists. Any other failure (unreadable, not a lists file) reaches the poller,
+    // which logs it and keeps the lists in force.
+    if (!store && !existsSync(file)) return undefined;
+    store ??= new HashListStore(file, { readOnly: true });
     return store;
   };
   return {
