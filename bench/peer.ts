@@ -1,7 +1,8 @@
 // Side by side: our server against the Python peer (bench/python-peer/server.py: Starlette
 // on uvicorn, 2 workers, onnxruntime with 2 intra-op threads, pyvips, the same preprocessing), our
 // server with JPEG_DECODER=sharp (every JPEG through libvips, no libjpeg fast path: what the fast path
-// buys), and — with BENCH_BASELINE=<a built checkout of another commit> (e.g. `git worktree add --detach
+// buys), our server with PDQ_HASHES=off (the peer hashes nothing: what PDQ costs; ours runs with every
+// default, PDQ on), and — with BENCH_BASELINE=<a built checkout of another commit> (e.g. `git worktree add --detach
 // ../base-11c6cd2 11c6cd2`, then `npm ci` there) — that commit's server under the same load. One server
 // is loaded at a time: each round starts each in turn, measures, stops it, five rounds interleaved, and
 // the table gives each figure's median. Before the peer is measured its scores are compared with ours
@@ -330,6 +331,12 @@ export async function peerComparison(opts: {
     rounds: [],
     sameScores: true,
   };
+  const noPdq: Contender = {
+    label: 'ours, PDQ_HASHES=off',
+    start: () => startOurs(entry.args, { PDQ_HASHES: 'off' }),
+    rounds: [],
+    sameScores: true,
+  };
   const base: Contender | undefined = baseline
     ? {
         label: `baseline ${execFileSync('git', ['-C', baseline, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim()}`,
@@ -347,7 +354,7 @@ export async function peerComparison(opts: {
     rounds: [],
     sameScores: false,
   };
-  const contenders = [ours, sharp, ...(base ? [base] : []), peer];
+  const contenders = [ours, noPdq, sharp, ...(base ? [base] : []), peer];
   let ourScores: number[] = [];
   for (let round = 0; round < rounds; round++) {
     for (const contender of contenders) {
@@ -357,7 +364,8 @@ export async function peerComparison(opts: {
           const scores = await nsfwScores(server.url, [...one, ...three]);
           if (contender === ours) ourScores = scores;
           else if (contender.sameScores) {
-            // The fast path is bit-identical to sharp: the same scores, or the comparison is void.
+            // The fast path is bit-identical to sharp, and PDQ changes no score: the same scores, or the
+            // comparison is void.
             if (scores.some((x, i) => x !== ourScores[i]))
               throw new Error(`${contender.label} scored the bench images differently from ours`);
           } else {
