@@ -13,7 +13,7 @@ import { eventually } from '../../test/support/eventually.ts';
 import { FakeClassifier } from '../../test/support/fake-classifier.ts';
 import { LISTED_PHOTO, listedCopyHash, UNLISTED_PHOTO } from '../../test/support/listed-photo.ts';
 import { runHashListCommand } from '../admin/hash-list-command.ts';
-import { fileSource } from './hash-lists.ts';
+import { fileSource, loadHashListConfig } from './hash-lists.ts';
 import { withMatches } from './result.ts';
 
 const PHOTO = LISTED_PHOTO;
@@ -149,5 +149,13 @@ describe('the embedded lists file as a source', () => {
     writeFileSync(file, 'not an SQLite database, ten times over. '.repeat(10));
     await expect(source.generation()).rejects.toThrow();
     await source.close();
+  });
+});
+
+describe('PDQ_HASHES', () => {
+  it('is on by default, off when set so, and a value it does not know fails the configuration', () => {
+    expect(loadHashListConfig({}).enabled).toBe(true);
+    expect(loadHashListConfig({ PDQ_HASHES: 'off' }).enabled).toBe(false);
+    expect(() => loadHashListConfig({ PDQ_HASHES: 'yes' })).toThrow(/PDQ_HASHES/);
   });
 });

@@ -38,7 +38,7 @@ export function loadHashListConfig(env: Env): HashListConfig {
     file: pathSetting(env, 'HASH_LISTS_FILE'),
     reloadMs: intSetting(env, 'HASH_LISTS_RELOAD_SECONDS') * 1000,
     minQuality: intSetting(env, 'PDQ_MIN_QUALITY'),
-    enabled: env.PDQ_HASHES === 'on',
+    enabled: enumSetting(env, 'PDQ_HASHES') === 'on',
   };
 }
 
