@@ -246,7 +246,6 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
       .toBuffer();
   const bigPngs = await Promise.all([noisePng(4096, 4000), noisePng(3800, 3600)]);
   const chunky = await hostileImage('png-4m-empty-chunks');
-  const hogs = [cpuHog(), cpuHog()];
   const stallDir = mkdtempSync(join(tmpdir(), 'fairness-stall-'));
   const stallFile = join(stallDir, 'loop.jsonl');
   const bigFiles = bigPngs.map((png, i) => {
@@ -267,6 +266,8 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
       .trim(),
     LOOP_STALL_FILE: stallFile,
   });
+  // Started once the server is up: a server that fails to start leaves no hog spinning behind it.
+  const hogs = [cpuHog(), cpuHog()];
   try {
     const url = `${server.url}/api/public/detect`;
     const pid = server.proc.pid as number;
