@@ -246,7 +246,6 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
       .toBuffer();
   const bigPngs = await Promise.all([noisePng(4096, 4000), noisePng(3800, 3600)]);
   const chunky = await hostileImage('png-4m-empty-chunks');
-  const hogs = [cpuHog(), cpuHog()];
   const stallDir = mkdtempSync(join(tmpdir(), 'fairness-stall-'));
   const stallFile = join(stallDir, 'loop.jsonl');
   const bigFiles = bigPngs.map((png, i) => {
@@ -267,15 +266,30 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
       .trim(),
     LOOP_STALL_FILE: stallFile,
   });
+  // Started once the server is up: a server that fails to start leaves no hog spinning behind it.
+  const hogs = [cpuHog(), cpuHog()];
+  let sampler: NodeJS.Timeout | undefined;
   try {
     const url = `${server.url}/api/public/detect`;
     const pid = server.proc.pid as number;
     for (const probe of probes) await post(url, probe, 'image/jpeg', '10.9.0.1');
     let peak = treeMemory(pid);
     const rest = peak;
-    const sampler = setInterval(() => {
-      peak = Math.max(peak, treeMemory(pid));
-    }, 50);
+    // The peak is sampled only in the phases that report it (mix, attacks). Reading
+    // /proc/<pid>/smaps_rollup holds the server's mmap_lock, and this process, beside the hogs, is often
+    // preempted while it holds it: the server's main thread then waits in brk, mmap or munmap (malloc
+    // growing or trimming its heap, a 52 MB body's buffer) — measured, waits of up to 421 ms, 2.4 s in
+    // 10 s of the walks phase — a stall the sampler made, not the server.
+    const samplePeak = () => {
+      peak = treeMemory(pid);
+      sampler ??= setInterval(() => {
+        peak = Math.max(peak, treeMemory(pid));
+      }, 50);
+    };
+    const stopSampling = () => {
+      clearInterval(sampler);
+      sampler = undefined;
+    };
     let n = 0;
     const probe = (address: string) => () =>
       post(url, probes[n++ % probes.length] as Buffer, 'image/jpeg', address);
@@ -304,7 +318,7 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
     }
     if (CHOSEN.has('mix')) {
       // The largest allowed images, 8 at a time, each loop from its own address.
-      peak = treeMemory(pid);
+      samplePeak();
       end = performance.now() + seconds * 1000;
       const [probeAnswers, ...mix] = await Promise.all([
         loop(over, probe('10.1.0.1')),
@@ -312,6 +326,7 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
           loop(over, () => post(url, largest[i % 4] as Buffer, types[i % 4] as string, `10.2.0.${i + 1}`)),
         ),
       ]);
+      stopSampling();
       lines.push(
         ['1 MP probe beside 8 loops of the largest images', latency(probeAnswers ?? [])],
         ['  the largest images', tally(mix.flat())],
@@ -325,7 +340,7 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
       // Two loops of each scan-bound JPEG from one address, beside legitimate traffic.
       for (const [name, about] of ATTACKS) {
         const attack = await hostileImage(name);
-        peak = treeMemory(pid);
+        samplePeak();
         end = performance.now() + seconds * 1000;
         const [attacks, ...legit] = await Promise.all([
           Promise.all([1, 2].map(() => loop(over, () => post(url, attack, 'image/jpeg', '10.6.6.6')))).then(
@@ -333,6 +348,7 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
           ),
           ...legitLoops('10.3.0'),
         ]);
+        stopSampling();
         lines.push(
           [`attack: 1 MP probes (4 loops) beside 2 loops of the ${about}`, latency(legit.flat())],
           [
@@ -394,10 +410,10 @@ export async function fairnessSection(seconds: number): Promise<Array<[string, s
         ['  the 4.3 M-chunk PNGs', `${tally(walks)} (${(chunky.length / 1e6).toFixed(0)} MB each)`],
       );
     }
-    clearInterval(sampler);
     lines.push(['server alive at the end', String(server.proc.exitCode === null)]);
     return lines;
   } finally {
+    clearInterval(sampler);
     for (const hog of hogs) hog.kill('SIGKILL');
     await server.stop();
     rmSync(stallDir, { recursive: true, force: true });

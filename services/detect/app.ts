@@ -21,7 +21,7 @@ import type { ImagePdq } from './image/pdq.ts';
 import { costFacts, probeHeader, walkHeader } from './image/probe.ts';
 import { sniffFormat } from './image/sniff.ts';
 import type { DimensionLimits } from './image/types.ts';
-import { type IntakeLimits, readImage } from './intake.ts';
+import { type IntakeLimits, readImage, sha256InSlices } from './intake.ts';
 import { buildResult, type Thresholds } from './result.ts';
 import { openDetectSchema, publicDetectSchema } from './schemas.ts';
 import { releaseBuffer } from './scoring/release-buffer.ts';
@@ -252,6 +252,8 @@ async function detect(request: FastifyRequest, reply: FastifyReply, opts: Detect
         `Undecodable image: decoding and scoring it would take about ${(costMs / 1000).toFixed(1)} s of CPU, over the ${deadlineMs / 1000} s one image may take here`,
       );
     }
+    // Hashed only now that the image is taken (a refused upload is never hashed), and in slices.
+    const sha256 = await sha256InSlices(bytes);
     // The hash lists are searched on this thread as soon as the PDQ is known, while the image is inferred.
     const { hashLists } = opts;
     const timedMatch = (lists: HashMatcher, pdq: ImagePdq | undefined) => {
@@ -317,7 +319,7 @@ async function detect(request: FastifyRequest, reply: FastifyReply, opts: Detect
         matches,
         thresholds,
         probed,
-        sha256: intake.sha256,
+        sha256,
         bytes: byteLength,
         timingMs,
         frames: scored.frames,
