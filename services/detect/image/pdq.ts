@@ -16,7 +16,7 @@
 // Both are held to the reference by pdq-parity.test.ts. From the 64×64 downsample on (quality, DCT,
 // median, the dihedral variants) there is one implementation, here.
 
-import { pdqDownsample } from './libjpeg/jpeg-tensor.ts';
+import { libjpegUnavailable, pdqDownsample } from './libjpeg/jpeg-tensor.ts';
 
 /** A PDQ hash and its quality (0–100; below 50 Meta deems it too unreliable to match). */
 export interface PdqResult {
@@ -351,7 +351,7 @@ export interface ImagePdq extends PdqResult {
 export type PdqFilter = 'native' | 'js';
 
 /** The addon's filter where it was built, else this file's. */
-export const PDQ_FILTER: PdqFilter = pdqDownsample(new Uint8Array(3), 1, 1) ? 'native' : 'js';
+export const PDQ_FILTER: PdqFilter = libjpegUnavailable() ? 'js' : 'native';
 
 /** The 64×64 downsample of a whole interleaved 8-bit RGB image. */
 function downsampleOf(rgb: Uint8Array, width: number, height: number, filter: PdqFilter): Float32Array {

@@ -160,9 +160,10 @@ typedef struct {
 static int row_boxes_init(RowBoxes *r, int width) {
   r->pending = 0;
   r->in = malloc(sizeof(float) * (size_t)width * (2 * BATCH + 1));
+  if (!r->in) return 0;
   r->out = r->in + (size_t)width * BATCH;
   r->row = r->out + (size_t)width * BATCH;
-  return r->in != NULL;
+  return 1;
 }
 
 static void row_boxes_free(RowBoxes *r) { free(r->in); }
@@ -226,8 +227,7 @@ PdqRows *pdq_rows_new(int width, int height) {
   p->tiny = width < MIN_HASHABLE_DIM || height < MIN_HASHABLE_DIM;
   p->window_along_rows = jarosz_window(width);
   for (int j = 0; j < PDQ_SIDE; j++) p->cols[j] = sampled(j, width);
-  if (p->tiny) return p;
-  if (p->direct) return p;
+  if (p->tiny || p->direct) return p; // nothing to filter
   if (!row_boxes_init(&p->rows1, width)) goto oom;
   int window_along_cols = jarosz_window(height);
   p->wanted = calloc((size_t)height, 1);
