@@ -449,13 +449,14 @@ export const SETTINGS = {
   PDQ_HASHES: {
     section: 'scoring',
     type: 'enum',
-    // On: ~3 ms of CPU a 1 MP image, the libjpeg fast path feeding the addon's filter as it decodes
-    // (docs/hash-matching.md, "Cost").
-    default: 'on',
+    // Off: the hash reads every pixel, so its cost grows with the photo (~3 ms of CPU at 1 MP, and the
+    // fast path then skips no row); on by default it took the 3 MP req/s below the Python peer's
+    // (docs/performance.md). docs/hash-matching.md, "Cost".
+    default: 'off',
     values: ['off', 'on'],
     readBy: SCORING,
     chart: { key: 'pdqHashes' },
-    doc: "`on`: Meta's PDQ hash of each scored image in the answer (`image.pdq`, `image.pdq_quality`) and matching against the hash lists (HASH_LISTS_FILE, or the HashList resources with HASH_LISTS_FROM=redis; `matches`); `off`: neither (`matches` is empty). The hash costs ~3 ms of CPU per 1 MP image (~11 ms where the native addon is not built). docs/hash-matching.md.",
+    doc: "`on`: Meta's PDQ hash of each scored image in the answer (`image.pdq`, `image.pdq_quality`) and matching against the hash lists (HASH_LISTS_FILE, or the HashList resources with HASH_LISTS_FROM=redis; `matches`); `off`: neither (`matches` is empty). The hash costs ~3 ms of CPU per 1 MP JPEG and more on larger ones (~11 ms per 1 MP where the native addon is not built). docs/hash-matching.md.",
   },
   HASH_LISTS_FILE: {
     section: 'scoring',

@@ -94,9 +94,6 @@ describe('successful detection', () => {
         frames: 1,
         frames_scored: 1,
         decisive_frame: 0,
-        // PDQ is on by default: Meta's hash of the decoded frame (pdq-parity.test.ts holds it to pdqhash).
-        pdq: '98c43ce61e306d93396433cecc33666cf1b6333164cb4ee64b86cbb33e109e6c',
-        pdq_quality: 100,
       },
       matches: [],
       timing_ms: expect.any(Number),

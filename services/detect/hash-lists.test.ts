@@ -153,9 +153,9 @@ describe('the embedded lists file as a source', () => {
 });
 
 describe('PDQ_HASHES', () => {
-  it('is on by default, off when set so, and a value it does not know fails the configuration', () => {
-    expect(loadHashListConfig({}).enabled).toBe(true);
-    expect(loadHashListConfig({ PDQ_HASHES: 'off' }).enabled).toBe(false);
+  it('is off by default, on when set so, and a value it does not know fails the configuration', () => {
+    expect(loadHashListConfig({}).enabled).toBe(false);
+    expect(loadHashListConfig({ PDQ_HASHES: 'on' }).enabled).toBe(true);
     expect(() => loadHashListConfig({ PDQ_HASHES: 'yes' })).toThrow(/PDQ_HASHES/);
   });
 });
