@@ -17,7 +17,7 @@ import { PDQ_BYTES, PDQ_WORDS, pdqHex, popcount32, wordsOf } from '../lib/hash-l
 import { PdqIndex } from '../lib/hash-lists/pdq-index.ts';
 import { HashListSet } from '../services/detect/hash-lists.ts';
 import { jpegToTensor, libjpegUnavailable } from '../services/detect/image/libjpeg/jpeg-tensor.ts';
-import { PDQ_FILTER, pdqOfDownsample, pdqOfFrame } from '../services/detect/image/pdq.ts';
+import { PDQ_FILTER, PDQ_REDUCE_SIDE, pdqOfDownsample, pdqOfFrame } from '../services/detect/image/pdq.ts';
 import { prng } from '../test/support/prng.ts';
 import { startServer } from '../test/support/server-process.ts';
 import { TOOLS_DIR } from '../tools/stack/tools.ts';
@@ -207,7 +207,7 @@ export async function hashMatchSection(): Promise<void> {
     if (!libjpegUnavailable()) {
       const fast = (pdq: boolean) =>
         cpuMs(() => {
-          const input = jpegToTensor(jpeg, 224, 1e9, pdq);
+          const input = jpegToTensor(jpeg, 224, 1e9, pdq ? PDQ_REDUCE_SIDE : undefined);
           if (typeof input === 'string') throw new Error(`the fast path declined the bench JPEG: ${input}`);
           if (pdq && input.pdq) pdqOfDownsample(input.pdq, input.width, input.height);
         });

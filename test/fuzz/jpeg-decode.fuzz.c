@@ -22,9 +22,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static float pdq[PDQ_SIDE * PDQ_SIDE];
   char reason[JPEG_DECODE_REASON_MAX];
   int width = 0, height = 0;
-  // Odd lengths hash too: the filter's buffers and the decode without row skipping are exercised.
+  // Odd lengths hash too, their reduce side varied by the length (small sides average most images over
+  // blocks first; 0 never): the filter's and the blocks' buffers are exercised.
+  static const int sides[] = {512, 0, 16, 100};
   float *pdq64 = size & 1 ? pdq : NULL;
-  if (jpeg_decode_to_tensor(data, size, SIZE, MAX_PIXELS, MAX_SCANS, tensor, pdq64, &width, &height, reason)) {
+  int pdq_reduce_side = sides[(size >> 1) & 3];
+  if (jpeg_decode_to_tensor(data, size, SIZE, MAX_PIXELS, MAX_SCANS, tensor, pdq64, pdq_reduce_side, &width, &height,
+                            reason)) {
     // Taken: the image is what the header said, and every element is a pixel value in [0, 1].
     if (width < 1 || height < 1 || (double)width * height > MAX_PIXELS) __builtin_trap();
     for (size_t i = 0; i < sizeof tensor / sizeof tensor[0]; i++)

@@ -8,6 +8,14 @@ import { spawnChild } from '../support/children.ts';
 
 const CHILD = fileURLToPath(new URL('fast-path-child.ts', import.meta.url));
 
+/**
+ * PDQ's reduce sides the child decodes with (pdq.ts's pdqReduce): 0 never averages; 100 and 64 average
+ * most of the space's frames over blocks of several sizes first, remainders dropped (the decoder skips
+ * the rows under the last blocks that the model does not need). The service's 512 is the same code with
+ * another number.
+ */
+export const PDQ_SIDES: readonly number[] = [0, 100, 64];
+
 /** One decode takes milliseconds; only a decode that never returns goes past this. */
 export const STALL_MS = 10_000;
 
@@ -17,10 +25,8 @@ export type FastPathResult =
       width: number;
       height: number;
       sha256: string;
-      /** The second decode, with PDQ's filter: its tensor's and downsample's digests, or why it declined. */
-      sha256WithPdq?: string;
-      pdq?: string;
-      pdqDeclined?: string;
+      /** The decodes with PDQ's filter (PDQ_SIDES): each one's tensor and downsample digests, or why it declined. */
+      withPdq: ({ side: number; sha256: string; pdq: string } | { side: number; declined: string })[];
     }
   /** The child stopped answering on this file (then killed) or died on it, with its output. */
   | { hung: true }

@@ -54,7 +54,7 @@ import {
 import { framesToScore } from './frames.ts';
 import { type JpegDecoder, jpegToTensor, resolveJpegDecoder } from './libjpeg/jpeg-tensor.ts';
 import { resizeToTensor } from './nsfwjs-input.ts';
-import { type ImagePdq, pdqOfDownsample, pdqOfFrame } from './pdq.ts';
+import { type ImagePdq, PDQ_REDUCE_SIDE, pdqOfDownsample, pdqOfFrame } from './pdq.ts';
 import { checkImageData } from './probe.ts';
 import { jpegStructure } from './probe-jpeg.ts';
 import { restrictSharp } from './sharp-restrictions.ts';
@@ -114,7 +114,7 @@ export interface DecodeOptions {
   maxFramesScored?: number;
   /**
    * toModelInput only: also hash the decoded frame with PDQ (pdq.ts), before any trim or tile; the libjpeg
-   * fast path feeds PDQ's filter every row it decodes (at full size: it never shrinks on load).
+   * fast path feeds PDQ's filter the rows it reads as it decodes (at full size: it never shrinks on load).
    */
   pdq?: boolean;
 }
@@ -305,7 +305,7 @@ export async function toModelInput(
     guardDecoderInput(bytes, probed);
     // The fast path would read the whole file before declining these (jpeg-decode.c): not tried.
     const fast = jpegStructure(bytes).coefficientsComplete
-      ? jpegToTensor(bytes, size, maxPixelsOf(probed, opts), opts.pdq === true)
+      ? jpegToTensor(bytes, size, maxPixelsOf(probed, opts), opts.pdq ? PDQ_REDUCE_SIDE : undefined)
       : 'progressive coefficients incomplete';
     if (typeof fast === 'string') declined = fast;
     // The fast path resizes the whole frame: a frame that shows margins in its input is decoded by

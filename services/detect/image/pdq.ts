@@ -15,6 +15,15 @@
 // and fed by the JPEG fast path's decoder as it decodes); this one serves where the addon is not built.
 // Both are held to the reference by pdq-parity.test.ts. From the 64×64 downsample on (quality, DCT,
 // median, the dihedral variants) there is one implementation, here.
+//
+// A side of 1024 pixels or more is first averaged over blocks (pdqReduce), so that the filter reads
+// 512-1023 pixels a side whatever the photo: "The two-pass Jarosz filter is prohibitively expensive for
+// larger images" (Meta's own C++ hasher, pdq/cpp/io/pdqio.cpp, which resizes any frame over 512 a side to
+// 512 × 512 by nearest neighbour for it). Not that resize: over the corpus it moves a hash a median 11
+// bits from the hash of the frame itself (threatexchange's Python hasher's, HMA's), up to 124 for a flag
+// of flat stripes, and stretches every 600 × 450 photo; the blocks leave every frame under 1024 pixels a
+// side as it is (bit for bit threatexchange's hash) and move the larger ones' at most 24 bits, most
+// under 10 (pdq-parity.test.ts; docs/hash-matching.md).
 
 import { libjpegUnavailable, pdqDownsample } from './libjpeg/jpeg-tensor.ts';
 
@@ -27,6 +36,53 @@ export interface PdqResult {
 
 const SIDE = 64;
 const MIN_HASHABLE_DIM = 5;
+
+/** A side of twice this or more is averaged over blocks of ⌊side / PDQ_REDUCE_SIDE⌋ pixels (pdqReduce). */
+export const PDQ_REDUCE_SIDE = 512;
+
+/** The largest block side: 257 × 255 fits 16 bits (pdq-downsample.c sums a block's columns in 16 bits). */
+export const PDQ_MAX_BLOCK = 257;
+
+/** The blocks pdqReduce averages over, and the size the filter then reads. */
+export function pdqBlocks(width: number, height: number, reduceSide: number) {
+  const along = (side: number) =>
+    reduceSide > 0 && side >= 2 * reduceSide ? Math.min(Math.floor(side / reduceSide), PDQ_MAX_BLOCK) : 1;
+  const kx = along(width);
+  const ky = along(height);
+  return { kx, ky, width: Math.floor(width / kx), height: Math.floor(height / ky) };
+}
+
+/**
+ * The frame the filter reads: a side of 2 × reduceSide or more averaged over blocks of k = ⌊side /
+ * reduceSide⌋ pixels, at most PDQ_MAX_BLOCK (so 512-1023 pixels remain, short of sides over 131,000
+ * pixels), each channel the block's sum over its pixel count,
+ * rounded half up, to 8 bits; the right and bottom remainders (under k pixels) dropped. The frame itself
+ * otherwise. pdq-downsample.c does the same row by row; pdq-reference.py redoes it in numpy.
+ */
+export function pdqReduce(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  reduceSide: number,
+): { rgb: Uint8Array; width: number; height: number } {
+  const { kx, ky, ...size } = pdqBlocks(width, height, reduceSide);
+  if (kx * ky === 1) return { rgb, width, height };
+  const sums = new Uint32Array(size.width * 3);
+  const out = new Uint8Array(size.width * size.height * 3);
+  const n = kx * ky;
+  for (let y = 0; y < size.height; y++) {
+    sums.fill(0);
+    for (let dy = 0; dy < ky; dy++) {
+      let p = (y * ky + dy) * width * 3;
+      for (let x = 0; x < size.width; x++)
+        for (let dx = 0; dx < kx; dx++)
+          for (let c = 0; c < 3; c++) sums[x * 3 + c] = (sums[x * 3 + c] as number) + (rgb[p++] as number);
+    }
+    const o = y * size.width * 3;
+    for (let i = 0; i < sums.length; i++) out[o + i] = Math.floor(((sums[i] as number) + (n >> 1)) / n);
+  }
+  return { rgb: out, ...size };
+}
 
 /** Window of each 1-D box pass (downscaling.cpp computeJaroszFilterWindowSize). */
 export function jaroszWindow(oldDimension: number): number {
@@ -353,18 +409,34 @@ export type PdqFilter = 'native' | 'js';
 /** The addon's filter where it was built, else this file's. */
 export const PDQ_FILTER: PdqFilter = libjpegUnavailable() ? 'js' : 'native';
 
-/** The 64×64 downsample of a whole interleaved 8-bit RGB image. */
-function downsampleOf(rgb: Uint8Array, width: number, height: number, filter: PdqFilter): Float32Array {
-  const native = filter === 'native' ? pdqDownsample(rgb, width, height) : undefined;
+/** The 64×64 downsample of a whole interleaved 8-bit RGB image (pdqReduce first). */
+function downsampleOf(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  filter: PdqFilter,
+  reduceSide: number,
+): Float32Array {
+  const native = filter === 'native' ? pdqDownsample(rgb, width, height, reduceSide) : undefined;
   if (native) return native;
   if (filter === 'native') throw new Error('PDQ: the native addon is not built');
-  const rows = new PdqRows(width, height);
-  for (let y = 0; y < height; y++) rows.push(rgb, y * width * 3);
+  const frame = pdqReduce(rgb, width, height, reduceSide);
+  const rows = new PdqRows(frame.width, frame.height);
+  for (let y = 0; y < frame.height; y++) rows.push(frame.rgb, y * frame.width * 3);
   return rows.downsample();
 }
 
-/** The hash, quality and dihedral variants of an image from its 64×64 downsample. */
-export function pdqOfDownsample(buffer64: Float32Array, width: number, height: number): ImagePdq {
+/**
+ * The hash, quality and dihedral variants of a frame (its size) from the 64×64 downsample made with the
+ * reduce side `reduceSide`.
+ */
+export function pdqOfDownsample(
+  buffer64: Float32Array,
+  frameWidth: number,
+  frameHeight: number,
+  reduceSide = PDQ_REDUCE_SIDE,
+): ImagePdq {
+  const { width, height } = pdqBlocks(frameWidth, frameHeight, reduceSide);
   if (width < MIN_HASHABLE_DIM || height < MIN_HASHABLE_DIM) {
     const zeros = '0'.repeat(64);
     return { hash: zeros, quality: 0, variants: Array.from({ length: 8 }, () => zeros) };
@@ -374,9 +446,18 @@ export function pdqOfDownsample(buffer64: Float32Array, width: number, height: n
   return { hash: variants[0] as string, quality: qualityOf(buffer64), variants };
 }
 
-/** The PDQ of a decoded frame (interleaved 8-bit RGB), with its dihedral variants, for matching. */
-export function pdqOfFrame(rgb: Uint8Array, width: number, height: number, filter = PDQ_FILTER): ImagePdq {
-  return pdqOfDownsample(downsampleOf(rgb, width, height, filter), width, height);
+/**
+ * The PDQ of a decoded frame (interleaved 8-bit RGB), with its dihedral variants, for matching;
+ * `reduceSide` 0 hashes the frame itself at any size (as threatexchange's Python hasher does).
+ */
+export function pdqOfFrame(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  filter = PDQ_FILTER,
+  reduceSide = PDQ_REDUCE_SIDE,
+): ImagePdq {
+  return pdqOfDownsample(downsampleOf(rgb, width, height, filter, reduceSide), width, height, reduceSide);
 }
 
 /** pdqImageDomainQualityMetric: the sum of quantised gradients of the 64×64 downsample. */

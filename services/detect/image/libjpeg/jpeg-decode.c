@@ -225,7 +225,7 @@ static void decoder_free(Decoder *d) {
 }
 
 static const char *decode(Decoder *d, const uint8_t *bytes, size_t length, int size, double max_pixels,
-                          float *out, float *pdq64, int *width, int *height) {
+                          float *out, float *pdq64, int pdq_reduce_side, int *width, int *height) {
   struct jpeg_decompress_struct *cinfo = &d->cinfo;
   cinfo->err = jpeg_std_error(&d->failure.pub);
   d->failure.pub.error_exit = on_error_exit;
@@ -271,7 +271,7 @@ static const char *decode(Decoder *d, const uint8_t *bytes, size_t length, int s
   d->cols = malloc(sizeof(int32_t) * 2 * (size_t)size);
   d->col_frac = malloc(sizeof(double) * (size_t)size);
   if (!d->rows || !d->cols || !d->col_frac) return "out of memory";
-  if (pdq64 && !(d->pdq = pdq_rows_new(w, h))) return "out of memory";
+  if (pdq64 && !(d->pdq = pdq_rows_new(w, h, pdq_reduce_side))) return "out of memory";
 
   Resize z = {size, w, h, 0, 0, d->cols, d->cols + size, d->col_frac, out};
   z.row_ratio = size > 1 ? (double)(h - 1) / (double)(size - 1) : (double)h;
@@ -286,7 +286,8 @@ static const char *decode(Decoder *d, const uint8_t *bytes, size_t length, int s
 
   // Output row r needs input rows floor(src) and ceil(src) (clamped), which differ by at most one:
   // it is made as soon as its lower row has been decoded, while its upper row is still in the buffer.
-  // Rows no output row needs (about half of them at 1 MP, more the larger the image) are skipped:
+  // Rows neither an output row nor PDQ needs (about half of them at 1 MP without PDQ, more the larger
+  // the image; with PDQ, only a remainder under its bottom blocks) are skipped:
   // libjpeg-turbo still entropy-decodes them, but converts no colours, hands over nothing and, past
   // whole iMCU rows, does no IDCT. Only where jpeg_skip_scanlines (libjpeg-turbo 2.1.5, jdapistd.c)
   // keeps the rows after a skip exact; elsewhere every row is read, which is always exact:
@@ -307,13 +308,13 @@ static const char *decode(Decoder *d, const uint8_t *bytes, size_t length, int s
   //   without a warning (legal in arithmetic coding, jdarith.c), a Huffman one warns.
   // (No other max_v_samp_factor has context rows: they need a component sampled half the maximum. The
   // merged upsampler, jdmerge.c, with skipping paths of its own, is never used: fancy upsampling is on.)
-  // PDQ reads every row.
-  int skippable = !d->pdq && (cinfo->max_v_samp_factor == 1 ||
-                              (cinfo->upsample->need_context_rows && cinfo->max_v_samp_factor == 2));
+  int skippable = cinfo->max_v_samp_factor == 1 ||
+                  (cinfo->upsample->need_context_rows && cinfo->max_v_samp_factor == 2);
   int r = 0;
   for (int y = 0; y < h; y++) {
     if (skippable && r < size) {
       int next = (int)fmax(0, floor(z.row_ratio * r)); // the first row output row r still needs
+      if (d->pdq) next = (int)fmin(next, pdq_rows_next_row(d->pdq));
       if (next > y) {
         if (jpeg_skip_scanlines(cinfo, (JDIMENSION)(next - y)) != (JDIMENSION)(next - y)) return "no scanline";
         y = next;
@@ -321,7 +322,7 @@ static const char *decode(Decoder *d, const uint8_t *bytes, size_t length, int s
     }
     JSAMPROW row = d->rows + (size_t)(y & 1) * stride;
     if (jpeg_read_scanlines(cinfo, &row, 1) != 1) return "no scanline";
-    if (d->pdq) pdq_rows_push_rgb(d->pdq, row);
+    if (d->pdq) pdq_rows_push_rgb(d->pdq, y, row);
     for (; r < size; r++) {
       double src = z.row_ratio * r;
       double top = fmax(0, floor(src));
@@ -342,7 +343,7 @@ static const char *decode(Decoder *d, const uint8_t *bytes, size_t length, int s
 }
 
 int jpeg_decode_to_tensor(const uint8_t *bytes, size_t length, int size, double max_pixels, int max_scans,
-                          float *out, float *pdq64, int *width, int *height,
+                          float *out, float *pdq64, int pdq_reduce_side, int *width, int *height,
                           char reason[JPEG_DECODE_REASON_MAX]) {
   Decoder *d = calloc(1, sizeof(Decoder));
   if (!d) {
@@ -350,7 +351,7 @@ int jpeg_decode_to_tensor(const uint8_t *bytes, size_t length, int size, double 
     return 0;
   }
   d->scans.max_scans = max_scans;
-  const char *declined = decode(d, bytes, length, size, max_pixels, out, pdq64, width, height);
+  const char *declined = decode(d, bytes, length, size, max_pixels, out, pdq64, pdq_reduce_side, width, height);
   if (declined) snprintf(reason, JPEG_DECODE_REASON_MAX, "%s", declined);
   decoder_free(d);
   free(d);

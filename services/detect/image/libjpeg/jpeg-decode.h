@@ -11,9 +11,11 @@
 #define JPEG_DECODE_REASON_MAX 256
 
 // Decodes `bytes` into `out` (NHWC float32 [size, size, 3], size in 1..4096) and the image's size;
-// with `pdq64` (else NULL), also PDQ's 64×64 downsample of the whole decoded image (pdq-downsample.h).
-// Returns 1 when taken; 0 when declined, with why in `reason`.
+// with `pdq64` (else NULL), also PDQ's 64×64 downsample of the whole decoded image, a large one averaged
+// over blocks first (`pdq_reduce_side`, pdq-downsample.h). Returns 1 when taken; 0 when declined, with
+// why in `reason`.
 int jpeg_decode_to_tensor(const uint8_t *bytes, size_t length, int size, double max_pixels, int max_scans,
-                          float *out, float *pdq64, int *width, int *height, char reason[JPEG_DECODE_REASON_MAX]);
+                          float *out, float *pdq64, int pdq_reduce_side, int *width, int *height,
+                          char reason[JPEG_DECODE_REASON_MAX]);
 
 #endif

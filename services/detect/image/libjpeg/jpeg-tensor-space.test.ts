@@ -1,7 +1,7 @@
 // The fast path against sharp over the space of JPEGs libjpeg writes (test/jpeg-space): for each, the
 // fast path's tensor is bit-identical to sharp's decode + resizeToTensor, or the fast path declines; and
-// with PDQ's filter fed every row (no row skipped), the same tensor and the downsample the filter gives
-// sharp's full decode.
+// with PDQ's filter fed the rows as they are decoded (the frame itself, or averaged over blocks first),
+// the same tensor and the downsample the filter gives sharp's full decode.
 // The fast path runs in a child process, so a decode that never returns fails the test (naming the
 // file) instead of wedging the run. Every run decodes a representative subset (one sampling of each
 // class, modes and sizes crossed); JPEG_SPACE=full decodes every sampling in every mode (minutes),
@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { isApiError } from '../../../../lib/common/errors.ts';
-import { fastPathInChild } from '../../../../test/jpeg-space/fast-path-runner.ts';
+import { fastPathInChild, PDQ_SIDES } from '../../../../test/jpeg-space/fast-path-runner.ts';
 import {
   allCases,
   buildMakeJpeg,
@@ -49,12 +49,17 @@ async function sharpOutcome(bytes: Buffer) {
     const probed = probeHeader(bytes, 'jpeg');
     const input = await toModelInput(bytes, probed, SIZE, { jpegDecoder: 'sharp' });
     const { rgb, width, height } = await decodeRgb(bytes, probed, { shrinkOnLoad: false });
-    const pdq = pdqDownsample(rgb, width, height);
+    const pdq = new Map<number, string>(
+      PDQ_SIDES.map((side) => {
+        const downsample = pdqDownsample(rgb, width, height, side);
+        return [side, downsample ? digest(downsample) : 'none'];
+      }),
+    );
     return {
       width: input.decodedWidth,
       height: input.decodedHeight,
       sha256: digest(input.tensor),
-      pdq: pdq ? digest(pdq) : 'none',
+      pdq,
       input,
     };
   } catch (err) {
@@ -113,12 +118,16 @@ async function compare(cases: readonly JpegCase[], dir: string, makeJpeg: string
         verdict.failures.push(
           `${label(i)}: tensors differ (largest difference ${largestDifference(bytes, slow.input.tensor)})`,
         );
-      else if (fast.pdqDeclined !== undefined)
-        verdict.failures.push(`${label(i)}: taken, declined with PDQ (${fast.pdqDeclined})`);
-      else if (fast.sha256WithPdq !== fast.sha256)
-        verdict.failures.push(`${label(i)}: the tensor differs when every row is read for PDQ`);
-      else if (fast.pdq !== slow.pdq)
-        verdict.failures.push(`${label(i)}: PDQ's downsample differs from the one of sharp's decode`);
+      else
+        for (const hashed of fast.withPdq) {
+          const what = `${label(i)}, PDQ reduce side ${hashed.side}`;
+          if ('declined' in hashed)
+            verdict.failures.push(`${what}: taken, declined with PDQ (${hashed.declined})`);
+          else if (hashed.sha256 !== fast.sha256)
+            verdict.failures.push(`${what}: the tensor differs when PDQ reads rows too`);
+          else if (hashed.pdq !== slow.pdq.get(hashed.side))
+            verdict.failures.push(`${what}: PDQ's downsample differs from the one of sharp's decode`);
+        }
     }
     for (const p of paths) rmSync(p, { force: true });
   }

@@ -2,10 +2,11 @@
 // jpeg-decode.c) and PDQ's downsample (pdq-downsample.c).
 //
 // API (any thread):
-//   decodeToTensor(bytes: Uint8Array, size, maxPixels, maxScans, pdq: boolean)
+//   decodeToTensor(bytes: Uint8Array, size, maxPixels, maxScans, pdqReduceSide)   pdqReduceSide: -1 no
+//     PDQ; else PDQ's downsample too, a large frame averaged over blocks first (> 0; pdq-downsample.h)
 //     -> { tensor: Float32Array (NHWC [size, size, 3]), width, height, pdq?: Float32Array (64×64) }
 //        | string (why it was declined)
-//   pdqDownsample(rgb: Uint8Array (interleaved 8-bit RGB), width, height) -> Float32Array (64×64)
+//   pdqDownsample(rgb: Uint8Array (interleaved 8-bit RGB), width, height, reduceSide) -> Float32Array (64×64)
 
 #define NAPI_VERSION 8
 #include <node_api.h>
@@ -40,6 +41,25 @@ static bool arguments(napi_env env, napi_callback_info info, size_t n, napi_valu
   return true;
 }
 
+// The number arguments argv[1..n-1] as int32s (a TypeError naming the usage thrown when one is not a
+// number); `real` marks the one read as a double.
+static bool numbers(napi_env env, napi_value *argv, size_t n, const char *usage, int32_t *ints, int real,
+                    double *value) {
+  for (size_t i = 1; i < n; i++) {
+    napi_valuetype type;
+    if (napi_typeof(env, argv[i], &type) != napi_ok || type != napi_number) {
+      napi_throw_type_error(env, NULL, usage);
+      return false;
+    }
+    if ((int)i == real ? napi_get_value_double(env, argv[i], value) != napi_ok
+                       : napi_get_value_int32(env, argv[i], &ints[i]) != napi_ok) {
+      napi_throw_type_error(env, NULL, usage);
+      return false;
+    }
+  }
+  return true;
+}
+
 // A new Float32Array of `count` elements and where its data is; false (an error thrown) when it failed.
 static bool float32_array(napi_env env, size_t count, napi_value *array, void **data) {
   napi_value buffer;
@@ -55,16 +75,13 @@ static napi_value decode_to_tensor(napi_env env, napi_callback_info info) {
   napi_value argv[5];
   uint8_t *data;
   size_t length;
-  if (!arguments(env, info, 5, argv, "decodeToTensor(bytes: Uint8Array, size, maxPixels, maxScans, pdq)", &data,
-                 &length))
-    return NULL;
-  int32_t size, max_scans;
+  static const char usage[] = "decodeToTensor(bytes: Uint8Array, size, maxPixels, maxScans, pdqReduceSide)";
+  int32_t ints[5];
   double max_pixels;
-  CHECK(napi_get_value_int32(env, argv[1], &size));
-  CHECK(napi_get_value_double(env, argv[2], &max_pixels));
-  CHECK(napi_get_value_int32(env, argv[3], &max_scans));
-  bool with_pdq;
-  CHECK(napi_get_value_bool(env, argv[4], &with_pdq));
+  if (!arguments(env, info, 5, argv, usage, &data, &length) || !numbers(env, argv, 5, usage, ints, 2, &max_pixels))
+    return NULL;
+  int32_t size = ints[1], max_scans = ints[3], pdq_reduce_side = ints[4];
+  bool with_pdq = pdq_reduce_side >= 0;
   if (size < 1 || size > 4096 || max_scans < 1) {
     napi_throw_range_error(env, NULL, "decodeToTensor: invalid arguments");
     return NULL;
@@ -78,7 +95,8 @@ static napi_value decode_to_tensor(napi_env env, napi_callback_info info) {
   int width = 0, height = 0;
   char reason[JPEG_DECODE_REASON_MAX];
   napi_value result;
-  if (!jpeg_decode_to_tensor(data, length, size, max_pixels, max_scans, out, pdq64, &width, &height, reason)) {
+  if (!jpeg_decode_to_tensor(data, length, size, max_pixels, max_scans, out, pdq64, pdq_reduce_side, &width, &height,
+                             reason)) {
     CHECK(napi_create_string_utf8(env, reason, NAPI_AUTO_LENGTH, &result));
     return result;
   }
@@ -94,26 +112,27 @@ static napi_value decode_to_tensor(napi_env env, napi_callback_info info) {
 }
 
 static napi_value pdq_downsample(napi_env env, napi_callback_info info) {
-  napi_value argv[3];
+  napi_value argv[4];
   uint8_t *data;
   size_t length;
-  if (!arguments(env, info, 3, argv, "pdqDownsample(rgb: Uint8Array, width, height)", &data, &length)) return NULL;
-  int32_t width, height;
-  CHECK(napi_get_value_int32(env, argv[1], &width));
-  CHECK(napi_get_value_int32(env, argv[2], &height));
-  if (width < 1 || height < 1 || length < (size_t)width * height * 3) {
+  static const char usage[] = "pdqDownsample(rgb: Uint8Array, width, height, reduceSide)";
+  int32_t ints[4];
+  if (!arguments(env, info, 4, argv, usage, &data, &length) || !numbers(env, argv, 4, usage, ints, 0, NULL))
+    return NULL;
+  int32_t width = ints[1], height = ints[2], side = ints[3];
+  if (width < 1 || height < 1 || side < 0 || length < (size_t)width * height * 3) {
     napi_throw_range_error(env, NULL, "pdqDownsample: invalid arguments");
     return NULL;
   }
   napi_value result;
   void *out;
   if (!float32_array(env, PDQ_SIDE * PDQ_SIDE, &result, &out)) return NULL;
-  PdqRows *rows = pdq_rows_new(width, height);
+  PdqRows *rows = pdq_rows_new(width, height, side);
   if (!rows) {
     napi_throw_error(env, "ERR_MEMORY", "pdqDownsample: out of memory");
     return NULL;
   }
-  for (int32_t y = 0; y < height; y++) pdq_rows_push_rgb(rows, data + (size_t)y * width * 3);
+  for (int32_t y = 0; y < height; y++) pdq_rows_push_rgb(rows, y, data + (size_t)y * width * 3);
   pdq_rows_finish(rows, out);
   pdq_rows_free(rows);
   return result;

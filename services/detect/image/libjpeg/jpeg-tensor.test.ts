@@ -188,10 +188,12 @@ describeWithTool(JPEG_TENSOR_ADDON, 'libjpeg fast path', () => {
     expect(jpegToTensor(new Uint8Array([0xff, 0xd8, 0xff]), SIZE, 1e6)).toMatch(/libjpeg/);
     // PDQ's filter: fewer bytes than width × height × 3 is refused, never read past.
     const downsample = pdqDownsample as unknown as (...args: unknown[]) => unknown;
-    expect(() => downsample(new Float32Array(12), 2, 2)).toThrow(TypeError);
-    expect(() => downsample(new Uint8Array(11), 2, 2)).toThrow(RangeError);
-    expect(() => downsample(new Uint8Array(12), 0, 2)).toThrow(RangeError);
-    expect(pdqDownsample(new Uint8Array(12), 2, 2)).toHaveLength(64 * 64);
+    expect(() => downsample(new Float32Array(12), 2, 2, 0)).toThrow(TypeError);
+    expect(() => downsample(new Uint8Array(11), 2, 2, 0)).toThrow(RangeError);
+    expect(() => downsample(new Uint8Array(12), 0, 2, 0)).toThrow(RangeError);
+    expect(() => downsample(new Uint8Array(12), 2, 2, -1)).toThrow(RangeError);
+    expect(() => downsample(new Uint8Array(12), 2, 2)).toThrow(TypeError);
+    expect(pdqDownsample(new Uint8Array(12), 2, 2, 0)).toHaveLength(64 * 64);
   });
 
   it("over 16 MP (the scorer's 'if-declined'): full size through the fast path, shrunk on load by sharp when declined", async () => {

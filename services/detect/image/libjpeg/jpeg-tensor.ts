@@ -18,7 +18,7 @@ export interface JpegTensor {
   tensor: Float32Array;
   width: number;
   height: number;
-  /** PDQ's 64×64 downsample of the whole decoded image, when asked for. */
+  /** PDQ's 64×64 downsample of the whole decoded image (after pdq.ts's pdqReduce), when asked for. */
   pdq?: Float32Array;
 }
 
@@ -28,9 +28,9 @@ interface Addon {
     size: number,
     maxPixels: number,
     maxScans: number,
-    pdq: boolean,
+    pdqReduceSide: number,
   ): JpegTensor | string;
-  pdqDownsample(rgb: Uint8Array, width: number, height: number): Float32Array;
+  pdqDownsample(rgb: Uint8Array, width: number, height: number, reduceSide: number): Float32Array;
 }
 
 const INSTALL_HINT =
@@ -69,23 +69,32 @@ export function resolveJpegDecoder(choice: JpegDecoderChoice): JpegDecoder {
 }
 
 /**
- * The model input of a JPEG straight from libjpeg-turbo (with `pdq`, also PDQ's downsample of every
- * decoded row), or why it was declined (CMYK, ICC profile, EXIF rotation, any libjpeg warning or
- * error, ...): the caller then decodes with sharp.
+ * The model input of a JPEG straight from libjpeg-turbo (with `pdqReduceSide`, also PDQ's downsample of
+ * the decoded frame, a large one averaged over blocks first: pdq.ts's pdqReduce, 0: never), or why it was
+ * declined (CMYK, ICC profile, EXIF rotation, any libjpeg warning or error, ...): the caller then decodes
+ * with sharp.
  */
 export function jpegToTensor(
   bytes: Uint8Array,
   size: number,
   maxPixels: number,
-  pdq = false,
+  pdqReduceSide?: number,
 ): JpegTensor | string {
   const state = load();
   if ('error' in state) return state.error;
-  return state.addon.decodeToTensor(bytes, size, maxPixels, MAX_JPEG_SCANS, pdq);
+  return state.addon.decodeToTensor(bytes, size, maxPixels, MAX_JPEG_SCANS, pdqReduceSide ?? -1);
 }
 
-/** PDQ's 64×64 downsample of interleaved 8-bit RGB by the addon; undefined where it is not built. */
-export function pdqDownsample(rgb: Uint8Array, width: number, height: number): Float32Array | undefined {
+/**
+ * PDQ's 64×64 downsample of interleaved 8-bit RGB by the addon, a large image averaged over blocks first
+ * (pdq.ts's pdqReduce; `reduceSide` 0: never); undefined where the addon is not built.
+ */
+export function pdqDownsample(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  reduceSide: number,
+): Float32Array | undefined {
   const state = load();
-  return 'error' in state ? undefined : state.addon.pdqDownsample(rgb, width, height);
+  return 'error' in state ? undefined : state.addon.pdqDownsample(rgb, width, height, reduceSide);
 }

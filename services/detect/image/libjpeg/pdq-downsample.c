@@ -12,6 +12,11 @@
 // second pass down the columns runs on the 64 sampled columns alone: no other output of it is used.
 // pdq.ts holds the same filter in TypeScript, for where this addon is not built; pdq-parity.test.ts
 // holds both to the reference.
+//
+// A frame with a side of twice the reduce side or more is first averaged over blocks of kx × ky pixels
+// (k = ⌊side / reduce side⌋ on each axis; pdq.ts says why): 8-bit RGB again, each the block's sum
+// rounded half up, the right and bottom remainders dropped. The filter then reads at most 1023 pixels a
+// side, whatever the photo.
 
 #include "pdq-downsample.h"
 
@@ -169,6 +174,15 @@ static int row_boxes_init(RowBoxes *r, int width) {
 static void row_boxes_free(RowBoxes *r) { free(r->in); }
 
 struct PdqRows {
+  int frame_height;    // the frame's; width and height below are what the filter reads
+  int kx, ky;          // the blocks averaged (1 × 1: the frame itself)
+  int frame_rows;      // frame rows taken so far
+  int failed;          // a frame row went by unpushed
+  uint16_t *column_sums; // frame width × 3: each column's sum over the block rows so far (kx × ky > 1;
+                         // 16 bits: at most PDQ_MAX_BLOCK rows of 255)
+  uint8_t *averages;     // 255 × kx × ky + 1: a block's sum -> its average, rounded half up
+  uint8_t *reduced;      // width × 3: one row of block averages
+  int frame_width;
   int width, height, window_along_rows, rows, direct, tiny;
   int cols[PDQ_SIDE];  // decimateFloat's source column of each output column
   uint8_t *wanted;     // height flags: output rows of the second column pass that are sampled
@@ -218,11 +232,32 @@ static void rows1_done(PdqRows *p, int count) {
   }
 }
 
-PdqRows *pdq_rows_new(int width, int height) {
+// pdq.ts's pdqBlocks: a block's side along a frame side.
+static int block_side(int side, int reduce_side) {
+  if (reduce_side <= 0 || side < 2 * reduce_side) return 1;
+  return side / reduce_side < PDQ_MAX_BLOCK ? side / reduce_side : PDQ_MAX_BLOCK;
+}
+
+PdqRows *pdq_rows_new(int frame_width, int frame_height, int reduce_side) {
   PdqRows *p = calloc(1, sizeof(PdqRows));
   if (!p) return NULL;
+  p->frame_height = frame_height;
+  p->kx = block_side(frame_width, reduce_side);
+  p->ky = block_side(frame_height, reduce_side);
+  int width = frame_width / p->kx;
+  int height = frame_height / p->ky;
   p->width = width;
   p->height = height;
+  p->frame_width = frame_width;
+  if (p->kx * p->ky > 1) {
+    uint32_t n = (uint32_t)(p->kx * p->ky);
+    if (!(p->column_sums = calloc((size_t)frame_width * 3, sizeof(uint16_t))) ||
+        !(p->averages = malloc((size_t)255 * n + 1)) || !(p->reduced = malloc((size_t)width * 3)))
+      goto oom;
+    // A table, not a division per channel: blocks of one frame row (ky = 1) would divide ~1.5 M times
+    // a megapixel.
+    for (uint32_t sum = 0; sum <= 255 * n; sum++) p->averages[sum] = (uint8_t)((sum + n / 2) / n);
+  }
   p->direct = width == PDQ_SIDE && height == PDQ_SIDE;
   p->tiny = width < MIN_HASHABLE_DIM || height < MIN_HASHABLE_DIM;
   p->window_along_rows = jarosz_window(width);
@@ -247,17 +282,19 @@ oom:
   return NULL;
 }
 
-void pdq_rows_push_rgb(PdqRows *p, const uint8_t *rgb) {
+// pdqhash's luma of one pixel: numpy's products in doubles, added left to right, stored as a float.
+static inline float luma_of(const uint8_t *px) { return (float)(R299[px[0]] + G587[px[1]] + B114[px[2]]); }
+
+// The next row the filter reads (width × 3 bytes of RGB).
+static void filter_push(PdqRows *p, const uint8_t *rgb) {
   int row = p->rows++;
-  if (p->tiny || row >= p->height) return;
+  if (p->tiny) return;
   if (p->direct) {
-    for (int j = 0; j < PDQ_SIDE; j++, rgb += 3)
-      p->buffer64[row * PDQ_SIDE + j] = (float)(R299[rgb[0]] + G587[rgb[1]] + B114[rgb[2]]);
+    for (int j = 0; j < PDQ_SIDE; j++) p->buffer64[row * PDQ_SIDE + j] = luma_of(rgb + (size_t)j * 3);
     return;
   }
   float *restrict luma = p->rows1.in + p->rows1.pending;
-  for (int j = 0; j < p->width; j++, rgb += 3)
-    luma[j * BATCH] = (float)(R299[rgb[0]] + G587[rgb[1]] + B114[rgb[2]]);
+  for (int j = 0; j < p->width; j++) luma[j * BATCH] = luma_of(rgb + (size_t)j * 3);
   if (++p->rows1.pending == BATCH) {
     box_rows(p->rows1.in, p->rows1.out, p->width, p->window_along_rows);
     p->rows1.pending = 0;
@@ -265,8 +302,72 @@ void pdq_rows_push_rgb(PdqRows *p, const uint8_t *rgb) {
   }
 }
 
+int pdq_rows_next_row(const PdqRows *p) {
+  // Every row of the blocks; none of the bottom remainder.
+  return p->frame_rows < p->height * p->ky ? p->frame_rows : p->frame_height;
+}
+
+// The blocks' sums across kx columns of `sums` (each column's sum over the block rows, or the frame row
+// itself when blocks are one row high), averaged, into `out`. Inlined with kx a constant for the common
+// block widths, so the loop over a block is unrolled.
+#define AVERAGE_BLOCKS(name, T)                                                                            \
+  static inline __attribute__((always_inline)) void name(const PdqRows *p, const T *restrict sums,         \
+                                                         uint8_t *restrict out, int kx) {                  \
+    const uint8_t *restrict averages = p->averages;                                                        \
+    for (int x = 0; x < p->width; x++, out += 3, sums += 3 * kx) {                                         \
+      uint32_t r = 0, g = 0, b = 0;                                                                        \
+      for (int dx = 0; dx < kx; dx++) {                                                                    \
+        r += sums[dx * 3];                                                                                 \
+        g += sums[dx * 3 + 1];                                                                             \
+        b += sums[dx * 3 + 2];                                                                             \
+      }                                                                                                    \
+      out[0] = averages[r];                                                                                \
+      out[1] = averages[g];                                                                                \
+      out[2] = averages[b];                                                                                \
+    }                                                                                                      \
+  }
+AVERAGE_BLOCKS(average_sums, uint16_t)
+AVERAGE_BLOCKS(average_row, uint8_t)
+
+#define BY_WIDTH(average, p, in)                                                                           \
+  switch ((p)->kx) {                                                                                       \
+  case 2: average(p, in, (p)->reduced, 2); break;                                                          \
+  case 3: average(p, in, (p)->reduced, 3); break;                                                          \
+  case 4: average(p, in, (p)->reduced, 4); break;                                                          \
+  default: average(p, in, (p)->reduced, (p)->kx); break;                                                   \
+  }
+
+// A frame row into its blocks: with blocks one row high, averaged at once; else added to its columns'
+// sums (one vector add a few bytes wide), averaged after the block row's last frame row. The averages
+// go to the filter.
+static void block_push(PdqRows *p, const uint8_t *restrict rgb) {
+  if (p->ky == 1) {
+    BY_WIDTH(average_row, p, rgb)
+  } else {
+    uint16_t *restrict sums = p->column_sums;
+    int n = p->width * p->kx * 3; // the columns of whole blocks
+    for (int i = 0; i < n; i++) sums[i] += rgb[i];
+    if (p->frame_rows % p->ky) return;
+    if (p->kx == 1) average_sums(p, sums, p->reduced, 1);
+    else BY_WIDTH(average_sums, p, sums)
+    memset(sums, 0, sizeof(uint16_t) * (size_t)n);
+  }
+  filter_push(p, p->reduced);
+}
+
+void pdq_rows_push_rgb(PdqRows *p, int y, const uint8_t *rgb) {
+  if (y != p->frame_rows) {
+    if (y > p->frame_rows && p->frame_rows < p->height * p->ky) p->failed = 1;
+    return;
+  }
+  if (p->frame_rows >= p->height * p->ky) return;
+  p->frame_rows++;
+  if (p->column_sums) block_push(p, rgb);
+  else filter_push(p, rgb);
+}
+
 int pdq_rows_finish(PdqRows *p, float out[PDQ_SIDE * PDQ_SIDE]) {
-  if (p->rows != p->height) return 0;
+  if (p->failed || p->rows != p->height) return 0;
   if (p->tiny) {
     memset(out, 0, sizeof(float) * PDQ_SIDE * PDQ_SIDE);
     return 1;
@@ -295,5 +396,8 @@ void pdq_rows_free(PdqRows *p) {
   column_box_free(&p->second);
   free(p->wanted);
   free(p->first_of);
+  free(p->column_sums);
+  free(p->averages);
+  free(p->reduced);
   free(p);
 }
