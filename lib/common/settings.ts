@@ -449,14 +449,14 @@ export const SETTINGS = {
   PDQ_HASHES: {
     section: 'scoring',
     type: 'enum',
-    // Off: the hash reads every pixel, so its cost grows with the photo (~3 ms of CPU at 1 MP, and the
-    // fast path then skips no row); on by default it took the 3 MP req/s below the Python peer's
-    // (docs/performance.md). docs/hash-matching.md, "Cost".
-    default: 'off',
-    values: ['off', 'on'],
+    // Auto: every image is hashed while a list is in force, and no image pays for a hash nothing is
+    // matched against: it costs ~3 ms of CPU at 1 MP and ~5 ms at 3 MP, a fifth of the throughput
+    // (docs/performance.md).
+    default: 'auto',
+    values: ['off', 'auto', 'on'],
     readBy: SCORING,
     chart: { key: 'pdqHashes' },
-    doc: "`on`: Meta's PDQ hash of each scored image in the answer (`image.pdq`, `image.pdq_quality`) and matching against the hash lists (HASH_LISTS_FILE, or the HashList resources with HASH_LISTS_FROM=redis; `matches`); `off`: neither (`matches` is empty). The hash costs ~3 ms of CPU per 1 MP JPEG and more on larger ones (~11 ms per 1 MP where the native addon is not built). docs/hash-matching.md.",
+    doc: "`on`: Meta's PDQ hash of each scored image in the answer (`image.pdq`, `image.pdq_quality`) and matching against the hash lists (HASH_LISTS_FILE, or the HashList resources with HASH_LISTS_FROM=redis; `matches`); `auto`: the same while at least one list is in force (from the next request after one is imported or applied), else no hash; `off`: neither, no list loaded (`matches` is empty). The hash costs ~3 ms of CPU per 1 MP JPEG and ~5 ms at 3 MP (~12 ms at 1 MP where the native addon is not built). docs/hash-matching.md.",
   },
   HASH_LISTS_FILE: {
     section: 'scoring',

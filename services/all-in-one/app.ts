@@ -45,7 +45,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   // First: the OpenAPI document collects the routes registered after it.
   await registerOpenApi(app);
   await app.register(healthApp);
-  // PDQ_HASHES off: no image is hashed, so no list is loaded or matched.
+  // PDQ_HASHES off: no list is loaded, no image hashed (auto: hashed while a list is in force).
   const hashLists = config.hashLists.enabled ? new HashListWatcher(config.hashLists, app.log) : undefined;
   hashLists?.start();
   app.addHook('onClose', async () => hashLists?.close());

@@ -261,8 +261,11 @@ async function detect(request: FastifyRequest, reply: FastifyReply, opts: Detect
       return { matches: lists.match(pdq), startedAt, ms: epochMs() - startedAt };
     };
     let matched: ReturnType<typeof timedMatch> | { error: unknown } | undefined;
+    // PDQ_HASHES=auto hashes an image only while a list is in force.
+    const hash = hashLists?.wantsHash() ?? false;
     const onPdq =
       hashLists &&
+      hash &&
       ((pdq: ImagePdq) => {
         try {
           matched = timedMatch(hashLists, pdq);
@@ -275,7 +278,11 @@ async function detect(request: FastifyRequest, reply: FastifyReply, opts: Detect
         // Handed over: the body no longer counts against the upload bytes, its decode memory does.
         handedOver = true;
         request.admission?.releaseBytes();
-        return scorer.score(bytes, probed, stillHeld, { maxFramesScored, ...(onPdq && { onPdq }) });
+        return scorer.score(bytes, probed, stillHeld, {
+          maxFramesScored,
+          pdq: hash,
+          ...(onPdq && { onPdq }),
+        });
       },
       memory,
       request.gateClient,
@@ -296,7 +303,7 @@ async function detect(request: FastifyRequest, reply: FastifyReply, opts: Detect
       scored.inferenceMs,
     );
     let matches: HashListMatch[] = [];
-    if (hashLists) {
+    if (hashLists && hash) {
       if (matched && 'error' in matched) throw matched.error;
       matched ??= timedMatch(hashLists, scored.pdq);
       matches = matched.matches;

@@ -138,6 +138,59 @@ describe('hash lists in the detect answer (embedded)', () => {
   });
 });
 
+describe('PDQ_HASHES=auto (the default): an image is hashed only while a list is in force', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'hash-lists-auto-'));
+  const env = { HASH_LISTS_FILE: path.join(dir, 'hash-lists.db'), HASH_LISTS_RELOAD_SECONDS: '1' };
+  let app: Awaited<ReturnType<typeof embeddedApp>>['app'];
+  const admin = (...argv: string[]) => runHashListCommand(argv, { ...process.env, ...env });
+
+  beforeAll(async () => {
+    vi.spyOn(console, 'log').mockImplementation(() => {});
+    ({ app } = await embeddedApp({ env, classifier: new FakeClassifier() }));
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    vi.restoreAllMocks();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const detect = async (bytes: Buffer) => {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/api/public/detect',
+      payload: bytes,
+      headers: { 'content-type': 'image/jpeg' },
+    });
+    expect(res.statusCode).toBe(200);
+    return res.json().data;
+  };
+
+  it('no hash while no list is in force; hashed and matched from a list import on; no hash once it is removed', async () => {
+    const before = await detect(PHOTO);
+    expect(before.image.pdq).toBeUndefined();
+    expect(before.matches).toEqual([]);
+    const file = path.join(dir, 'known.txt');
+    writeFileSync(file, `${await listedCopyHash()}\n`);
+    expect(admin('import', 'partner', file)).toBe(0);
+    const listed = await eventually('the list in force', async () => {
+      const d = await detect(PHOTO);
+      return d.matches.length > 0 ? d : undefined;
+    });
+    expect(listed.image.pdq).toMatch(/^[0-9a-f]{64}$/);
+    expect(listed.decision).toBe('block');
+    // Every image is hashed while a list is in force, matched or not.
+    expect((await detect(OTHER)).image.pdq).toMatch(/^[0-9a-f]{64}$/);
+    expect(admin('rm', 'partner')).toBe(0);
+    const after = await eventually('the list gone', async () => {
+      const d = await detect(PHOTO);
+      return d.image.pdq === undefined ? d : undefined;
+    });
+    expect(after.matches).toEqual([]);
+    expect(after.decision).toBe('allow');
+  });
+});
+
 describe('the embedded lists file as a source', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'hash-lists-source-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -153,9 +206,10 @@ describe('the embedded lists file as a source', () => {
 });
 
 describe('PDQ_HASHES', () => {
-  it('is off by default, on when set so, and a value it does not know fails the configuration', () => {
-    expect(loadHashListConfig({}).enabled).toBe(false);
-    expect(loadHashListConfig({ PDQ_HASHES: 'on' }).enabled).toBe(true);
+  it('is auto by default (lists loaded, an image hashed while one is in force), on or off when set so, and a value it does not know fails the configuration', () => {
+    expect(loadHashListConfig({})).toMatchObject({ enabled: true, always: false });
+    expect(loadHashListConfig({ PDQ_HASHES: 'on' })).toMatchObject({ enabled: true, always: true });
+    expect(loadHashListConfig({ PDQ_HASHES: 'off' })).toMatchObject({ enabled: false, always: false });
     expect(() => loadHashListConfig({ PDQ_HASHES: 'yes' })).toThrow(/PDQ_HASHES/);
   });
 });

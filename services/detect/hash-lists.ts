@@ -28,8 +28,10 @@ export interface HashListConfig {
   reloadMs: number;
   /** PDQ_MIN_QUALITY: images of lower PDQ quality are not matched. */
   minQuality: number;
-  /** PDQ_HASHES: each image hashed and matched (off: neither, no lists loaded). */
+  /** PDQ_HASHES: lists loaded and matched (off: no list loaded, no image hashed). */
   enabled: boolean;
+  /** PDQ_HASHES=on: every image hashed, lists or not (auto: only while a list is in force). */
+  always: boolean;
 }
 
 export function loadHashListConfig(env: Env): HashListConfig {
@@ -38,7 +40,8 @@ export function loadHashListConfig(env: Env): HashListConfig {
     file: pathSetting(env, 'HASH_LISTS_FILE'),
     reloadMs: intSetting(env, 'HASH_LISTS_RELOAD_SECONDS') * 1000,
     minQuality: intSetting(env, 'PDQ_MIN_QUALITY'),
-    enabled: enumSetting(env, 'PDQ_HASHES') === 'on',
+    enabled: enumSetting(env, 'PDQ_HASHES') !== 'off',
+    always: enumSetting(env, 'PDQ_HASHES') === 'on',
   };
 }
 
@@ -114,6 +117,8 @@ export class HashListSet {
 
 /** The matching step of a detect request: the lists in force, with their quality floor and metrics. */
 export interface HashMatcher {
+  /** Whether to hash the next image: PDQ_HASHES=on, or auto and a list is in force. */
+  wantsHash(): boolean;
   /** Matches of the image (empty below the quality floor or without a hash). */
   match(pdq: ImagePdq | undefined): HashListMatch[];
 }
@@ -234,6 +239,10 @@ export class HashListWatcher implements HashMatcher {
     } catch (err) {
       this.#log.error({ err }, 'hash lists could not be loaded; the lists in force stay');
     }
+  }
+
+  wantsHash(): boolean {
+    return this.#config.always || this.#current.lists.length > 0;
   }
 
   match(pdq: ImagePdq | undefined): HashListMatch[] {

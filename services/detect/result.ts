@@ -37,7 +37,7 @@ export interface DetectionResult {
     frames_scored: number;
     /** The 0-based index of the frame whose scores answer. */
     decisive_frame: number;
-    /** Meta's PDQ of the decoded first frame, when PDQ_HASHES is on. */
+    /** Meta's PDQ of the decoded first frame (absent when PDQ_HASHES is off). */
     pdq?: string;
     pdq_quality?: number;
   };
@@ -209,7 +209,7 @@ export const detectionResponseSchema = okSchema({
           type: 'string',
           pattern: '^[0-9a-f]{64}$',
           description:
-            "Meta's PDQ perceptual hash of the decoded first frame (before trims and tiles), 64 lowercase hex digits as ThreatExchange writes it; all zeros for an image under 5 pixels on a side. Present when the operator turned PDQ_HASHES on.",
+            "Meta's PDQ perceptual hash of the decoded first frame (before trims and tiles; a side of 1024 pixels or more averaged over blocks first, docs/hash-matching.md), 64 lowercase hex digits as ThreatExchange writes it; all zeros for an image under 5 pixels on a side. Absent when the operator turned PDQ_HASHES off.",
         },
         pdq_quality: {
           type: 'integer',
@@ -231,7 +231,7 @@ export const detectionResponseSchema = okSchema({
     matches: {
       type: 'array',
       description:
-        "Known-bad hash lists the image matched, the closest entry of each (rotations and mirrors included); empty when none (always, while PDQ_HASHES is off). A match raises `decision` to the list's action; the scores stay the model's.",
+        "Known-bad hash lists the image matched, the closest entry of each (rotations and mirrors included); empty when none (always, when the operator turned PDQ_HASHES off). A match raises `decision` to the list's action; the scores stay the model's.",
       items: {
         type: 'object',
         required: ['list', 'distance', 'action'],

@@ -49,7 +49,7 @@ export async function buildDetectService(
   // POLICY_FILE (the operator's ConfigMap, mounted): its thresholds and upload limit win over the
   // configuration's, from the next request on.
   const policy = policyForApp(app, config);
-  // PDQ_HASHES off: no image is hashed, so no list is loaded or matched.
+  // PDQ_HASHES off: no list is loaded, no image hashed (auto: hashed while a list is in force).
   const hashLists = config.hashLists.enabled
     ? new HashListWatcher(
         config.hashLists,

@@ -1,6 +1,7 @@
 // Known-bad images matched on the real stack (`npm run stack`'s startStack: Envoy with the chart's
 // configuration, ext_authz to the quota service on a real redis-server, the detect server with the real
-// model and PDQ_HASHES=on): a list imported with the admin CLI (a process of its own, into the detect
+// model and PDQ_HASHES at its default, auto: no image hashed until a list is in force): a list imported
+// with the admin CLI (a process of its own, into the detect
 // server's HASH_LISTS_FILE) is matched through the edge without a restart — an image listed from a
 // re-encoded, resized copy, and a rotated copy — the decision raised to block, another image not;
 // a malformed import changes nothing; `rm` stops the matching.
@@ -30,7 +31,6 @@ describeWithStackTools(
   () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'hash-lists-stack-'));
     const env = {
-      PDQ_HASHES: 'on',
       HASH_LISTS_FILE: path.join(dir, 'hash-lists.db'),
       HASH_LISTS_RELOAD_SECONDS: '1',
       ANON_PER_MINUTE: '100000',
@@ -58,6 +58,7 @@ describeWithStackTools(
       return a.body.data as {
         matches: Array<{ list: string; distance: number; action: string }>;
         decision: string;
+        image: { pdq?: string };
       };
     };
 
@@ -72,6 +73,7 @@ describeWithStackTools(
     it('matches a listed image (re-encoded, resized, rotated) through the edge, raising the decision; another image does not', async () => {
       const before = await detect(PHOTO);
       expect(before.matches).toEqual([]);
+      expect(before.image.pdq).toBeUndefined();
       scored = before.decision;
       expect(scored).not.toBe('block');
       const file = path.join(dir, 'known.txt');
@@ -84,6 +86,7 @@ describeWithStackTools(
       expect(data.matches).toEqual([{ list: 'partner', distance: expect.any(Number), action: 'block' }]);
       expect(data.matches[0]?.distance).toBeLessThanOrEqual(31);
       expect(data.decision).toBe('block');
+      expect(data.image.pdq).toMatch(/^[0-9a-f]{64}$/);
       const rotated = await sharp(PHOTO).rotate(90).jpeg({ quality: 85 }).toBuffer();
       expect((await detect(rotated)).matches.map((m) => m.list)).toEqual(['partner']);
       expect((await detect(OTHER)).matches).toEqual([]);
@@ -105,7 +108,10 @@ describeWithStackTools(
       await eventually('the list gone behind the edge', async () =>
         (await detect(PHOTO)).matches.length === 0 ? true : undefined,
       );
-      expect((await detect(PHOTO)).decision).toBe(scored);
+      const after = await detect(PHOTO);
+      expect(after.decision).toBe(scored);
+      // No list in force: auto hashes nothing again.
+      expect(after.image.pdq).toBeUndefined();
       expect(stack.child('detect').pid).toBe(pid);
     }, 120_000);
   },

@@ -135,6 +135,8 @@ interface Job {
   heavy: boolean;
   /** Frames of an animation scored, at most: the request's, else the pool's. */
   maxFramesScored: number;
+  /** PerImage.pdq. */
+  pdq: boolean | undefined;
   /** Its CPU limit (decodeCpuLimitMs). */
   cpuLimitMs: number;
   stillHeld: StillHeld | undefined;
@@ -245,6 +247,7 @@ export class DecoderPool {
         probed,
         heavy,
         maxFramesScored,
+        pdq: perImage.pdq,
         cpuLimitMs,
         stillHeld,
         resolve,
@@ -430,6 +433,7 @@ export class DecoderPool {
         probed: job.probed,
         heavy: job.heavy,
         maxFramesScored: job.maxFramesScored,
+        ...(job.pdq !== undefined && { pdq: job.pdq }),
       };
       slot.child.send(request);
       // Sent as a serialized copy: the caller's upload is freed now, not at the next collection (a 50 MB

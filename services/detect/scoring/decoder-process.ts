@@ -39,6 +39,8 @@ export interface DecodeRequest {
   heavy?: boolean;
   /** This image's MAX_FRAMES_SCORED (the DetectionPolicy's, per request); unset: the process's. */
   maxFramesScored?: number;
+  /** Hash this image with PDQ (PerImage.pdq); unset: the process's. */
+  pdq?: boolean;
 }
 
 export type DecodeReply =
@@ -73,18 +75,17 @@ try {
     decode,
   );
   const threads = sharp.concurrency();
-  process.on('message', async ({ id, bytes, probed, heavy, maxFramesScored }: DecodeRequest) => {
+  process.on('message', async ({ id, bytes, probed, heavy, maxFramesScored, pdq: hash }: DecodeRequest) => {
     // One image at a time per process, so the setting is this image's.
     sharp.concurrency(heavy ? 1 : threads);
     const decodeStartedAt = epochNow();
     let reply: DecodeReply;
     try {
-      const { tensor, pdq } = await decodeForModel(
-        bytes,
-        probed,
-        data.inputSize,
-        maxFramesScored === undefined ? decode : { ...decode, maxFramesScored },
-      );
+      const { tensor, pdq } = await decodeForModel(bytes, probed, data.inputSize, {
+        ...decode,
+        ...(maxFramesScored !== undefined && { maxFramesScored }),
+        ...(hash !== undefined && { pdq: hash }),
+      });
       reply = {
         id,
         ok: true,

@@ -58,6 +58,11 @@ export interface ImageScorer {
 export interface PerImage {
   maxFramesScored?: number;
   /**
+   * Hash the decoded frame with PDQ (PDQ_HASHES=on, or auto while a hash list is in force); unset: the
+   * scorer's configuration.
+   */
+  pdq?: boolean;
+  /**
    * Told of the decoded frame's PDQ (PDQ_HASHES) as soon as it is known, before inference: hash-list
    * matching then runs on the caller's thread while the image is inferred. Must not throw.
    */
@@ -150,6 +155,7 @@ export class InProcessScorer implements ImageScorer {
     const { tensor, pdq } = await decodeForModel(bytes, probed, this.inputSize, {
       ...this.#decode,
       ...(perImage.maxFramesScored !== undefined && { maxFramesScored: perImage.maxFramesScored }),
+      ...(perImage.pdq !== undefined && { pdq: perImage.pdq }),
     });
     const decodeMs = epochNow() - decodeStartedAt;
     if (pdq) perImage.onPdq?.(pdq);

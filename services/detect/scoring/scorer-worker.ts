@@ -42,6 +42,8 @@ export interface ScoreRequest {
   tensor?: Float32Array;
   /** Send the PDQ as soon as it is known, before inference ({id, pdq}): the caller matches it meanwhile. */
   earlyPdq?: boolean;
+  /** Hash this image with PDQ (PerImage.pdq); unset: `pdq` of the worker's data. */
+  pdq?: boolean;
 }
 
 if (!parentPort) throw new Error('scorer-worker must run in a worker thread');
@@ -83,14 +85,15 @@ try {
   for (const scorer of new Set([shared, solo])) {
     await scorer.score(new Uint8Array(warmUp), { format: 'jpeg', width: 640, height: 480, frames: 1 });
   }
-  port.on('message', async ({ id, bytes, probed, solo: alone, tensor, earlyPdq }: ScoreRequest) => {
+  port.on('message', async ({ id, bytes, probed, solo: alone, tensor, earlyPdq, pdq }: ScoreRequest) => {
     const large = tensor === undefined && isLargeImage(bytes, probed);
     try {
       const scorer = alone ? solo : shared;
       const scored = tensor
         ? { ...(await scorer.infer(tensor)), decodeStartedAt: 0, decodeMs: 0 }
         : await scorer.score(bytes, probed, undefined, {
-            ...(earlyPdq && { onPdq: (pdq: ImagePdq) => port.postMessage({ id, pdq }) }),
+            ...(pdq !== undefined && { pdq }),
+            ...(earlyPdq && { onPdq: (hash: ImagePdq) => port.postMessage({ id, pdq: hash }) }),
           });
       port.postMessage({ id, ok: true, ...scored });
     } catch (err) {

@@ -277,6 +277,14 @@ it("tells of an image's PDQ before its answer (matching runs meanwhile): the ans
     const quiet = await pool.score(new Uint8Array(bytes), probed);
     expect(quiet.pdq).toEqual(scored.pdq);
     expect(told).toHaveLength(1);
+    // This image not to be hashed (PDQ_HASHES=auto with no list in force): no PDQ, none told.
+    const unhashed = await pool.score(new Uint8Array(bytes), probed, undefined, {
+      pdq: false,
+      onPdq: (p) => told.push(p),
+    });
+    expect(unhashed.pdq).toBeUndefined();
+    expect(unhashed.scores).toEqual(scored.scores);
+    expect(told).toHaveLength(1);
   } finally {
     await pool.close();
   }

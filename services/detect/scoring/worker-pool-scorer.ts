@@ -78,6 +78,8 @@ interface Job {
   deadline?: NodeJS.Timeout;
   /** Told of the PDQ before inference (PerImage.onPdq). */
   onPdq?: ((pdq: ImagePdq) => void) | undefined;
+  /** PerImage.pdq. */
+  pdq?: boolean | undefined;
 }
 
 interface Slot {
@@ -164,8 +166,8 @@ export class WorkerPoolScorer implements ImageScorer {
   }
 
   /**
-   * Its first frame only (of PerImage, only onPdq): RoutedScorer sends an image of which several frames
-   * are scored to a decoder process (decode-route.ts), and only its model input here.
+   * Its first frame only (of PerImage, only pdq and onPdq): RoutedScorer sends an image of which several
+   * frames are scored to a decoder process (decode-route.ts), and only its model input here.
    */
   score(
     bytes: Uint8Array,
@@ -173,7 +175,7 @@ export class WorkerPoolScorer implements ImageScorer {
     _stillHeld?: StillHeld,
     perImage?: PerImage,
   ): Promise<ScoredImage> {
-    return this.#enqueue(bytes, probed, undefined, perImage?.onPdq);
+    return this.#enqueue(bytes, probed, undefined, perImage);
   }
 
   /**
@@ -188,7 +190,7 @@ export class WorkerPoolScorer implements ImageScorer {
     bytes: Uint8Array,
     probed: ProbedImage,
     tensor: Float32Array | undefined,
-    onPdq?: (pdq: ImagePdq) => void,
+    perImage?: PerImage,
   ): Promise<ScoredImage> {
     if (this.#closed) return Promise.reject(new ApiError('UNAVAILABLE', 'Scorer is shut down'));
     return new Promise<ScoredImage>((resolve, reject) => {
@@ -201,7 +203,8 @@ export class WorkerPoolScorer implements ImageScorer {
         large: tensor === undefined && isLargeImage(bytes, probed),
         resolve,
         reject,
-        onPdq,
+        onPdq: perImage?.onPdq,
+        pdq: perImage?.pdq,
       });
       this.#dispatch();
     });
@@ -345,6 +348,7 @@ export class WorkerPoolScorer implements ImageScorer {
         solo,
         ...(tensor ? { tensor } : {}),
         ...(job.onPdq && { earlyPdq: true }),
+        ...(job.pdq !== undefined && { pdq: job.pdq }),
       };
       slot.worker.postMessage(request, transfer);
     }
