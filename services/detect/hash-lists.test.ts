@@ -19,15 +19,18 @@ import { withMatches } from './result.ts';
 const PHOTO = LISTED_PHOTO;
 const OTHER = UNLISTED_PHOTO;
 
-describe('hash lists in the detect answer (embedded)', () => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'hash-lists-'));
+/**
+ * An embedded app over a lists file of its own (in a fresh directory, removed afterwards), the admin
+ * command on that file, and a detect call that expects a 200.
+ */
+function appWithLists(prefix: string, settings: Record<string, string> = {}) {
+  const dir = mkdtempSync(path.join(tmpdir(), prefix));
   const env = {
-    PDQ_HASHES: 'on',
+    ...settings,
     HASH_LISTS_FILE: path.join(dir, 'hash-lists.db'),
     HASH_LISTS_RELOAD_SECONDS: '1',
   };
   let app: Awaited<ReturnType<typeof embeddedApp>>['app'];
-  const admin = (...argv: string[]) => runHashListCommand(argv, { ...process.env, ...env });
 
   beforeAll(async () => {
     // The command's own output is not what is under test.
@@ -42,16 +45,24 @@ describe('hash lists in the detect answer (embedded)', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const detect = async (bytes: Buffer) => {
-    const res = await app.inject({
-      method: 'POST',
-      url: '/api/public/detect',
-      payload: bytes,
-      headers: { 'content-type': 'image/jpeg' },
-    });
-    expect(res.statusCode).toBe(200);
-    return res.json().data;
+  return {
+    dir,
+    admin: (...argv: string[]) => runHashListCommand(argv, { ...process.env, ...env }),
+    detect: async (bytes: Buffer) => {
+      const res = await app.inject({
+        method: 'POST',
+        url: '/api/public/detect',
+        payload: bytes,
+        headers: { 'content-type': 'image/jpeg' },
+      });
+      expect(res.statusCode).toBe(200);
+      return res.json().data;
+    },
   };
+}
+
+describe('hash lists in the detect answer (embedded)', () => {
+  const { dir, admin, detect } = appWithLists('hash-lists-', { PDQ_HASHES: 'on' });
 
   it('answers no match while no list is in force', async () => {
     const data = await detect(PHOTO);
@@ -139,32 +150,7 @@ describe('hash lists in the detect answer (embedded)', () => {
 });
 
 describe('PDQ_HASHES=auto (the default): an image is hashed only while a list is in force', () => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'hash-lists-auto-'));
-  const env = { HASH_LISTS_FILE: path.join(dir, 'hash-lists.db'), HASH_LISTS_RELOAD_SECONDS: '1' };
-  let app: Awaited<ReturnType<typeof embeddedApp>>['app'];
-  const admin = (...argv: string[]) => runHashListCommand(argv, { ...process.env, ...env });
-
-  beforeAll(async () => {
-    vi.spyOn(console, 'log').mockImplementation(() => {});
-    ({ app } = await embeddedApp({ env, classifier: new FakeClassifier() }));
-  });
-
-  afterAll(async () => {
-    await app?.close();
-    vi.restoreAllMocks();
-    rmSync(dir, { recursive: true, force: true });
-  });
-
-  const detect = async (bytes: Buffer) => {
-    const res = await app.inject({
-      method: 'POST',
-      url: '/api/public/detect',
-      payload: bytes,
-      headers: { 'content-type': 'image/jpeg' },
-    });
-    expect(res.statusCode).toBe(200);
-    return res.json().data;
-  };
+  const { dir, admin, detect } = appWithLists('hash-lists-auto-');
 
   it('no hash while no list is in force; hashed and matched from a list import on; no hash once it is removed', async () => {
     const before = await detect(PHOTO);
