@@ -55,9 +55,9 @@ export function pdqBlocks(width: number, height: number, reduceSide: number) {
 /**
  * The frame the filter reads: a side of 2 × reduceSide or more averaged over blocks of k = ⌊side /
  * reduceSide⌋ pixels, at most PDQ_MAX_BLOCK (so 512-1023 pixels remain, short of sides over 131,000
- * pixels), each channel the block's sum over its pixel count,
- * rounded half up, to 8 bits; the right and bottom remainders (under k pixels) dropped. The frame itself
- * otherwise. pdq-downsample.c does the same row by row; pdq-reference.py redoes it in numpy.
+ * pixels), each channel the block's sum over its pixel count, rounded half up, to 8 bits; the right and
+ * bottom remainders (under k pixels) dropped. The frame itself otherwise. pdq-downsample.c does the same
+ * row by row; pdq-reference.py redoes it in numpy.
  */
 export function pdqReduce(
   rgb: Uint8Array,

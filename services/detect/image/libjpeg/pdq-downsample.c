@@ -15,8 +15,8 @@
 //
 // A frame with a side of twice the reduce side or more is first averaged over blocks of kx × ky pixels
 // (k = ⌊side / reduce side⌋ on each axis; pdq.ts says why): 8-bit RGB again, each the block's sum
-// rounded half up, the right and bottom remainders dropped. The filter then reads at most 1023 pixels a
-// side, whatever the photo.
+// rounded half up, the right and bottom remainders dropped (k at most PDQ_MAX_BLOCK). The filter then
+// reads at most 1023 pixels a side, short of sides over 131,000 pixels.
 
 #include "pdq-downsample.h"
 
@@ -182,7 +182,7 @@ struct PdqRows {
                          // 16 bits: at most PDQ_MAX_BLOCK rows of 255)
   uint8_t *averages;     // 255 × kx × ky + 1: a block's sum -> its average, rounded half up
   uint8_t *reduced;      // width × 3: one row of block averages
-  int frame_width;
+  int frame_width;       // the frame's
   int width, height, window_along_rows, rows, direct, tiny;
   int cols[PDQ_SIDE];  // decimateFloat's source column of each output column
   uint8_t *wanted;     // height flags: output rows of the second column pass that are sampled
