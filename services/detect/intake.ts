@@ -30,7 +30,8 @@ export type Declared = Pick<Intake, 'declaredFormat' | 'declaredUnsupported'>;
 
 /**
  * Detect's header steps (read-header.ts) for a body's first bytes and what it declares: rejects with
- * the refusal the whole body would get. Given, a raw body is refused as soon as its walk passes its bound.
+ * the refusal the whole body would get. With one, a raw body is refused as soon as its walk passes its
+ * bound (streamed-header.ts).
  */
 export type PrefixVerdict = (bytes: Uint8Array, declared: Declared) => Promise<unknown>;
 
