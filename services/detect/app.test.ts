@@ -1,12 +1,15 @@
 // The detect endpoint's HTTP contract (spec 2, 4.1, 7, 8) through Fastify inject, with a fake model.
 
+import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
+import { type AddressInfo, connect } from 'node:net';
 import { PassThrough } from 'node:stream';
 import sharp from 'sharp';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fixture } from '../../test/fixtures/corpus.ts';
 import { embeddedApp } from '../../test/support/embedded-app.ts';
 import { FakeClassifier } from '../../test/support/fake-classifier.ts';
+import { hostileImage } from '../../test/support/hostile-images.ts';
 import { multipart } from '../../test/support/multipart.ts';
 import { DEFAULT_DIMENSION_LIMITS } from './image/types.ts';
 import { DecoderPool } from './scoring/decoder-pool.ts';
@@ -285,6 +288,59 @@ describe('format, size and dimension refusals', () => {
     const { app } = await start();
     expectError(await raw(app, readFileSync(fixture('truncated.png')), 'image/png'), 400, 4005);
     expectError(await raw(app, JPEG.subarray(0, 20), 'image/jpeg'), 400, 4005);
+  });
+
+  it('4005 for the 4.3 M-chunk PNG while it streams in, charged; the rest dropped and the connection kept', async () => {
+    const { app, classifier } = await start();
+    const chunky = await hostileImage('png-4m-empty-chunks');
+    const wholeRes = await raw(app, chunky, 'image/png');
+    const whole = wholeRes.json() as { code: number; message: string };
+    expect(whole.code).toBe(4005);
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as AddressInfo;
+    // One connection, written by hand (Node's client gives up a connection whose answer came before
+    // its body was sent): the upload in 64 KiB pieces, then a second request on the same connection.
+    const socket = connect(port, '127.0.0.1');
+    await once(socket, 'connect');
+    let received = '';
+    let sentAtAnswer = -1;
+    let sent = 0;
+    socket.setEncoding('latin1');
+    socket.on('data', (text: string) => {
+      if (sentAtAnswer < 0) sentAtAnswer = sent;
+      received += text;
+    });
+    const head = (type: string, length: number) =>
+      `POST ${DETECT} HTTP/1.1\r\nHost: localhost\r\nContent-Type: ${type}\r\nContent-Length: ${length}\r\n\r\n`;
+    try {
+      socket.write(head('image/png', chunky.length));
+      for (let at = 0; at < chunky.length; at += 65_536) {
+        sent = at;
+        if (!socket.write(chunky.subarray(at, at + 65_536))) await once(socket, 'drain');
+      }
+      await until(() => received.includes('\r\n\r\n') && received.endsWith('}'));
+      const [status, ...lines] = received.split('\r\n\r\n')[0]?.split('\r\n') ?? [];
+      expect(status).toBe('HTTP/1.1 400 Bad Request');
+      expect(JSON.parse(received.slice(received.indexOf('\r\n\r\n') + 4))).toEqual(whole);
+      // Answered while most of the body was still to be sent (what was sent then was still in flight).
+      expect(sentAtAnswer).toBeGreaterThanOrEqual(0);
+      expect(sentAtAnswer).toBeLessThan(chunky.length / 2);
+      const headers = Object.fromEntries(lines.map((line) => line.toLowerCase().split(': ')));
+      // Charged like the whole body's 4005: one more request counted.
+      expect(Number(headers['x-ratelimit-remaining'])).toBe(
+        Number(wholeRes.headers['x-ratelimit-remaining']) - 1,
+      );
+      expect(headers.connection).toBe('keep-alive');
+      // The rest of the body was read and dropped: the same connection serves the next request.
+      received = '';
+      socket.write(head('image/jpeg', JPEG.length));
+      socket.write(JPEG);
+      await until(() => received.includes('"decision"') || socket.destroyed);
+      expect(received.startsWith('HTTP/1.1 200 OK')).toBe(true);
+      expect(classifier.calls).toBe(1);
+    } finally {
+      socket.destroy();
+    }
   });
 });
 

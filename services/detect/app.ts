@@ -18,10 +18,10 @@ import type { HashListMatch, HashMatcher } from './hash-lists.ts';
 import { decodeMemoryBytes } from './image/decode-memory.ts';
 import { imageCostHeader, predictedCpuMs } from './image/image-cost.ts';
 import type { ImagePdq } from './image/pdq.ts';
-import { costFacts, probeHeader, walkHeader } from './image/probe.ts';
-import { sniffFormat } from './image/sniff.ts';
+import { costFacts } from './image/probe.ts';
 import type { DimensionLimits } from './image/types.ts';
 import { type IntakeLimits, readImage, sha256InSlices } from './intake.ts';
+import { readHeader } from './read-header.ts';
 import { buildResult, type Thresholds } from './result.ts';
 import { openDetectSchema, publicDetectSchema } from './schemas.ts';
 import { releaseBuffer } from './scoring/release-buffer.ts';
@@ -191,11 +191,14 @@ async function detect(request: FastifyRequest, reply: FastifyReply, opts: Detect
       holdBytes: admission.holdBytes,
       refusal: () => opts.gate.busy('too many upload bytes in progress'),
     };
+    // A raw body whose header walk passes its bound is refused while it streams in, with the answer
+    // the whole body would get (streamed-header.ts): the rest of it is never copied.
     const result = await readImage(
       request.body as Readable | undefined,
       request.headers,
       intakeLimits,
       budget,
+      (prefix, declared) => readHeader(prefix, declared, opts.limits),
     );
     span.setAttribute('image.bytes', result.bytes.length);
     return result;
@@ -208,30 +211,7 @@ async function detect(request: FastifyRequest, reply: FastifyReply, opts: Detect
   try {
     const started = performance.now();
 
-    const format = await inSpan('sniff', { 'image.bytes': bytes.length }, async (span) => {
-      const sniffed = await sniffFormat(bytes);
-      span.setAttribute('image.format', sniffed);
-      return sniffed;
-    });
-    if (intake.declaredUnsupported || (intake.declaredFormat && intake.declaredFormat !== format)) {
-      const declared = intake.declaredUnsupported ?? `image/${intake.declaredFormat}`;
-      throw new ApiError(
-        'BAD_REQUEST',
-        `Content-Type ${declared} does not match the image, which is ${format}`,
-      );
-    }
-
-    const probed = await inSpan('probe', { 'image.format': format }, async (span) => {
-      // The long walks run in slices first, so that no upload holds the event loop (health probes).
-      await walkHeader(bytes, format);
-      const header = probeHeader(bytes, format, opts.limits);
-      span.setAttributes({
-        'image.width': header.width,
-        'image.height': header.height,
-        'image.frames': header.frames,
-      });
-      return header;
-    });
+    const { format, probed } = await readHeader(bytes, intake, opts.limits);
 
     const scorer = opts.model.current;
     if (!scorer) throw new ApiError('UNAVAILABLE', 'The model is not loaded', { 'retry-after': '2' });

@@ -1,7 +1,8 @@
 // Intake: turns a request body into the image bytes, held in memory only. Both ways of spec 4.1 —
 // one multipart part named `file`, or a raw `image/*` body. The size limit is enforced while the body
 // streams in: an oversize upload is refused at the first byte past the limit (or at once, from
-// Content-Length) and the rest is never read.
+// Content-Length) and the rest is never read. A raw body whose header walk passes its bound is refused
+// while it streams in, too (streamed-header.ts): the rest is never copied.
 
 import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
@@ -13,6 +14,8 @@ import type { UploadConfig } from './config.ts';
 import { type Walk, walkInSlices } from './image/probe-bytes.ts';
 import { formatFromMimeType } from './image/sniff.ts';
 import type { ImageFormat } from './image/types.ts';
+import { releaseBuffer } from './scoring/release-buffer.ts';
+import { type HeaderWatch, watchHeader } from './streamed-header.ts';
 
 export interface Intake {
   bytes: Buffer;
@@ -21,6 +24,16 @@ export interface Intake {
   /** A raw body's Content-Type named an image type outside the whitelist. */
   declaredUnsupported?: string | undefined;
 }
+
+/** What a raw body's Content-Type says of the image (never trusted to decide its format). */
+export type Declared = Pick<Intake, 'declaredFormat' | 'declaredUnsupported'>;
+
+/**
+ * Detect's header steps (read-header.ts) for a body's first bytes and what it declares: rejects with
+ * the refusal the whole body would get. With one, a raw body is refused as soon as its walk passes its
+ * bound (streamed-header.ts).
+ */
+export type PrefixVerdict = (bytes: Uint8Array, declared: Declared) => Promise<unknown>;
 
 const CONTENT_TYPE_HINT =
   'send multipart/form-data with one part named "file", or the raw image with Content-Type image/*';
@@ -134,6 +147,7 @@ export async function readImage(
   headers: IncomingHttpHeaders,
   limits: IntakeLimits,
   budget?: UploadBudget,
+  verdict?: PrefixVerdict,
 ) {
   const { maxBytes } = limits;
   const contentType = headers['content-type'];
@@ -146,21 +160,32 @@ export async function readImage(
   if (type.startsWith('image/')) {
     if (!body) throw new ApiError('BAD_REQUEST', 'No file: the request body is empty');
     checkContentLength(headers, maxBytes);
-    const bytes = await collect(body, limits, Number(headers['content-length']), budget);
-    if (bytes.length === 0) throw new ApiError('BAD_REQUEST', 'No file: the request body is empty');
     const declaredFormat = formatFromMimeType(type);
     const declaredUnsupported = declaredFormat ? undefined : type;
-    return { bytes, declaredFormat, declaredUnsupported } satisfies Intake;
+    const declared: Declared = { declaredFormat, declaredUnsupported };
+    const length = Number(headers['content-length']);
+    const watch =
+      verdict &&
+      ((refuse: (err: ApiError) => void) =>
+        watchHeader(length, (prefix) => verdict(prefix, declared), refuse));
+    const bytes = await collect(body, limits, length, budget, watch);
+    if (bytes.length === 0) throw new ApiError('BAD_REQUEST', 'No file: the request body is empty');
+    return { bytes, ...declared } satisfies Intake;
   }
   throw new ApiError('BAD_REQUEST', `Wrong Content-Type "${type}": ${CONTENT_TYPE_HINT}`);
 }
 
-/** Collects a stream into one buffer, refusing at the first byte past `maxBytes`. */
+/**
+ * Collects a stream into one buffer, refusing at the first byte past `maxBytes`, or when `watch`'s
+ * header walk refuses the part that has arrived (only with a Content-Length: the part is then the
+ * start of the one buffer, walked where it lies, never copied).
+ */
 function collect(
   stream: Readable,
   limits: IntakeLimits,
   expectedLength = Number.NaN,
   budget?: UploadBudget,
+  watch?: (refuse: (err: ApiError) => void) => HeaderWatch | undefined,
 ): Promise<Buffer> {
   const { maxBytes } = limits;
   return new Promise<Buffer>((resolve, reject) => {
@@ -179,9 +204,12 @@ function collect(
       stream.off('end', onEnd);
       stream.off('error', onError);
       stream.off('aborted', onAborted);
+      watcher?.stop();
       if (err) {
-        // Stop reading; the error handler closes the connection instead of draining it.
+        // Stop reading; the error handler drops the rest (or closes the connection, for `connection:
+        // close` errors). The buffer is freed now, not at the next collection (app.ts says why).
         stream.pause();
+        if (prealloc) releaseBuffer(prealloc);
         reject(err);
       } else resolve(value as Buffer);
     };
@@ -195,11 +223,13 @@ function collect(
         chunk.copy(prealloc, size);
       } else chunks.push(chunk);
       size += chunk.length;
+      if (prealloc) watcher?.grew(prealloc.subarray(0, size));
     };
     const onEnd = () => finish(null, prealloc ? prealloc.subarray(0, size) : Buffer.concat(chunks, size));
     const onError = () => finish(new ApiError('BAD_REQUEST', 'The upload was interrupted'));
     const onAborted = () => finish(new ApiError('BAD_REQUEST', 'The upload was aborted'));
     const stopWatching = watchUpload(stream, limits, budget, (err) => finish(err));
+    const watcher = prealloc ? watch?.((err) => finish(err)) : undefined;
     stream.on('data', onData);
     stream.once('end', onEnd);
     stream.once('error', onError);

@@ -6,6 +6,14 @@ import type { ProbedImage } from './types.ts';
 /** A header that cannot be read: probe.ts answers it with 4005. */
 export class HeaderError extends Error {}
 
+/**
+ * A walk that passed its bound (chunks, segments, blocks no real file has): 4005 like any HeaderError,
+ * but also final for every longer file that begins with the same bytes — the walks count items in file
+ * order and throw this only after visiting each of them inside the data, so what follows cannot change
+ * it. That is what lets a body be refused while it still streams in (streamed-header.ts).
+ */
+export class WalkBoundError extends HeaderError {}
+
 /** Bounds-checked little/big-endian reads; any out-of-range read throws HeaderError (→ 4005). */
 export class Bytes {
   constructor(readonly b: Uint8Array) {}
@@ -169,12 +177,17 @@ export class WalkCache<T> {
     return result;
   }
 
-  *prefill(bytes: Uint8Array): Walk<void> {
-    if (this.#done.has(bytes)) return;
-    try {
-      this.#done.set(bytes, yield* this.walk(bytes));
-    } catch (err) {
-      this.#done.set(bytes, err instanceof Error ? err : new Error(String(err)));
+  /** Runs the walk once for `bytes`, keeping its result; returns why it failed (undefined: it did not). */
+  *prefill(bytes: Uint8Array): Walk<Error | undefined> {
+    let result = this.#done.get(bytes);
+    if (result === undefined) {
+      try {
+        result = yield* this.walk(bytes);
+      } catch (err) {
+        result = err instanceof Error ? err : new Error(String(err));
+      }
+      this.#done.set(bytes, result);
     }
+    return result instanceof Error ? result : undefined;
   }
 }

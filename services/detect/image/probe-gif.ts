@@ -2,7 +2,7 @@
 // blocks without decompressing them.
 
 import { MAX_GIF_BLOCKS } from './image-cost.ts';
-import { Bytes, type Dims, HeaderError, type Walk, WalkCache } from './probe-bytes.ts';
+import { Bytes, type Dims, HeaderError, type Walk, WalkBoundError, WalkCache } from './probe-bytes.ts';
 
 /** Blocks walked so far, for MAX_GIF_BLOCKS. */
 interface Walked {
@@ -11,7 +11,7 @@ interface Walked {
 
 function countBlock(walked: Walked): void {
   if (++walked.blocks > MAX_GIF_BLOCKS)
-    throw new HeaderError(`over ${MAX_GIF_BLOCKS} blocks (no real file has so many)`);
+    throw new WalkBoundError(`over ${MAX_GIF_BLOCKS} blocks (no real file has so many)`);
 }
 
 /** Frames walked between two pauses of the walk. */
@@ -34,7 +34,7 @@ export function probeGif(r: Bytes): Dims {
 }
 
 /** The walk of a GIF in slices (probe.ts walkHeader), so that it does not hold the event loop. */
-export const gifWalk = (bytes: Uint8Array): Walk<void> => gifWalks.prefill(bytes);
+export const gifWalk = (bytes: Uint8Array): Walk<Error | undefined> => gifWalks.prefill(bytes);
 
 function* walkGif(bytes: Uint8Array): Walk<Dims> {
   const r = new Bytes(bytes);

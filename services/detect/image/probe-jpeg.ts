@@ -8,7 +8,7 @@ import {
   MAX_JPEG_SCANS,
   MAX_JPEG_SEGMENTS,
 } from './image-cost.ts';
-import { Bytes, type Dims, HeaderError, runWalk, type Walk } from './probe-bytes.ts';
+import { Bytes, type Dims, HeaderError, runWalk, type Walk, WalkBoundError } from './probe-bytes.ts';
 
 /** SOF0–SOF15 minus DHT (C4), JPG (C8) and DAC (CC). */
 const JPEG_SOF = new Set([0xc0, 0xc1, 0xc2, 0xc3, 0xc5, 0xc6, 0xc7, 0xc9, 0xca, 0xcb, 0xcd, 0xce, 0xcf]);
@@ -74,8 +74,8 @@ function findJpegFrame(r: Bytes): { marker: number; p: number } {
   }
 }
 
-function tooManySegments(): HeaderError {
-  return new HeaderError(`over ${MAX_JPEG_SEGMENTS} marker segments (no real file has so many)`);
+function tooManySegments(): WalkBoundError {
+  return new WalkBoundError(`over ${MAX_JPEG_SEGMENTS} marker segments (no real file has so many)`);
 }
 
 /** What decoding a JPEG will cost, from its markers (entropy-coded data skipped, never decoded). */
@@ -156,14 +156,18 @@ const walked = new WeakMap<Uint8Array, JpegStructure | Error>();
  * does not hold the event loop; its result is kept for jpegStructure. A malformed file is left for
  * the probe to refuse.
  */
-export function* jpegStructureWalk(bytes: Uint8Array): Walk<void> {
-  if (walked.has(bytes)) return;
-  try {
-    walked.set(bytes, yield* walkJpeg(bytes));
-  } catch (err) {
-    // Kept: the probe answers with it.
-    walked.set(bytes, err instanceof Error ? err : new Error(String(err)));
+export function* jpegStructureWalk(bytes: Uint8Array): Walk<Error | undefined> {
+  let structure = walked.get(bytes);
+  if (structure === undefined) {
+    try {
+      structure = yield* walkJpeg(bytes);
+    } catch (err) {
+      // Kept: the probe answers with it.
+      structure = err instanceof Error ? err : new Error(String(err));
+    }
+    walked.set(bytes, structure);
   }
+  return structure instanceof Error ? structure : undefined;
 }
 
 /** Entropy-coded bytes searched between two pauses of the walk. */

@@ -2,7 +2,7 @@
 // chunks a decoder copies besides the image data.
 
 import { MAX_PNG_CHUNKS } from './image-cost.ts';
-import { Bytes, type Dims, HeaderError, type Walk, WalkCache } from './probe-bytes.ts';
+import { Bytes, type Dims, HeaderError, type Walk, WalkBoundError, WalkCache } from './probe-bytes.ts';
 
 const PNG_BIT_DEPTHS: Record<number, number[]> = {
   0: [1, 2, 4, 8, 16], // grey
@@ -62,7 +62,7 @@ function* walkPng(bytes: Uint8Array): Walk<PngChunks> {
   let p = 8;
   for (let chunks = 0; r.has(p, 8); chunks++) {
     if (chunks > MAX_PNG_CHUNKS)
-      throw new HeaderError(`over ${MAX_PNG_CHUNKS} chunks (no real file has so many)`);
+      throw new WalkBoundError(`over ${MAX_PNG_CHUNKS} chunks (no real file has so many)`);
     if (chunks % CHUNK_SLICE === CHUNK_SLICE - 1) yield;
     const length = r.u32be(p);
     const type = r.u32be(p + 4);
@@ -81,7 +81,7 @@ function* walkPng(bytes: Uint8Array): Walk<PngChunks> {
 const pngChunks = new WalkCache(walkPng);
 
 /** The walk of a PNG in slices (probe.ts walkHeader), so that it does not hold the event loop. */
-export const pngChunksWalk = (bytes: Uint8Array): Walk<void> => pngChunks.prefill(bytes);
+export const pngChunksWalk = (bytes: Uint8Array): Walk<Error | undefined> => pngChunks.prefill(bytes);
 
 /**
  * The chunks libspng keeps a copy of (text, profile, EXIF and the small known ones); it skips unknown

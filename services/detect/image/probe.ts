@@ -23,7 +23,7 @@ import { isLongBox, tileBoxes } from './frame-layout.ts';
 import { pixelsToDecode, sampledFrames } from './frames.ts';
 import { type CostFacts, MAX_WEBP_FRAMES } from './image-cost.ts';
 import { probeBmp } from './probe-bmp.ts';
-import { Bytes, type Dims, HeaderError, walkInSlices } from './probe-bytes.ts';
+import { Bytes, type Dims, HeaderError, type Walk, walkInSlices } from './probe-bytes.ts';
 import { gifWalk, probeGif } from './probe-gif.ts';
 import { checkJpegCost, checkJpegData, jpegStructure, jpegStructureWalk, probeJpeg } from './probe-jpeg.ts';
 import { pngChunksWalk, probePng } from './probe-png.ts';
@@ -122,9 +122,19 @@ export function checkImageData(bytes: Uint8Array, probed: ProbedImage): void {
  * a slice.
  */
 export async function walkHeader(bytes: Uint8Array, format: ImageFormat): Promise<void> {
-  if (format === 'jpeg') await walkInSlices(jpegStructureWalk(bytes));
-  else if (format === 'png') await walkInSlices(pngChunksWalk(bytes));
-  else if (format === 'gif') await walkInSlices(gifWalk(bytes));
+  const walk = headerWalk(bytes, format);
+  if (walk) await walkInSlices(walk);
+}
+
+/**
+ * The long walk of `bytes` as `format` (JPEG, PNG, GIF; undefined for the others), keeping its result
+ * for the probe; the walk returns why it failed, if it did.
+ */
+export function headerWalk(bytes: Uint8Array, format: ImageFormat): Walk<Error | undefined> | undefined {
+  if (format === 'jpeg') return jpegStructureWalk(bytes);
+  if (format === 'png') return pngChunksWalk(bytes);
+  if (format === 'gif') return gifWalk(bytes);
+  return undefined;
 }
 
 /**
