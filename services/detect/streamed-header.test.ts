@@ -9,6 +9,7 @@ import { isApiError } from '../../lib/common/errors.ts';
 import { SETTINGS } from '../../lib/common/settings.ts';
 import { CORPUS, fixture } from '../../test/fixtures/corpus.ts';
 import { HOSTILE_IMAGES, type HostileImageName, hostileImage } from '../../test/support/hostile-images.ts';
+import { prng } from '../../test/support/prng.ts';
 import { costFacts } from './image/probe.ts';
 import { DEFAULT_DIMENSION_LIMITS } from './image/types.ts';
 import { type Declared, readImage } from './intake.ts';
@@ -17,18 +18,6 @@ import { FIRST_PREFIX_BYTES, watchHeader } from './streamed-header.ts';
 
 const limits = DEFAULT_DIMENSION_LIMITS;
 const MAX_TILES = SETTINGS.MAX_TILES.default;
-
-/** A small seeded generator (mulberry32), so that a split that fails can be replayed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Answer =
   | { ok: { format: string; probed: unknown; facts: unknown } }
@@ -60,7 +49,7 @@ async function streamed(
   declared: Declared,
   seed: number,
 ): Promise<{ answer: Answer; arrived: number }> {
-  const next = random(seed);
+  const next = prng(seed);
   const buffer = Buffer.alloc(file.length);
   let refusal: Answer | undefined;
   let size = 0;
