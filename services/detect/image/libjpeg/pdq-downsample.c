@@ -178,11 +178,10 @@ struct PdqRows {
   int kx, ky;          // the blocks averaged (1 × 1: the frame itself)
   int frame_rows;      // frame rows taken so far
   int failed;          // a frame row went by unpushed
-  uint16_t *column_sums; // frame width × 3: each column's sum over the block rows so far (kx × ky > 1;
+  uint16_t *column_sums; // frame width × 3: each column's sum over the block rows so far (ky > 1;
                          // 16 bits: at most PDQ_MAX_BLOCK rows of 255)
   uint8_t *averages;     // 255 × kx × ky + 1: a block's sum -> its average, rounded half up
-  uint8_t *reduced;      // width × 3: one row of block averages
-  int frame_width;       // the frame's
+  uint8_t *reduced;      // width × 3: one row of block averages (NULL: the filter reads the frame)
   int width, height, window_along_rows, rows, direct, tiny;
   int cols[PDQ_SIDE];  // decimateFloat's source column of each output column
   uint8_t *wanted;     // height flags: output rows of the second column pass that are sampled
@@ -248,10 +247,9 @@ PdqRows *pdq_rows_new(int frame_width, int frame_height, int reduce_side) {
   int height = frame_height / p->ky;
   p->width = width;
   p->height = height;
-  p->frame_width = frame_width;
   if (p->kx * p->ky > 1) {
     uint32_t n = (uint32_t)(p->kx * p->ky);
-    if (!(p->column_sums = calloc((size_t)frame_width * 3, sizeof(uint16_t))) ||
+    if ((p->ky > 1 && !(p->column_sums = calloc((size_t)frame_width * 3, sizeof(uint16_t)))) ||
         !(p->averages = malloc((size_t)255 * n + 1)) || !(p->reduced = malloc((size_t)width * 3)))
       goto oom;
     // A table, not a division per channel: blocks of one frame row (ky = 1) would divide ~1.5 M times
@@ -362,7 +360,7 @@ void pdq_rows_push_rgb(PdqRows *p, int y, const uint8_t *rgb) {
   }
   if (p->frame_rows >= p->height * p->ky) return;
   p->frame_rows++;
-  if (p->column_sums) block_push(p, rgb);
+  if (p->reduced) block_push(p, rgb);
   else filter_push(p, rgb);
 }
 
