@@ -8,7 +8,7 @@ import {
   MAX_JPEG_SCANS,
   MAX_JPEG_SEGMENTS,
 } from './image-cost.ts';
-import { Bytes, type Dims, HeaderError, runWalk, type Walk, WalkBoundError } from './probe-bytes.ts';
+import { Bytes, type Dims, HeaderError, type Walk, WalkBoundError, WalkCache } from './probe-bytes.ts';
 
 /** SOF0–SOF15 minus DHT (C4), JPG (C8) and DAC (CC). */
 const JPEG_SOF = new Set([0xc0, 0xc1, 0xc2, 0xc3, 0xc5, 0xc6, 0xc7, 0xc9, 0xca, 0xcb, 0xcd, 0xce, 0xcf]);
@@ -128,47 +128,23 @@ function scanEnd(data: Buffer, start: number, budget: number): number {
 }
 
 /**
- * Walks every marker of a JPEG up to EOI or the end of the data. An SOS segment is followed by its
- * entropy-coded data, which ends at the first FF not followed by 00 (stuffing) or a restart marker.
- */
-export function jpegStructure(bytes: Uint8Array): JpegStructure {
-  let structure = walked.get(bytes);
-  if (!structure) {
-    try {
-      structure = runWalk(walkJpeg(bytes));
-    } catch (err) {
-      structure = err instanceof Error ? err : new Error(String(err));
-    }
-    walked.set(bytes, structure);
-  }
-  if (structure instanceof Error) throw structure;
-  return structure;
-}
-
-/**
  * The walk of each buffer (or why it failed), kept while the buffer lives: probe, estimate and decode
  * all ask, and a walk is never run twice.
  */
-const walked = new WeakMap<Uint8Array, JpegStructure | Error>();
+const walked = new WalkCache(walkJpeg);
+
+/**
+ * Walks every marker of a JPEG up to EOI or the end of the data. An SOS segment is followed by its
+ * entropy-coded data, which ends at the first FF not followed by 00 (stuffing) or a restart marker.
+ */
+export const jpegStructure = (bytes: Uint8Array): JpegStructure => walked.get(bytes);
 
 /**
  * The same walk, pausing (walkInSlices) so that a long one — 50 MB of stuffed entropy-coded data —
  * does not hold the event loop; its result is kept for jpegStructure. A malformed file is left for
- * the probe to refuse.
+ * the probe to refuse (the walk returns why).
  */
-export function* jpegStructureWalk(bytes: Uint8Array): Walk<Error | undefined> {
-  let structure = walked.get(bytes);
-  if (structure === undefined) {
-    try {
-      structure = yield* walkJpeg(bytes);
-    } catch (err) {
-      // Kept: the probe answers with it.
-      structure = err instanceof Error ? err : new Error(String(err));
-    }
-    walked.set(bytes, structure);
-  }
-  return structure instanceof Error ? structure : undefined;
-}
+export const jpegStructureWalk = (bytes: Uint8Array): Walk<Error | undefined> => walked.prefill(bytes);
 
 /** Entropy-coded bytes searched between two pauses of the walk. */
 const SCAN_SLICE_BYTES = 1 << 20;
