@@ -1,8 +1,8 @@
 // Intake: turns a request body into the image bytes, held in memory only. Both ways of spec 4.1 —
 // one multipart part named `file`, or a raw `image/*` body. The size limit is enforced while the body
 // streams in: an oversize upload is refused at the first byte past the limit (or at once, from
-// Content-Length) and the rest is never read. A raw body whose header walk passes its bound is refused
-// while it streams in, too (streamed-header.ts): the rest is never copied.
+// Content-Length) and the rest is never read. An image whose header walk passes its bound is refused
+// while it streams in, too, in every framing (streamed-header.ts): the rest is never copied.
 
 import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
@@ -10,11 +10,11 @@ import type { Readable } from 'node:stream';
 import { Busboy, type BusboyFileStream } from '@fastify/busboy';
 import { ApiError } from '../../lib/common/errors.ts';
 import { FRAMING_BYTES } from '../../lib/common/http-limits.ts';
+import { BodyBuffer } from './body-buffer.ts';
 import type { UploadConfig } from './config.ts';
 import { type Walk, walkInSlices } from './image/probe-bytes.ts';
 import { formatFromMimeType } from './image/sniff.ts';
 import type { ImageFormat } from './image/types.ts';
-import { releaseBuffer } from './scoring/release-buffer.ts';
 import { type HeaderWatch, watchHeader } from './streamed-header.ts';
 
 export interface Intake {
@@ -155,7 +155,7 @@ export async function readImage(
   const type = mediaType(contentType);
   if (type === 'multipart/form-data') {
     if (!body) throw new ApiError('BAD_REQUEST', 'No file: the multipart body is empty');
-    return readMultipart(body, headers, limits, budget);
+    return readMultipart(body, headers, limits, budget, watchFor(verdict, {}));
   }
   if (type.startsWith('image/')) {
     if (!body) throw new ApiError('BAD_REQUEST', 'No file: the request body is empty');
@@ -164,11 +164,7 @@ export async function readImage(
     const declaredUnsupported = declaredFormat ? undefined : type;
     const declared: Declared = { declaredFormat, declaredUnsupported };
     const length = Number(headers['content-length']);
-    const watch =
-      verdict &&
-      ((refuse: (err: ApiError) => void) =>
-        watchHeader(length, (prefix) => verdict(prefix, declared), refuse));
-    const bytes = await collect(body, limits, length, budget, watch);
+    const bytes = await collect(body, limits, length, budget, watchFor(verdict, declared));
     if (bytes.length === 0) throw new ApiError('BAD_REQUEST', 'No file: the request body is empty');
     return { bytes, ...declared } satisfies Intake;
   }
@@ -176,27 +172,33 @@ export async function readImage(
 }
 
 /**
- * Collects a stream into one buffer, refusing at the first byte past `maxBytes`, or when `watch`'s
- * header walk refuses the part that has arrived (only with a Content-Length: the part is then the
- * start of the one buffer, walked where it lies, never copied).
+ * How a body is watched as it arrives (streamed-header.ts): given the most it can be, and how to refuse
+ * it. Every framing is watched — a raw body with or without a Content-Length, and a multipart part (its
+ * type never trusted: nothing declared) — so that none is a way around the early refusal.
+ */
+type WatchFor = (mostBytes: number, refuse: (err: ApiError) => void) => HeaderWatch | undefined;
+
+function watchFor(verdict: PrefixVerdict | undefined, declared: Declared): WatchFor | undefined {
+  return verdict && ((most, refuse) => watchHeader(most, (prefix) => verdict(prefix, declared), refuse));
+}
+
+/**
+ * Collects a stream into one buffer (body-buffer.ts), refusing at the first byte past `maxBytes`, or
+ * when `watch`'s header walk refuses the part that has arrived (walked where it lies, never copied).
  */
 function collect(
   stream: Readable,
   limits: IntakeLimits,
   expectedLength = Number.NaN,
   budget?: UploadBudget,
-  watch?: (refuse: (err: ApiError) => void) => HeaderWatch | undefined,
+  watch?: WatchFor,
 ): Promise<Buffer> {
   const { maxBytes } = limits;
   return new Promise<Buffer>((resolve, reject) => {
-    // With a trustworthy Content-Length we copy into one allocation instead of concatenating chunks,
-    // which would briefly hold every upload twice.
-    const prealloc =
-      Number.isInteger(expectedLength) && expectedLength > 0 ? Buffer.allocUnsafe(expectedLength) : null;
-    const chunks: Buffer[] = [];
-    let size = 0;
+    const announced = Number.isInteger(expectedLength) && expectedLength > 0;
+    const body = new BodyBuffer(announced ? expectedLength : maxBytes);
     let done = false;
-    const finish = (err: ApiError | null, value?: Buffer) => {
+    const finish = (err: ApiError | null) => {
       if (done) return;
       done = true;
       stopWatching();
@@ -209,27 +211,22 @@ function collect(
         // Stop reading; the error handler drops the rest (or closes the connection, for `connection:
         // close` errors). The buffer is freed now, not at the next collection (app.ts says why).
         stream.pause();
-        if (prealloc) releaseBuffer(prealloc);
+        body.release();
         reject(err);
-      } else resolve(value as Buffer);
+      } else resolve(body.take());
     };
     const onData = (chunk: Buffer) => {
       if (done) return;
-      if (size + chunk.length > maxBytes) return finish(tooLarge(maxBytes));
-      if (prealloc) {
-        if (size + chunk.length > prealloc.length) {
-          return finish(new ApiError('BAD_REQUEST', 'Body longer than its Content-Length'));
-        }
-        chunk.copy(prealloc, size);
-      } else chunks.push(chunk);
-      size += chunk.length;
-      if (prealloc) watcher?.grew(prealloc.subarray(0, size));
+      if (body.size + chunk.length > maxBytes) return finish(tooLarge(maxBytes));
+      if (!body.append(chunk))
+        return finish(new ApiError('BAD_REQUEST', 'Body longer than its Content-Length'));
+      watcher?.grew(body.view());
     };
-    const onEnd = () => finish(null, prealloc ? prealloc.subarray(0, size) : Buffer.concat(chunks, size));
+    const onEnd = () => finish(null);
     const onError = () => finish(new ApiError('BAD_REQUEST', 'The upload was interrupted'));
     const onAborted = () => finish(new ApiError('BAD_REQUEST', 'The upload was aborted'));
     const stopWatching = watchUpload(stream, limits, budget, (err) => finish(err));
-    const watcher = prealloc ? watch?.((err) => finish(err)) : undefined;
+    const watcher = watch?.(announced ? expectedLength : maxBytes, (err) => finish(err));
     stream.on('data', onData);
     stream.once('end', onEnd);
     stream.once('error', onError);
@@ -245,18 +242,24 @@ function readMultipart(
   headers: IncomingHttpHeaders,
   limits: IntakeLimits,
   budget: UploadBudget | undefined,
+  watch: WatchFor | undefined,
 ): Promise<Intake> {
   const { maxBytes } = limits;
   checkContentLength(headers, maxBytes, FRAMING_BYTES);
+  // The part is at most the whole body, when its length is announced.
+  const declaredLength = Number(headers['content-length']);
+  const most =
+    Number.isInteger(declaredLength) && declaredLength > 0 ? Math.min(declaredLength, maxBytes) : maxBytes;
   return new Promise<Intake>((resolve, reject) => {
     let settled = false;
     let files = 0;
-    let fileDone: Promise<Buffer> | undefined;
+    let part: Part | undefined;
     let parser: InstanceType<typeof Busboy>;
     const fail = (err: ApiError) => {
       if (settled) return;
       settled = true;
       stopWatching();
+      part?.cancel(err);
       body.unpipe(parser);
       body.pause();
       reject(err);
@@ -278,8 +281,8 @@ function readMultipart(
         return fail(new ApiError('BAD_REQUEST', `The file part must be named "file", got "${name}"`));
       if (files > 1)
         return fail(new ApiError('BAD_REQUEST', 'More than one file: send exactly one part named "file"'));
-      fileDone = collectPart(stream, maxBytes);
-      fileDone.catch(fail);
+      part = collectPart(stream, maxBytes, most, watch);
+      part.done.catch(fail);
     });
     parser.on('partsLimit', () => fail(new ApiError('BAD_REQUEST', 'Too many multipart parts')));
     parser.on('fieldsLimit', () => fail(new ApiError('BAD_REQUEST', 'Too many multipart fields')));
@@ -288,9 +291,8 @@ function readMultipart(
     );
     parser.on('finish', () => {
       if (settled) return;
-      if (!fileDone)
-        return fail(new ApiError('BAD_REQUEST', 'No file: send one multipart part named "file"'));
-      fileDone.then((bytes) => {
+      if (!part) return fail(new ApiError('BAD_REQUEST', 'No file: send one multipart part named "file"'));
+      part.done.then((bytes) => {
         if (settled) return;
         if (bytes.length === 0) return fail(new ApiError('BAD_REQUEST', 'No file: the "file" part is empty'));
         settled = true;
@@ -305,25 +307,48 @@ function readMultipart(
   });
 }
 
-function collectPart(stream: BusboyFileStream, maxBytes: number): Promise<Buffer> {
-  return new Promise<Buffer>((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    stream.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      chunks.push(chunk);
-    });
+/** The file part being read: its bytes, or how to stop reading it (the form failed elsewhere). */
+interface Part {
+  done: Promise<Buffer>;
+  cancel(err: ApiError): void;
+}
+
+function collectPart(
+  stream: BusboyFileStream,
+  maxBytes: number,
+  most: number,
+  watch: WatchFor | undefined,
+): Part {
+  let cancel: (err: ApiError) => void = () => {};
+  const done = new Promise<Buffer>((resolve, reject) => {
+    const body = new BodyBuffer(most);
+    let done = false;
+    const finish = (err: ApiError | null) => {
+      if (done) return;
+      done = true;
+      watcher?.stop();
+      stream.off('data', onData);
+      if (err) {
+        // Busboy drops the rest of a part nobody reads; the request's own handlers end the body.
+        stream.resume();
+        body.release();
+        reject(err);
+      } else resolve(body.take());
+    };
+    const onData = (chunk: Buffer) => {
+      if (done) return;
+      if (!body.append(chunk)) return finish(tooLarge(maxBytes));
+      watcher?.grew(body.view());
+    };
+    const watcher = watch?.(most, (err) => finish(err));
+    stream.on('data', onData);
     // Busboy stops at fileSize and emits 'limit': refuse rather than score a truncated image.
-    stream.once('limit', () => {
-      chunks.length = 0;
-      reject(tooLarge(maxBytes));
-    });
-    stream.once('error', () => reject(new ApiError('BAD_REQUEST', 'The upload was interrupted')));
-    stream.once('end', () => {
-      if (stream.truncated) reject(tooLarge(maxBytes));
-      else resolve(Buffer.concat(chunks, size));
-    });
+    stream.once('limit', () => finish(tooLarge(maxBytes)));
+    stream.once('error', () => finish(new ApiError('BAD_REQUEST', 'The upload was interrupted')));
+    stream.once('end', () => finish(stream.truncated ? tooLarge(maxBytes) : null));
+    cancel = finish;
   });
+  return { done, cancel };
 }
 
 /** Bytes hashed in one step of sha256InSlices: ~0.2 ms. */

@@ -10,6 +10,7 @@ import { SETTINGS } from '../../lib/common/settings.ts';
 import { CORPUS, fixture } from '../../test/fixtures/corpus.ts';
 import { HOSTILE_IMAGES, type HostileImageName, hostileImage } from '../../test/support/hostile-images.ts';
 import { prng } from '../../test/support/prng.ts';
+import { BodyBuffer } from './body-buffer.ts';
 import { costFacts } from './image/probe.ts';
 import { DEFAULT_DIMENSION_LIMITS } from './image/types.ts';
 import { type Declared, readImage } from './intake.ts';
@@ -50,9 +51,9 @@ async function streamed(
   seed: number,
 ): Promise<{ answer: Answer; arrived: number }> {
   const next = prng(seed);
-  const buffer = Buffer.alloc(file.length);
+  // Intake's buffer, grown as the body arrives (a walked view must keep its bytes through the growth).
+  const body = new BodyBuffer(file.length);
   let refusal: Answer | undefined;
-  let size = 0;
   let refusedAt = -1;
   // From 16 bytes up: every file's prefixes are walked, not only those of bodies over a megabyte.
   const first = 16 + Math.floor(next() * 64 * 1024);
@@ -61,22 +62,24 @@ async function streamed(
     (prefix) => readHeader(prefix, declared, limits),
     (err) => {
       refusal = refusedAs(err);
-      refusedAt = size;
+      refusedAt = body.size;
     },
     first,
   );
-  while (size < file.length && refusal === undefined) {
-    const n = Math.min(file.length - size, 1 + Math.floor(next() ** 3 * 256 * 1024));
-    buffer.set(file.subarray(size, size + n), size);
-    size += n;
-    watch?.grew(buffer.subarray(0, size));
+  while (body.size < file.length && refusal === undefined) {
+    const at = body.size;
+    const n = Math.min(file.length - at, 1 + Math.floor(next() ** 3 * 256 * 1024));
+    expect(body.append(file.subarray(at, at + n))).toBe(true);
+    watch?.grew(body.view());
     if (next() < 0.3) await new Promise((resolve) => setImmediate(resolve));
   }
   // The last prefix walks finish (or not) before the end is seen, as they may in intake.
   for (let i = 0; i < 3 && refusal === undefined; i++) await new Promise((resolve) => setImmediate(resolve));
   watch?.stop();
   if (refusal) return { answer: refusal, arrived: refusedAt };
-  return { answer: await answer(buffer.subarray(0, size), declared), arrived: size };
+  const whole = body.take();
+  expect(whole.equals(file)).toBe(true);
+  return { answer: await answer(whole, declared), arrived: whole.length };
 }
 
 const DECLARED: Declared = {};
@@ -129,50 +132,71 @@ describe('streamed header: the same answer as the whole body', () => {
   }, 120_000);
 });
 
-describe('intake: a raw body refused while it streams in', () => {
-  /** A raw upload of `file` in 64 KiB chunks, one a turn of the event loop as from a socket, counting what was read of it. */
-  function upload(file: Buffer) {
+describe('intake: an image refused while it streams in, in every framing', () => {
+  const BOUNDARY = 'streamed-header-test';
+  /**
+   * An upload of `file` framed as `framing`, in 64 KiB chunks, one a turn of the event loop as from a
+   * socket, counting what was read of it.
+   */
+  function upload(file: Buffer, framing: Framing, type: string) {
+    const [head, tail, headers]: [Buffer, Buffer, Record<string, string>] =
+      framing === 'multipart'
+        ? [
+            Buffer.from(
+              `--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="x"\r\nContent-Type: ${type}\r\n\r\n`,
+            ),
+            Buffer.from(`\r\n--${BOUNDARY}--\r\n`),
+            { 'content-type': `multipart/form-data; boundary=${BOUNDARY}` },
+          ]
+        : [Buffer.alloc(0), Buffer.alloc(0), { 'content-type': type }];
+    const sent = Buffer.concat([head, file, tail]);
+    // A chunked body announces no length.
+    if (framing !== 'chunked') headers['content-length'] = String(sent.length);
     let read = 0;
     const body = Readable.from(
       (async function* () {
-        for (let at = 0; at < file.length; at += 65_536) {
+        for (let at = 0; at < sent.length; at += 65_536) {
           await new Promise((resolve) => setImmediate(resolve));
-          read = Math.min(file.length, at + 65_536);
-          yield file.subarray(at, at + 65_536);
+          read = Math.min(sent.length, at + 65_536);
+          yield sent.subarray(at, at + 65_536);
         }
       })(),
     );
-    const headers = { 'content-type': 'image/png', 'content-length': String(file.length) };
     return { body, headers, read: () => read };
   }
+  type Framing = 'raw' | 'chunked' | 'multipart';
+  const FRAMINGS: Framing[] = ['raw', 'chunked', 'multipart'];
   const intakeLimits = { maxBytes: 52_428_800, idleTimeoutMs: 10_000 };
+  const verdict = (prefix: Uint8Array, declared: Declared) => readHeader(prefix, declared, limits);
 
-  it('refuses the 4.3 M-chunk PNG with the whole body’s answer, having read a few MB of its 51', async () => {
-    const file = await hostileImage('png-4m-empty-chunks');
-    const whole = await answer(file, DECLARED);
-    const { body, headers, read } = upload(file);
-    const got = await readImage(body, headers, intakeLimits, undefined, (prefix, declared) =>
-      readHeader(prefix, declared, limits),
-    ).then(
-      () => undefined,
-      (err: unknown) => refusedAs(err),
-    );
-    expect(got).toEqual(whole);
-    expect(read()).toBeLessThan(8 * 1024 * 1024);
-  }, 60_000);
+  it.each(FRAMINGS)(
+    'refuses the 4.3 M-chunk PNG %s with the whole body’s answer, having read a few MB of its 51',
+    async (framing) => {
+      const file = await hostileImage('png-4m-empty-chunks');
+      const whole = await answer(file, DECLARED);
+      const { body, headers, read } = upload(file, framing, 'image/png');
+      const got = await readImage(body, headers, intakeLimits, undefined, verdict).then(
+        () => undefined,
+        (err: unknown) => refusedAs(err),
+      );
+      expect(got).toEqual(whole);
+      expect(read()).toBeLessThan(8 * 1024 * 1024);
+    },
+    60_000,
+  );
 
-  it('takes an ordinary large image whole, byte for byte, its header answered as before', async () => {
-    const file = Buffer.from(readFileSync(fixture('gain-map.jpg')));
-    expect(file.length).toBeGreaterThan(FIRST_PREFIX_BYTES);
-    const { body, headers } = upload(file);
-    const intake = await readImage(
-      body,
-      { ...headers, 'content-type': 'image/jpeg' },
-      intakeLimits,
-      undefined,
-      (prefix, declared) => readHeader(prefix, declared, limits),
-    );
-    expect(intake.bytes.equals(file)).toBe(true);
-    expect(await answer(intake.bytes, intake)).toEqual(await answer(file, { declaredFormat: 'jpeg' }));
-  });
+  it.each(FRAMINGS)(
+    'takes an ordinary large image %s whole, byte for byte, its header answered as before',
+    async (framing) => {
+      const file = Buffer.from(readFileSync(fixture('gain-map.jpg')));
+      expect(file.length).toBeGreaterThan(FIRST_PREFIX_BYTES);
+      const { body, headers } = upload(file, framing, 'image/jpeg');
+      const intake = await readImage(body, headers, intakeLimits, undefined, verdict);
+      expect(intake.bytes.equals(file)).toBe(true);
+      // Held at its own size, however it was framed.
+      expect(intake.bytes.buffer.byteLength).toBeLessThan(file.length * 1.125);
+      const declared: Declared = framing === 'multipart' ? {} : { declaredFormat: 'jpeg' };
+      expect(await answer(intake.bytes, intake)).toEqual(await answer(file, declared));
+    },
+  );
 });

@@ -9,6 +9,10 @@
 // sniff, the declared type, the first bytes' header fields) read no further than the prefix
 // (streamed-header.test.ts holds both to the whole-body answer, for every corpus and hostile file).
 // Anything else — a prefix cut inside a chunk, a truncated segment — waits for the whole body.
+// Every framing is watched: a raw body with a Content-Length, a chunked one (its most: the size limit),
+// and the file part of a form (its most: the form's length). The image's answer is exact in each; what
+// the rest of the request might still have got wrong (a form's second file, a chunked body past the
+// size limit) is not waited for: the first fault found is the answer, as anywhere in intake.
 
 import type { ApiError } from '../../lib/common/errors.ts';
 import { isApiError } from '../../lib/common/errors.ts';
@@ -29,13 +33,13 @@ export const FIRST_PREFIX_BYTES = 1 << 20;
  * refused at most this many times later than it could be — the 4.3 M-chunk PNG passes its bound at
  * 3.1 MB and is refused at 4 MiB either way.
  */
-const PREFIX_GROWTH = 4;
+export const PREFIX_GROWTH = 4;
 
 /** What intake tells the watch as the body arrives. */
 export interface HeaderWatch {
   /**
-   * The body's first `prefix.length` bytes have arrived, in one buffer that stays as it is (intake's
-   * preallocated body: later bytes go past the view's end).
+   * The body's first `prefix.length` bytes have arrived, in a buffer whose bytes stay as they are
+   * (body-buffer.ts: later bytes go past the view's end, or into a grown copy).
    */
   grew(prefix: Uint8Array): void;
   /** No more bytes will come (the body ended, failed or was refused): a walk in progress stops. */
@@ -59,7 +63,7 @@ function* untilStopped<T>(walk: Walk<T>, stopped: () => boolean): Walk<T | undef
 }
 
 /**
- * Watches a body of `totalBytes` (its Content-Length) as it streams in. Calls `refuse` at most once,
+ * Watches a body of at most `totalBytes` (its Content-Length, else the most it may be) as it streams in. Calls `refuse` at most once,
  * with the ApiError `verdict` gives a prefix whose walk passed its bound; never for a body that would
  * not be refused whole. Bodies of at most `firstPrefixBytes` are not watched (undefined).
  */
@@ -100,8 +104,8 @@ export function watchHeader(
   const next = (): void => {
     if (stopped || walking || latest === undefined || latest.length < nextAt) return;
     const prefix = latest;
-    // The whole body is walked by detect as it is today: a prefix of more than half of it would refuse
-    // a body at most twice as early, for a second walk of nearly all of an ordinary one.
+    // The whole body is walked by detect once it has arrived: a prefix of more than half of it would
+    // refuse a body at most twice as early, for a second walk of nearly all of an ordinary one.
     if (prefix.length * 2 > totalBytes) return;
     walking = true;
     nextAt = prefix.length * PREFIX_GROWTH;
