@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Authorizer, Decision, EdgeIdentity, RequestFacts } from '../../lib/common/authorizer.ts';
 import { describeOnly } from '../../lib/common/describe-only.ts';
 import { ok } from '../../lib/common/envelope.ts';
-import { ApiError } from '../../lib/common/errors.ts';
+import { ApiError, isApiError } from '../../lib/common/errors.ts';
 import { headerValue } from '../../lib/common/header-value.ts';
 import { type ProbeCheck, registerProbes, unavailable } from '../../lib/common/probes.ts';
 import { DETECT_ROUTES } from '../../lib/common/routes.ts';
@@ -198,7 +198,13 @@ async function detect(request: FastifyRequest, reply: FastifyReply, opts: Detect
       request.headers,
       intakeLimits,
       budget,
-      (prefix, declared) => readHeader(prefix, declared, opts.limits),
+      (prefix, declared) =>
+        readHeader(prefix, declared, opts.limits).catch((err: unknown) => {
+          // Only a refusal ends a body early (streamed-header.ts); anything else is a fault, logged
+          // where it first shows. The whole body then meets it again, answered as any fault is.
+          if (!isApiError(err)) request.log.error({ err }, 'header steps failed on a streamed prefix');
+          throw err;
+        }),
     );
     span.setAttribute('image.bytes', result.bytes.length);
     return result;

@@ -94,6 +94,7 @@ export function watchHeader(
     try {
       await verdict(prefix);
     } catch (err) {
+      // A fault other than a refusal is the verdict's to report (app.ts logs it); the body goes on.
       if (!stopped && isApiError(err)) {
         stopped = true;
         refuse(err);
