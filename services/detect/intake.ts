@@ -322,10 +322,10 @@ function collectPart(
   let cancel: (err: ApiError) => void = () => {};
   const done = new Promise<Buffer>((resolve, reject) => {
     const body = new BodyBuffer(most);
-    let done = false;
+    let ended = false;
     const finish = (err: ApiError | null) => {
-      if (done) return;
-      done = true;
+      if (ended) return;
+      ended = true;
       watcher?.stop();
       stream.off('data', onData);
       if (err) {
@@ -336,7 +336,7 @@ function collectPart(
       } else resolve(body.take());
     };
     const onData = (chunk: Buffer) => {
-      if (done) return;
+      if (ended) return;
       if (!body.append(chunk)) return finish(tooLarge(maxBytes));
       watcher?.grew(body.view());
     };
