@@ -290,58 +290,75 @@ describe('format, size and dimension refusals', () => {
     expectError(await raw(app, JPEG.subarray(0, 20), 'image/jpeg'), 400, 4005);
   });
 
-  it('4005 for the 4.3 M-chunk PNG while it streams in, charged; the rest dropped and the connection kept', async () => {
-    const { app, classifier } = await start();
-    const chunky = await hostileImage('png-4m-empty-chunks');
-    const wholeRes = await raw(app, chunky, 'image/png');
-    const whole = wholeRes.json() as { code: number; message: string };
-    expect(whole.code).toBe(4005);
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    const { port } = app.server.address() as AddressInfo;
-    // One connection, written by hand (Node's client gives up a connection whose answer came before
-    // its body was sent): the upload in 64 KiB pieces, then a second request on the same connection.
-    const socket = connect(port, '127.0.0.1');
-    await once(socket, 'connect');
-    let received = '';
-    let sentAtAnswer = -1;
-    let sent = 0;
-    socket.setEncoding('latin1');
-    socket.on('data', (text: string) => {
-      if (sentAtAnswer < 0) sentAtAnswer = sent;
-      received += text;
-    });
-    const head = (type: string, length: number) =>
-      `POST ${DETECT} HTTP/1.1\r\nHost: localhost\r\nContent-Type: ${type}\r\nContent-Length: ${length}\r\n\r\n`;
-    try {
-      socket.write(head('image/png', chunky.length));
-      for (let at = 0; at < chunky.length; at += 65_536) {
-        sent = at;
-        if (!socket.write(chunky.subarray(at, at + 65_536))) await once(socket, 'drain');
+  it.each(['raw', 'chunked', 'multipart'] as const)(
+    '4005 for the 4.3 M-chunk PNG %s while it streams in, charged; the rest dropped and the connection kept',
+    async (framing) => {
+      const { app, classifier } = await start();
+      const chunky = await hostileImage('png-4m-empty-chunks');
+      const formed = multipart([{ name: 'file', filename: 'chunky.png', data: chunky }]);
+      const wholeRes =
+        framing === 'multipart'
+          ? await form(app, [{ name: 'file', filename: 'chunky.png', data: chunky }])
+          : await raw(app, chunky, 'image/png');
+      const whole = wholeRes.json() as { code: number; message: string };
+      expect(whole.code).toBe(4005);
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      const { port } = app.server.address() as AddressInfo;
+      // One connection, written by hand (Node's client gives up a connection whose answer came before
+      // its body was sent): the upload in 64 KiB pieces, then a second request on the same connection.
+      const socket = connect(port, '127.0.0.1');
+      await once(socket, 'connect');
+      let received = '';
+      let sentAtAnswer = -1;
+      let sent = 0;
+      socket.setEncoding('latin1');
+      socket.on('data', (text: string) => {
+        if (sentAtAnswer < 0) sentAtAnswer = sent;
+        received += text;
+      });
+      const head = (type: string, length: number | 'chunked') =>
+        `POST ${DETECT} HTTP/1.1\r\nHost: localhost\r\nContent-Type: ${type}\r\n${
+          length === 'chunked' ? 'Transfer-Encoding: chunked' : `Content-Length: ${length}`
+        }\r\n\r\n`;
+      const body = framing === 'multipart' ? formed.body : chunky;
+      try {
+        if (framing === 'multipart') socket.write(head(formed.contentType, body.length));
+        else socket.write(head('image/png', framing === 'chunked' ? 'chunked' : body.length));
+        for (let at = 0; at < body.length; at += 65_536) {
+          sent = at;
+          const piece = body.subarray(at, at + 65_536);
+          const framed =
+            framing === 'chunked'
+              ? Buffer.concat([Buffer.from(`${piece.length.toString(16)}\r\n`), piece, Buffer.from('\r\n')])
+              : piece;
+          if (!socket.write(framed)) await once(socket, 'drain');
+        }
+        if (framing === 'chunked') socket.write('0\r\n\r\n');
+        await until(() => received.includes('\r\n\r\n') && received.endsWith('}'));
+        const [status, ...lines] = received.split('\r\n\r\n')[0]?.split('\r\n') ?? [];
+        expect(status).toBe('HTTP/1.1 400 Bad Request');
+        expect(JSON.parse(received.slice(received.indexOf('\r\n\r\n') + 4))).toEqual(whole);
+        // Answered while most of the body was still to be sent (what was sent then was still in flight).
+        expect(sentAtAnswer).toBeGreaterThanOrEqual(0);
+        expect(sentAtAnswer).toBeLessThan(body.length / 2);
+        const headers = Object.fromEntries(lines.map((line) => line.toLowerCase().split(': ')));
+        // Charged like the whole body's 4005: one more request counted.
+        expect(Number(headers['x-ratelimit-remaining'])).toBe(
+          Number(wholeRes.headers['x-ratelimit-remaining']) - 1,
+        );
+        expect(headers.connection).toBe('keep-alive');
+        // The rest of the body was read and dropped: the same connection serves the next request.
+        received = '';
+        socket.write(head('image/jpeg', JPEG.length));
+        socket.write(JPEG);
+        await until(() => received.includes('"decision"') || socket.destroyed);
+        expect(received.startsWith('HTTP/1.1 200 OK')).toBe(true);
+        expect(classifier.calls).toBe(1);
+      } finally {
+        socket.destroy();
       }
-      await until(() => received.includes('\r\n\r\n') && received.endsWith('}'));
-      const [status, ...lines] = received.split('\r\n\r\n')[0]?.split('\r\n') ?? [];
-      expect(status).toBe('HTTP/1.1 400 Bad Request');
-      expect(JSON.parse(received.slice(received.indexOf('\r\n\r\n') + 4))).toEqual(whole);
-      // Answered while most of the body was still to be sent (what was sent then was still in flight).
-      expect(sentAtAnswer).toBeGreaterThanOrEqual(0);
-      expect(sentAtAnswer).toBeLessThan(chunky.length / 2);
-      const headers = Object.fromEntries(lines.map((line) => line.toLowerCase().split(': ')));
-      // Charged like the whole body's 4005: one more request counted.
-      expect(Number(headers['x-ratelimit-remaining'])).toBe(
-        Number(wholeRes.headers['x-ratelimit-remaining']) - 1,
-      );
-      expect(headers.connection).toBe('keep-alive');
-      // The rest of the body was read and dropped: the same connection serves the next request.
-      received = '';
-      socket.write(head('image/jpeg', JPEG.length));
-      socket.write(JPEG);
-      await until(() => received.includes('"decision"') || socket.destroyed);
-      expect(received.startsWith('HTTP/1.1 200 OK')).toBe(true);
-      expect(classifier.calls).toBe(1);
-    } finally {
-      socket.destroy();
-    }
-  });
+    },
+  );
 });
 
 describe('anonymous limits', () => {

@@ -9,6 +9,7 @@ import { isApiError } from '../../lib/common/errors.ts';
 import { SETTINGS } from '../../lib/common/settings.ts';
 import { CORPUS, fixture } from '../../test/fixtures/corpus.ts';
 import { HOSTILE_IMAGES, type HostileImageName, hostileImage } from '../../test/support/hostile-images.ts';
+import { multipart } from '../../test/support/multipart.ts';
 import { prng } from '../../test/support/prng.ts';
 import { BodyBuffer } from './body-buffer.ts';
 import { costFacts } from './image/probe.ts';
@@ -133,23 +134,16 @@ describe('streamed header: the same answer as the whole body', () => {
 });
 
 describe('intake: an image refused while it streams in, in every framing', () => {
-  const BOUNDARY = 'streamed-header-test';
   /**
    * An upload of `file` framed as `framing`, in 64 KiB chunks, one a turn of the event loop as from a
    * socket, counting what was read of it.
    */
   function upload(file: Buffer, framing: Framing, type: string) {
-    const [head, tail, headers]: [Buffer, Buffer, Record<string, string>] =
+    const form = multipart([{ name: 'file', filename: 'x', contentType: type, data: file }]);
+    const [sent, headers]: [Buffer, Record<string, string>] =
       framing === 'multipart'
-        ? [
-            Buffer.from(
-              `--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="x"\r\nContent-Type: ${type}\r\n\r\n`,
-            ),
-            Buffer.from(`\r\n--${BOUNDARY}--\r\n`),
-            { 'content-type': `multipart/form-data; boundary=${BOUNDARY}` },
-          ]
-        : [Buffer.alloc(0), Buffer.alloc(0), { 'content-type': type }];
-    const sent = Buffer.concat([head, file, tail]);
+        ? [form.body, { 'content-type': form.contentType }]
+        : [file, { 'content-type': type }];
     // A chunked body announces no length.
     if (framing !== 'chunked') headers['content-length'] = String(sent.length);
     let read = 0;
