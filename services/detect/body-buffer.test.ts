@@ -39,7 +39,7 @@ describe('body buffer: an upload gathered as it arrives', () => {
     for (const [view, size] of views) expect(Buffer.from(view).equals(data.subarray(0, size))).toBe(true);
     const taken = body.take();
     expect(taken.equals(data)).toBe(true);
-    // Grown to 16 MiB for 6 MiB: trimmed to its size.
+    // Grown to 16 MiB for 6 MiB: handed over in a buffer of its own size.
     expect(taken.buffer.byteLength).toBe(data.length);
   });
 

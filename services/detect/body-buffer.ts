@@ -1,10 +1,10 @@
 // An upload gathered into one buffer as it arrives, the buffer growing as the walked prefixes do
-// (streamed-header.ts: 1, 4, 16 MiB) up to the most the body can be. Reserving a body's announced length at its first byte made four hostile 52 MB
-// uploads, refused after their first few MiB (streamed-header.ts), hold 208 MB of external memory at
-// once: enough to bring on a full collection, a pause of every request's event loop. Grown as it
-// arrives, such a body has cost 1 + 4 + 16 MiB when it is refused. An ordinary photo (at most 1 MiB
-// announced) still takes one exact allocation; a large body copies a third of itself once more
-// (~2 ms for 50 MB, in three steps).
+// (streamed-header.ts: 1, 4, 16 MiB) up to the most the body can be. Reserving a body's announced
+// length at its first byte made four hostile 52 MB uploads, refused after their first few MiB, hold
+// 208 MB of external memory at once: enough to bring on a full collection, a pause of every request's
+// event loop. Grown as it arrives, such a body has cost 1 + 4 + 16 MiB when it is refused. An ordinary
+// photo (at most 1 MiB announced) still takes one exact allocation; a large raw body copies a third of
+// itself once more (~2 ms for 50 MB, in three steps).
 //
 // Bytes once written are never rewritten, and a grown buffer's older ones stay as they were: a view of
 // what had arrived (`view()`) keeps its contents while the body goes on, as the prefix walks need.
@@ -49,12 +49,14 @@ export class BodyBuffer {
   }
 
   /**
-   * The whole body, the buffer trimmed to it when it was grown well past it (a body of unannounced
-   * length): an upload counts, and is held, at its own size.
+   * The whole body in a buffer of its own size: an upload is held and counted at its size, and a
+   * buffer it owns whole is handed to a scoring thread without a copy (worker-pool-scorer.ts). A body
+   * shorter than the most it could be (a form's part, a chunked body) is copied once, as joining its
+   * chunks did.
    */
   take(): Buffer {
     const buffer = this.#buffer;
-    if (buffer.length - this.#size <= buffer.length / 8) return buffer.subarray(0, this.#size);
+    if (buffer.length === this.#size) return buffer;
     const exact = Buffer.allocUnsafeSlow(this.#size);
     buffer.copy(exact, 0, 0, this.#size);
     releaseBuffer(buffer);
