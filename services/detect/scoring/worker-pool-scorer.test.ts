@@ -233,14 +233,16 @@ describe('WorkerPoolScorer deadline (stand-in workers that hang)', () => {
     const replaced: Error[] = [];
     const pool = await create(replaced);
     let released = false;
-    // Opening the write end lets the blocked open() in the worker return; the worker then ends.
+    // Opening the write end lets the blocked open() in the worker return; the worker then ends. ENXIO:
+    // no reader yet — on a loaded host the worker can be counted stuck before it reaches its open() —
+    // so it is tried again until the thread has ended.
     const release = () => {
       if (released) return;
-      released = true;
       try {
         closeSync(openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK));
-      } catch {
-        // ENXIO: nobody is blocked on it any more.
+        released = true;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENXIO') throw err;
       }
     };
     try {
@@ -254,8 +256,10 @@ describe('WorkerPoolScorer deadline (stand-in workers that hang)', () => {
       );
       expect(stuckThreadCount()).toBe(1);
       expect(replaced.map((e) => e.message)).toContainEqual(expect.stringMatching(/stuck/));
-      release();
-      await eventually('the stuck thread to end', async () => (stuckThreadCount() === 0 ? true : undefined));
+      await eventually('the stuck thread to end', async () => {
+        release();
+        return stuckThreadCount() === 0 ? true : undefined;
+      });
       expect(pool.state).toBe('ready');
     } finally {
       release();
