@@ -73,15 +73,16 @@ describe('DecoderPool', () => {
   });
 
   describe('kills under load', () => {
-    // ~0.8 s of CPU to decode (hundreds of scans over 62,500 blocks), 54 KB on the wire.
+    // ~1.6 s of CPU to decode (hundreds of scans over 122,500 blocks; 2000² took ~0.8 s), ~100 KB on the
+    // wire: far past the limit below on any CPU.
     const hostile = writeProgressiveJpeg({
-      width: 2000,
-      height: 2000,
+      width: 2800,
+      height: 2800,
       components: 1,
       scans: manyScanScript(1),
     });
     // The header probe refuses such a file (image-cost.ts); the pool below it must hold even so.
-    const hostileProbed: ProbedImage = { format: 'jpeg', width: 2000, height: 2000, frames: 1 };
+    const hostileProbed: ProbedImage = { format: 'jpeg', width: 2800, height: 2800, frames: 1 };
     let pool: DecoderPool;
     const replaced: Error[] = [];
     afterAll(() => pool?.close());
@@ -90,7 +91,9 @@ describe('DecoderPool', () => {
       pool = await DecoderPool.create({
         ...options,
         processes: 3,
-        cpuLimitMs: 200,
+        // Room for an ordinary image's first decode in a fresh decoder (libvips loading its codecs),
+        // which a loaded host took past 200 ms.
+        cpuLimitMs: 400,
         onProcessError: (err) => replaced.push(err),
       });
       const rounds = 6;
