@@ -195,8 +195,9 @@ function collect(
 ): Promise<Buffer> {
   const { maxBytes } = limits;
   return new Promise<Buffer>((resolve, reject) => {
-    const announced = Number.isInteger(expectedLength) && expectedLength > 0;
-    const body = new BodyBuffer(announced ? expectedLength : maxBytes);
+    // The most the body can be: its Content-Length, else the size limit (a chunked body).
+    const most = Number.isInteger(expectedLength) && expectedLength > 0 ? expectedLength : maxBytes;
+    const body = new BodyBuffer(most);
     let done = false;
     const finish = (err: ApiError | null) => {
       if (done) return;
@@ -226,7 +227,7 @@ function collect(
     const onError = () => finish(new ApiError('BAD_REQUEST', 'The upload was interrupted'));
     const onAborted = () => finish(new ApiError('BAD_REQUEST', 'The upload was aborted'));
     const stopWatching = watchUpload(stream, limits, budget, (err) => finish(err));
-    const watcher = watch?.(announced ? expectedLength : maxBytes, (err) => finish(err));
+    const watcher = watch?.(most, (err) => finish(err));
     stream.on('data', onData);
     stream.once('end', onEnd);
     stream.once('error', onError);
