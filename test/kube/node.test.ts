@@ -16,7 +16,6 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ERRORS } from '../../lib/common/errors.ts';
-import { removeHelmHome } from '../chart/helm.ts';
 import { adminCliArgs } from '../support/chart-kubectl.ts';
 import { eventually } from '../support/eventually.ts';
 import {
@@ -39,6 +38,7 @@ import {
   runNodeScript,
   startProbe,
   tagInRegistry,
+  takeDown,
   upgradeOnNode,
 } from '../support/kube-node.ts';
 import { REPO } from '../support/paths.ts';
@@ -80,9 +80,7 @@ describeWithKubeNode('the local Kubernetes node', () => {
 
   // When the last check did not bring the node down (an earlier failure, or a run of some checks only).
   afterAll(async () => {
-    if (down) return;
-    removeHelmHome();
-    await runNodeScript('down.sh');
+    if (!down) await takeDown();
   }, 300_000);
 
   it('runs a pod to Ready on the first node, with cluster DNS and the metrics API', async () => {

@@ -269,10 +269,15 @@ export async function bringUp(facts: KubeNodeFacts, nodes = 1): Promise<HostBefo
   return before;
 }
 
-/** kube:down, then nothing of the node left and the host as it was before kube:up. */
-export async function bringDown(facts: KubeNodeFacts, before: HostBefore): Promise<void> {
+/** kube:down, and helm's temp home (made by the suites' helm calls) removed. */
+export async function takeDown(): Promise<void> {
   removeHelmHome();
   await runNodeScript('down.sh');
+}
+
+/** kube:down, then nothing of the node left and the host as it was before kube:up. */
+export async function bringDown(facts: KubeNodeFacts, before: HostBefore): Promise<void> {
+  await takeDown();
   expect(nodeLeftovers(facts)).toEqual([]);
   expect(hostSysctls()).toEqual(before.sysctls);
   expect(hostPaths()).toEqual(before.paths);

@@ -75,14 +75,15 @@ describe('DecoderPool', () => {
   describe('kills under load', () => {
     // ~1.6 s of CPU to decode (hundreds of scans over 122,500 blocks; 2000² took ~0.8 s), ~100 KB on the
     // wire: far past the limit below on any CPU.
+    const side = 2800;
     const hostile = writeProgressiveJpeg({
-      width: 2800,
-      height: 2800,
+      width: side,
+      height: side,
       components: 1,
       scans: manyScanScript(1),
     });
     // The header probe refuses such a file (image-cost.ts); the pool below it must hold even so.
-    const hostileProbed: ProbedImage = { format: 'jpeg', width: 2800, height: 2800, frames: 1 };
+    const hostileProbed: ProbedImage = { format: 'jpeg', width: side, height: side, frames: 1 };
     let pool: DecoderPool;
     const replaced: Error[] = [];
     afterAll(() => pool?.close());
