@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../lib/common/errors.ts';
 import {
+  DRAINING_HEADER,
   FAIR_WAIT_MS,
   HEAVY_IMAGE_CPU_MS,
   SMALL_BODY_BYTES,
@@ -160,8 +161,19 @@ describe('WorkGate: admissions', () => {
     expect(g.tryAdmit()).toBeUndefined();
     const refusal = g.busy();
     expect(refusal).toBeInstanceOf(ApiError);
-    expect(refusal).toMatchObject({ status: 503, code: 5001, headers: { 'retry-after': '3' } });
+    expect(refusal).toMatchObject({
+      status: 503,
+      code: 5001,
+      headers: { 'retry-after': '3', [DRAINING_HEADER]: '1' },
+    });
     expect(refusal.message).toMatch(/Shutting down/);
+  });
+
+  it("marks only a closed gate's refusals for a retry elsewhere, not a busy one's", () => {
+    const g = gate({ uploads: 1 });
+    expect(g.tryAdmit()).toBeDefined();
+    expect(g.tryAdmit()).toBeUndefined();
+    expect(g.busy().headers).not.toHaveProperty(DRAINING_HEADER);
   });
 });
 

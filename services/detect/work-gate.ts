@@ -31,6 +31,13 @@ export interface WorkGateOptions {
   retryAfterSeconds: number;
 }
 
+/**
+ * On a closed gate's refusals only: the edge sends such a request to another detect pod (the chart's
+ * retry policy, retriable-headers) and strips the header from what reaches the client. A busy pod's
+ * refusals go back to the client instead: retrying them would add load where there is too much.
+ */
+export const DRAINING_HEADER = 'x-detect-draining';
+
 /** An image whose decode estimate is at most this goes in the small lane (~8 MP baseline JPEG and under). */
 export const SMALL_IMAGE_DECODE_BYTES = 32 * 1024 * 1024;
 /**
@@ -148,11 +155,13 @@ export class WorkGate {
 
   /** The refusal for a request that finds no room (or a closed gate). */
   busy(what = 'too many uploads in progress'): ApiError {
-    return new ApiError(
-      'UNAVAILABLE',
-      this.#closed ? 'Shutting down; try another replica' : `Busy: ${what}; try again shortly`,
-      { 'retry-after': String(this.#opts.retryAfterSeconds) },
-    );
+    const retryAfter = { 'retry-after': String(this.#opts.retryAfterSeconds) };
+    return this.#closed
+      ? new ApiError('UNAVAILABLE', 'Shutting down; try another replica', {
+          ...retryAfter,
+          [DRAINING_HEADER]: '1',
+        })
+      : new ApiError('UNAVAILABLE', `Busy: ${what}; try again shortly`, retryAfter);
   }
 
   /**

@@ -6,11 +6,13 @@
 // not retried: its client gets 503/5001, and that 503 is not charged. A pod whose node is lost while a
 // request's body is on its way (its port black-holed: no ACK, no RST) has that request reset after the
 // chart's tcpUserTimeoutMs and answered by the other pod, as is a request sent on its pooled connection
-// before the edge ejects it; a pod that reads slowly and answers late is not cut.
+// before the edge ejects it; a pod that reads slowly and answers late is not cut. A draining pod's
+// refusal (marked by detect) is retried on another pod too.
 
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { ERRORS } from '../../lib/common/errors.ts';
+import { DRAINING_HEADER } from '../../services/detect/work-gate.ts';
 import { type BlackHole, blackHole, LOOPBACK_BLACK_HOLE } from '../support/black-hole.ts';
 import { type EdgeEnvoy, startEdgeEnvoy } from '../support/edge-envoy.ts';
 import { startUpstream, type Upstream } from '../support/fake-detect.ts';
@@ -176,6 +178,47 @@ describeWithStackTools(
       );
       expect(connectFailures).toBeGreaterThanOrEqual(1);
       expect(retried).toBeGreaterThanOrEqual(1);
+    }, 60_000);
+
+    it("a draining detect pod's refusals (marked): answered 200 by the other pod, each charged once; with no other pod, 503/5001 without the mark, refunded", async () => {
+      const drainingAnswer = {
+        FAKE_DETECT_STATUS: '503',
+        FAKE_DETECT_HEADERS: JSON.stringify({ [DRAINING_HEADER]: '1', 'retry-after': '1' }),
+      };
+      const draining = await startUpstream('draining', drainingAnswer);
+      const survivor = await startUpstream('survivor');
+      const edge = await edgeOver([draining, survivor]);
+      const answers = await Promise.all(Array.from({ length: 8 }, () => detect(edge)));
+      expect(answers.map((a) => a.status)).toEqual(Array(8).fill(200));
+      for (const a of answers) expect(a.body.data?.upstream).toBe('survivor');
+      chargedOnceEach(answers.map((a) => a.remaining));
+      const refused = draining.received();
+      const retried = await edge.stat('cluster.detect.upstream_rq_retry');
+      console.log(
+        `draining pod: it refused ${refused}; 8/8 answered 200 by the other; Envoy retries ${retried}`,
+      );
+      expect(refused, 'round robin sent some to the draining pod').toBeGreaterThanOrEqual(1);
+      expect(retried).toBeGreaterThanOrEqual(refused);
+
+      // The draining pod alone: its answer reaches the client, unmarked, and is not charged.
+      const alone = await edgeOver([await startUpstream('draining alone', drainingAnswer)]);
+      const res = await fetch(`${alone.url}/api/public/detect`, {
+        method: 'POST',
+        headers: { 'content-type': 'image/jpeg' },
+        body: new Uint8Array(4096),
+        signal: AbortSignal.timeout(CLIENT_TIMEOUT_MS),
+      });
+      expect(res.headers.get(DRAINING_HEADER)).toBeNull();
+      const refusal = await answerOf(res);
+      expect([refusal.status, refusal.body.code]).toEqual([
+        ERRORS.UNAVAILABLE.status,
+        ERRORS.UNAVAILABLE.code,
+      ]);
+      const after = await detect(edge);
+      expect(after.status).toBe(200);
+      expect(after.remaining, 'the 503 refunded').toBe(
+        Math.min(...answers.map((a) => a.remaining as number)) - 1,
+      );
     }, 60_000);
 
     it('a detect pod whose node is lost mid-upload (no ACK, no RST): the request is reset within seconds, answered 200 by the other pod, charged once; the pod is ejected', async (ctx) => {

@@ -20,6 +20,7 @@ import {
 import { refusedBodyBounds } from '../../lib/common/root-app.ts';
 import { SETTINGS } from '../../lib/common/settings.ts';
 import { loadPolicyConfig } from '../../lib/policy/policy-config.ts';
+import { DRAINING_HEADER } from '../../services/detect/work-gate.ts';
 import {
   CHECK_REQUEST_HEADERS,
   CLIENT_HEADERS_ON_DENY,
@@ -264,10 +265,15 @@ describeWithStackTools('the chart Envoy configuration', ['helm', 'envoy'], {}, (
         expect(route.route.retry_policy, JSON.stringify(route.match)).toBeUndefined();
         continue;
       }
-      // Only what never got an answer, to another host, a bounded number of times, with the body kept
-      // up to a bound; never an answer of detect's (a busy 503 goes back to the client).
+      // Only what never got an answer, or a draining pod's refusal (marked by detect), to another host,
+      // a bounded number of times, with the body kept up to a bound; never another answer of detect's (a
+      // busy 503 goes back to the client). The mark never reaches the client.
       const retry = route.route.retry_policy;
-      expect(retry.retry_on.split(',').sort()).toEqual(['connect-failure', 'refused-stream', 'reset'].sort());
+      expect(retry.retry_on.split(',').sort()).toEqual(
+        ['connect-failure', 'refused-stream', 'reset', 'retriable-headers'].sort(),
+      );
+      expect(retry.retriable_headers).toEqual([{ name: DRAINING_HEADER, present_match: true }]);
+      expect(route.response_headers_to_remove).toEqual([DRAINING_HEADER]);
       expect(retry.retriable_status_codes).toBeUndefined();
       expect(retry.num_retries).toBeGreaterThanOrEqual(1);
       expect(retry.num_retries).toBeLessThanOrEqual(3);

@@ -4,7 +4,8 @@
 // bytes or more), holding the request until it is killed.
 // FAKE_DETECT_READ_BYTES_PER_S reads the body that slowly (a detect pod slower than the client);
 // FAKE_DETECT_ANSWER_DELAY_MS answers that long after the body's end (a busy pod); FAKE_DETECT_STATUS=503
-// answers as a busy detect does.
+// answers as a busy detect does; FAKE_DETECT_HEADERS (JSON) adds headers to that answer (a draining
+// detect's mark).
 // Prints {"msg":"listening","port":…} once bound, {"msg":"reading","url":…} at a body's first bytes and
 // {"msg":"received","bytes":…} per body read.
 //   FAKE_DETECT_NAME=a node test/support/fake-detect-upstream.mjs
@@ -19,6 +20,7 @@ const hangFrom =
 const readRate = Number(process.env.FAKE_DETECT_READ_BYTES_PER_S ?? 0);
 const answerDelayMs = Number(process.env.FAKE_DETECT_ANSWER_DELAY_MS ?? 0);
 const status = Number(process.env.FAKE_DETECT_STATUS ?? 200);
+const extraHeaders = JSON.parse(process.env.FAKE_DETECT_HEADERS ?? '{}');
 
 const server = createServer((req, res) => {
   if (req.url === '/internal/ready') {
@@ -40,7 +42,7 @@ const server = createServer((req, res) => {
     console.log(JSON.stringify({ msg: 'received', bytes, url: req.url }));
     if (bytes >= hangFrom) return;
     setTimeout(() => {
-      res.writeHead(status, { 'content-type': 'application/json' });
+      res.writeHead(status, { 'content-type': 'application/json', ...extraHeaders });
       res.end(
         status === 503
           ? JSON.stringify({

@@ -21,15 +21,20 @@
 {{- $edgeSecretHeader := list (dict "header" (dict "key" "x-edge-secret" "value" "%ENVIRONMENT(EDGE_SECRET)%") "append_action" "OVERWRITE_IF_EXISTS_OR_ADD") }}
 {{- /*
 detect's routes: a request whose connection to a detect pod failed, was refused or reset before any
-answer is sent again to another pod. The router runs after ext_authz, so the retry is not charged again.
-detect's own 503 (busy: uncharged, refunded by the Lua filter) is not retried: it goes back to the
-client with Retry-After, rather than a second wave of load on a busy tier (docs/kubernetes-ha.md).
+answer is sent again to another pod, as is one a draining pod refused (its 503 carries
+x-detect-draining: services/detect/work-gate.ts): the edge may still pick a pod past its drain delay,
+when its health checks lag or every pod looks unhealthy (Envoy's panic routing). The router runs after
+ext_authz, so the retry is not charged again. A busy pod's 503 (uncharged, refunded by the Lua filter)
+is not retried: it goes back to the client with Retry-After, rather than a second wave of load on a
+busy tier (docs/kubernetes-ha.md).
 */}}
+{{- $drainingHeader := "x-detect-draining" }}
 {{- $retry := $up.detect.retry }}
 {{- $detectRoute := dict "cluster" "detect" "timeout" $up.detect.routeTimeout }}
 {{- if $retry.attempts }}
 {{- $_ := set $detectRoute "retry_policy" (dict
-      "retry_on" "connect-failure,refused-stream,reset"
+      "retry_on" "connect-failure,refused-stream,reset,retriable-headers"
+      "retriable_headers" (list (dict "name" $drainingHeader "present_match" true))
       "num_retries" (int $retry.attempts)
       "retry_host_predicate" (list (dict "name" "envoy.retry_host_predicates.previous_hosts" "typed_config" (dict "@type" "type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate")))
       "host_selection_retry_max_attempts" 5
@@ -285,6 +290,7 @@ static_resources:
                         - match: { path: {{ . }} }
                           route: {{ $detectRoute | toJson }}
                           request_headers_to_add: {{ $edgeSecretHeader | toJson }}
+                          response_headers_to_remove: [{{ $drainingHeader }}]
 {{- if $retry.attempts }}
                           # The retry keeps the body: up to this much (docs/kubernetes-ha.md).
                           request_body_buffer_limit: {{ int64 $retry.bufferBytes }}
