@@ -411,10 +411,27 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
       const quota = (await k('-n', ns, 'logs', g.name, '-c', 'quota', since).catch((e) => String(e)))
         .split('\n')
         .filter((l) => /"level":\s*[45]0/.test(l));
-      if (envoy.length || quota.length)
+      if (envoy.length || quota.length) {
+        // Why ext_authz failed, if it did: the edge's counters for its quota sidecar (connections that
+        // timed out or failed to open, requests that timed out or lost their connection).
+        const stats = envoy.some((l) => l.includes('ext_authz_error'))
+          ? await k(
+              '-n',
+              ns,
+              'exec',
+              g.name,
+              '-c',
+              'quota',
+              '--',
+              'node',
+              '-e',
+              "fetch('http://127.0.0.1:9901/stats?filter=cluster.quota.upstream_').then((r) => r.text()).then((t) => console.log(t.split('\\n').filter((l) => /cx_connect|cx_destroy|rq_timeout|rq_rx_reset|rq_pending/.test(l)).join('\\n')))",
+            ).catch((e) => String(e))
+          : '';
         log(
-          `${g.name} (${g.node}), the last ${seconds} s:\n${[...envoy.slice(-8), ...quota.slice(-8)].map((l) => `  ${l.slice(0, 600)}`).join('\n')}`,
+          `${g.name} (${g.node}), the last ${seconds} s:\n${[...envoy.slice(-8), ...quota.slice(-8)].map((l) => `  ${l.slice(0, 600)}`).join('\n')}${stats ? `\n  the edge's quota cluster: ${stats.trim().split('\n').join('; ')}` : ''}`,
         );
+      }
     }
   };
   const ejectedAt = (ms: number | undefined) =>
