@@ -355,6 +355,13 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
   };
 
   /**
+   * Runs `script` with node in a gateway pod's quota container, where Envoy's admin port (loopback) is
+   * in reach: the Envoy image has no client for it.
+   */
+  const besideEnvoy = (pod: string, script: string) =>
+    k('-n', ns, 'exec', pod, '-c', 'quota', '--', 'node', '-e', script);
+
+  /**
    * Polls every gateway pod's Envoy (its admin port, from the quota container of the same pod) until
    * none balances onto `ip` any more (flagged unhealthy, or gone from the detect cluster); resolves with
    * ms since `since`, or undefined after 60 s.
@@ -364,9 +371,7 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
       "fetch('http://127.0.0.1:9901/clusters').then((r) => r.text()).then((t) => console.log(t.split('\\n').filter((l) => l.startsWith('detect::') && l.includes('::health_flags::')).join('\\n')))";
     while (Date.now() - since < 60_000) {
       const flags = await Promise.all(
-        (await widePods('gateway')).map((g) =>
-          k('-n', ns, 'exec', g.name, '-c', 'quota', '--', 'node', '-e', script).catch(() => ''),
-        ),
+        (await widePods('gateway')).map((g) => besideEnvoy(g.name, script).catch(() => '')),
       );
       // An exec that failed, or an Envoy not listing detect's pods, tells nothing: asked again.
       if (flags.some((f) => !f.includes('detect::'))) {
@@ -415,16 +420,8 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
         // Why ext_authz failed, if it did: the edge's counters for its quota sidecar (connections that
         // timed out or failed to open, requests that timed out or lost their connection).
         const stats = envoy.some((l) => l.includes('ext_authz_error'))
-          ? await k(
-              '-n',
-              ns,
-              'exec',
+          ? await besideEnvoy(
               g.name,
-              '-c',
-              'quota',
-              '--',
-              'node',
-              '-e',
               "fetch('http://127.0.0.1:9901/stats?filter=cluster.quota.upstream_').then((r) => r.text()).then((t) => console.log(t.split('\\n').filter((l) => /cx_connect|cx_destroy|rq_timeout|rq_rx_reset|rq_pending/.test(l)).join('\\n')))",
             ).catch((e) => String(e))
           : '';
@@ -668,10 +665,10 @@ function threeNodeChecks(nodeFacts: () => KubeNodeFacts): void {
     const charged = (await usedToday()) - usedBefore;
     log(`the key's day count grew by ${charged}; its 200s: ${keyedResult.counts['200']}`);
 
-    // The cluster is spread again before the answers are judged: a failed check here must not leave the
-    // next ones a crowded node (they find pods by node).
-    // Uncordoned, the node takes pods again; running pods do not move back by themselves (nothing in
-    // Kubernetes reschedules a running pod): a rollout restart spreads them over the three nodes again.
+    // The cluster is spread again before the answers are judged, so that a failed check here leaves the
+    // next ones (they find pods by node) no crowded node. Uncordoned, the node takes pods again; running
+    // pods do not move back by themselves (nothing in Kubernetes reschedules a running pod): a rollout
+    // restart spreads them over the three nodes again.
     const restarted = performance.now();
     for (const d of ['detect', 'gateway'])
       await k('-n', ns, 'rollout', 'restart', `deployment/${release}-${d}`);
