@@ -47,6 +47,8 @@ export class LeaderElection {
   #renewedAt = 0;
   #stopped = false;
   #timer: NodeJS.Timeout | undefined;
+  /** The tick under way: stop() waits for it, as its write would race the release. */
+  #ticking: Promise<void> = Promise.resolve();
 
   constructor(readonly opts: LeaderElectionOptions) {}
 
@@ -55,7 +57,7 @@ export class LeaderElection {
   }
 
   start(): void {
-    void this.#tick();
+    this.#ticking = this.#tick();
   }
 
   async #tick(): Promise<void> {
@@ -67,15 +69,21 @@ export class LeaderElection {
       if (held) this.#renewedAt = attempt;
       if (held && !this.#leading) {
         this.#leading = true;
-        this.opts.log('became leader', { identity: this.opts.identity });
-        this.opts.onStartedLeading();
+        // Won while stopping: held only to be released by stop(), no term started.
+        if (!this.#stopped) {
+          this.opts.log('became leader', { identity: this.opts.identity });
+          this.opts.onStartedLeading();
+        }
       } else if (!held && this.#leading) this.#lose();
     } catch (err) {
       const sinceRenewal = Date.now() - this.#renewedAt;
       this.opts.log('lease error', { err: (err as Error).message, leading: this.#leading, sinceRenewal });
       if (this.#leading && sinceRenewal >= this.opts.renewDeadlineMs) this.#lose();
     }
-    if (!this.#stopped) this.#timer = setTimeout(() => void this.#tick(), this.opts.retryPeriodMs);
+    if (!this.#stopped)
+      this.#timer = setTimeout(() => {
+        this.#ticking = this.#tick();
+      }, this.opts.retryPeriodMs);
   }
 
   #lose(): void {
@@ -138,23 +146,25 @@ export class LeaderElection {
   async stop(): Promise<void> {
     this.#stopped = true;
     if (this.#timer) clearTimeout(this.#timer);
+    // A renewal written after the release's read would make its write a 409 and leave the Lease ours.
+    await this.#ticking;
     if (!this.#leading) return;
     this.#leading = false;
-    try {
-      const lease = await this.opts.api.readNamespacedLease({
-        name: this.opts.name,
-        namespace: this.opts.namespace,
-      });
-      if (lease.spec?.holderIdentity === this.opts.identity) {
+    const { api, name, namespace, identity } = this.opts;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const lease = await api.readNamespacedLease({ name, namespace });
+        if (lease.spec?.holderIdentity !== identity) return;
         lease.spec.holderIdentity = '';
-        await this.opts.api.replaceNamespacedLease({
-          name: this.opts.name,
-          namespace: this.opts.namespace,
-          body: lease,
-        });
+        await api.replaceNamespacedLease({ name, namespace, body: lease });
+        return;
+      } catch (err) {
+        // Written since the read (a standby's attempt on an expired Lease): read it again.
+        if (status(err) === 409 && attempt < 3) continue;
+        // Not fatal: a standby takes over once the Lease expires (leaseDurationSeconds), not at once.
+        this.opts.log('lease not released', { err: (err as Error).message, identity });
+        return;
       }
-    } catch {
-      // Best effort: the Lease expires on its own.
     }
   }
 }
