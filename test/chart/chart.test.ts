@@ -311,6 +311,13 @@ describeWithKube('Helm chart against a real kube-apiserver', ['kube-apiserver', 
           1000 * (seconds(check.interval) * check.unhealthy_threshold + seconds(check.timeout));
         expect(delayMs).toBeGreaterThan(edgeStopsSendingMs);
         expect(detect.terminationGracePeriodSeconds * 1000).toBeGreaterThan(graceMs);
+        // A rollout stops an old pod only once every Envoy has the new one among its hosts: CoreDNS's
+        // 5 s answer, then the cluster's next lookup. Else a one-pod release's edge may hold only the
+        // draining pod once its delay is over, and its requests have no other pod to be retried on.
+        const edgeSeesNewPodMs = 5000 + 1000 * seconds(cluster.cluster_type.typed_config.dns_refresh_rate);
+        expect(find(items, 'Deployment', 'nsfwdetector-detect').spec.minReadySeconds * 1000).toBeGreaterThan(
+          edgeSeesNewPodMs,
+        );
         // The gateway's Envoy stays up (preStop) past its drain, within the grace period.
         const gateway = find(items, 'Deployment', 'nsfwdetector-gateway').spec.template.spec;
         const envoyContainer = gateway.containers.find((c: { name: string }) => c.name === 'envoy');
