@@ -42,7 +42,7 @@ export default function () {
   // for a connection error k6's error.
   if (o !== '200' && o !== '429')
     console.warn(
-      `steady: sent=${sent} at=${Date.now()} ${
+      `steady: sent=${sent} at=${Date.now()} outcome=${encodeURIComponent(o)} ${
         res.status === 0
           ? `connection error ${res.error_code}: ${res.error}`
           : `${res.status} ${String(res.body).slice(0, 300)} headers ${answerHeaders(res)}`

@@ -5,13 +5,15 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { expect } from 'vitest';
 import { fixture } from '../fixtures/corpus.ts';
 import { type Child, spawnChild } from './children.ts';
 import { REPO } from './paths.ts';
 import { STACK_TOOLS } from './stack-tools.ts';
 
 const OUTCOMES = ['200', '429', '503/5001', '503/other', '502', '504', 'connection error', 'other'] as const;
-export type Counts = Record<(typeof OUTCOMES)[number], number>;
+export type Outcome = (typeof OUTCOMES)[number];
+export type Counts = Record<Outcome, number>;
 export const zeroCounts = (): Counts => Object.fromEntries(OUTCOMES.map((o) => [o, 0])) as Counts;
 
 export interface SteadyLoad {
@@ -29,11 +31,14 @@ export interface SteadyLoad {
   }>;
 }
 
+export type SteadyResult = Awaited<ReturnType<SteadyLoad['stop']>>;
+
 /** An answer no check expects, or a connection error, as loadtests/steady.js logged it. */
 export interface UnexpectedAnswer {
   /** Epoch ms the request was sent and its answer (or error) came. */
   sent: number;
   at: number;
+  outcome: Outcome;
   /**
    * The status, body and every response header (`headers {…}`: to tell Envoy's local reply from
    * detect's and the quota sidecar's), or `connection error <k6 error_code>: <k6 error>`.
@@ -96,9 +101,14 @@ export function startLoad(
         const unexpected = child
           .output()
           .split('\n')
-          .map((l) => /steady: sent=(\d+) at=(\d+) (.*)/.exec(l))
+          .map((l) => /steady: sent=(\d+) at=(\d+) outcome=(\S+) (.*)/.exec(l))
           .filter((m) => m !== null)
-          .map((m) => ({ sent: Number(m[1]), at: Number(m[2]), text: m[3] as string }));
+          .map((m) => ({
+            sent: Number(m[1]),
+            at: Number(m[2]),
+            outcome: decodeURIComponent(m[3] as string) as Outcome,
+            text: m[4] as string,
+          }));
         const when = (ms: number) =>
           zero === undefined
             ? new Date(ms).toISOString()
@@ -148,4 +158,21 @@ function answersPerSecond(csv: string): Map<number, Counts> {
     seconds.set(second, counts);
   }
   return seconds;
+}
+
+/**
+ * Only `allowed` outcomes among the answers; a failure's message carries the first few others as k6
+ * logged them (status, body, headers, or the connection error: who answered), so that an excerpt of
+ * the failure alone says why.
+ */
+export function expectOnly(
+  result: { counts: Counts; unexpected: UnexpectedAnswer[] },
+  allowed: readonly Outcome[],
+): void {
+  const others = { ...result.counts };
+  for (const o of allowed) others[o] = 0;
+  const unexpected = result.unexpected.filter((u) => !allowed.includes(u.outcome));
+  const shown = unexpected.slice(0, 5).map((u) => `${new Date(u.at).toISOString()} ${u.text.slice(0, 500)}`);
+  if (unexpected.length > shown.length) shown.push(`… ${unexpected.length - shown.length} more`);
+  expect(others, `answers other than ${allowed.join(', ')}:\n${shown.join('\n')}`).toEqual(zeroCounts());
 }
