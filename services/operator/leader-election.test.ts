@@ -56,24 +56,35 @@ const until = async (what: string, check: () => boolean) => {
   throw new Error(`${what}: not within 1 s`);
 };
 
+/** An election of identity `a` on `api`, logging into `logged`. */
+const electionOn = (
+  api: CoordinationV1Api,
+  logged: Array<[string, object | undefined]>,
+  more: { retryPeriodMs: number; onStartedLeading?: () => void },
+) =>
+  new LeaderElection({
+    api,
+    namespace: 'ns',
+    name: 'lease',
+    identity: 'a',
+    leaseDurationSeconds: 15,
+    renewDeadlineMs: 10_000,
+    onStartedLeading: () => undefined,
+    onStoppedLeading: () => undefined,
+    log: (msg, obj) => logged.push([msg, obj]),
+    ...more,
+  });
+
 describe('LeaderElection.stop', () => {
   it('releases the Lease when a renewal is under way (its write lands between the release read and write)', async () => {
     const fake = fakeLeaseApi();
-    const logged: string[] = [];
+    const logged: Array<[string, object | undefined]> = [];
     let started = 0;
-    const election = new LeaderElection({
-      api: fake.api,
-      namespace: 'ns',
-      name: 'lease',
-      identity: 'a',
-      leaseDurationSeconds: 15,
-      renewDeadlineMs: 10_000,
+    const election = electionOn(fake.api, logged, {
       retryPeriodMs: 20,
       onStartedLeading: () => {
         started += 1;
       },
-      onStoppedLeading: () => undefined,
-      log: (msg) => logged.push(msg),
     });
     election.start();
     await until('leading', () => election.leading);
@@ -87,24 +98,13 @@ describe('LeaderElection.stop', () => {
     expect(fake.holder()).toBe('');
     expect(election.leading).toBe(false);
     expect(started).toBe(1);
-    expect(logged).not.toContain('lease not released');
+    expect(logged.map(([msg]) => msg)).not.toContain('lease not released');
   });
 
   it('says so in the log when the Lease cannot be released', async () => {
     const fake = fakeLeaseApi();
     const logged: Array<[string, object | undefined]> = [];
-    const election = new LeaderElection({
-      api: fake.api,
-      namespace: 'ns',
-      name: 'lease',
-      identity: 'a',
-      leaseDurationSeconds: 15,
-      renewDeadlineMs: 10_000,
-      retryPeriodMs: 1_000,
-      onStartedLeading: () => undefined,
-      onStoppedLeading: () => undefined,
-      log: (msg, obj) => logged.push([msg, obj]),
-    });
+    const election = electionOn(fake.api, logged, { retryPeriodMs: 1_000 });
     election.start();
     await until('leading', () => election.leading);
     (fake.api as unknown as { replaceNamespacedLease: () => Promise<never> }).replaceNamespacedLease =

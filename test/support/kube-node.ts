@@ -105,7 +105,7 @@ export async function upgradeOnNode(
   namespace: string,
   values: string[],
 ): Promise<string> {
-  return nodeWait(
+  const out = await nodeWait(
     facts,
     namespace,
     helmOnNode(facts, [
@@ -124,6 +124,25 @@ export async function upgradeOnNode(
       '10m',
     ]),
   );
+  // Helm 3's --wait takes a Deployment as ready once its new pods are; its old pods go only after
+  // minReadySeconds (detect's): the upgrade is over when every rollout is.
+  const deployments = await kubectl(facts, [
+    '-n',
+    namespace,
+    'get',
+    'deployments',
+    '-l',
+    `app.kubernetes.io/instance=${release}`,
+    '-o',
+    'name',
+  ]);
+  for (const deployment of deployments.split('\n').filter(Boolean))
+    await nodeWait(
+      facts,
+      namespace,
+      kubectl(facts, ['-n', namespace, 'rollout', 'status', deployment, '--timeout=300s']),
+    );
+  return out;
 }
 
 /** What kube:image pushed: the service image, the chart as an OCI artifact, Helm values naming the images. */
