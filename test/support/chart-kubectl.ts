@@ -24,6 +24,17 @@ export const EVENTS_ARGS = [
   'custom-columns=AT:.lastTimestamp,OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message',
 ];
 
+/** The last five minutes of every gateway pod's Envoy (its access log: JSON lines), each line prefixed with its pod. */
+export const EDGE_LOGS_ARGS = [
+  'logs',
+  '-l',
+  'app.kubernetes.io/component=gateway',
+  '-c',
+  'envoy',
+  '--since=5m',
+  '--prefix',
+];
+
 /** The last five minutes of every gateway pod's quota container, each line prefixed with its pod. */
 export const QUOTA_LOGS_ARGS = [
   'logs',
