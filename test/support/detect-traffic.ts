@@ -11,6 +11,12 @@ export interface TrafficAnswer {
   scores: string | undefined;
   /** The envelope's message of a refusal: tells detect's own 503 from one Envoy made. */
   message?: string;
+  /**
+   * A refusal's time to answer and headers: one without X-RateLimit headers never passed ext_authz (its
+   * check failed: a 503 after extAuthzTimeout when the sidecar did not answer).
+   */
+  ms?: number;
+  headers?: Record<string, string>;
   error?: string;
 }
 
@@ -37,7 +43,9 @@ export function detectTraffic(
           code: a.code,
           thresholds: a.body?.data?.thresholds ? JSON.stringify(a.body.data.thresholds) : undefined,
           scores: a.body?.data?.scores ? JSON.stringify(a.body.data.scores) : undefined,
-          ...(a.code ? { message: a.body?.message } : {}),
+          ...(a.code
+            ? { message: a.body?.message, ms: Math.round(a.ms), headers: Object.fromEntries(a.headers) }
+            : {}),
         });
       } catch (err) {
         answers.push({
