@@ -55,6 +55,17 @@ export async function startTopology(kind: TopologyKind): Promise<RedisTopology> 
   }
 }
 
+/**
+ * Every promise's value once all have settled; else the first rejection, thrown only then: the caller
+ * stops the servers `started` holds, and one still starting at a rejection would be left running.
+ */
+async function allOrThrow<T>(promises: Promise<T>[]): Promise<T[]> {
+  const results = await Promise.allSettled(promises);
+  const failed = results.find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
+  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
+}
+
 function stopAll(servers: RedisServer[]): () => Promise<void> {
   return async () => {
     await Promise.allSettled(servers.map((s) => s.stop()));
@@ -78,7 +89,7 @@ async function sentinel(
   started: RedisServer[],
 ): Promise<RedisTopology> {
   const primary = await start({ args: FAST_SYNC });
-  const replicas = await Promise.all(
+  const replicas = await allOrThrow(
     [0, 1].map(() => start({ args: [...FAST_SYNC, '--replicaof', '127.0.0.1', String(primary.port)] })),
   );
   const config = () =>
@@ -88,7 +99,7 @@ async function sentinel(
       `sentinel failover-timeout ${MASTER_NAME} 3000`,
       `sentinel parallel-syncs ${MASTER_NAME} 2`,
     ].join('\n');
-  const sentinels = await Promise.all([0, 1, 2].map(() => start({ sentinelConfig: config })));
+  const sentinels = await allOrThrow([0, 1, 2].map(() => start({ sentinelConfig: config })));
   const list = sentinels.map((s) => `127.0.0.1:${s.port}`).join(',');
   const topology: RedisTopology = {
     kind: 'sentinel',
@@ -131,7 +142,7 @@ async function cluster(
   started: RedisServer[],
 ): Promise<RedisTopology> {
   const cli = requireTool(REDIS_CLI);
-  const nodes = await Promise.all(
+  const nodes = await allOrThrow(
     Array.from({ length: 6 }, () =>
       start({
         args: [
