@@ -40,30 +40,25 @@ export interface RedisTopology {
 
 export async function startTopology(kind: TopologyKind): Promise<RedisTopology> {
   const started: RedisServer[] = [];
+  const starting: Promise<unknown>[] = [];
   const start = async (opts: Parameters<typeof RedisServer.start>[0] = {}) => {
-    const s = await RedisServer.start(opts);
-    started.push(s);
-    return s;
+    const starts = RedisServer.start(opts);
+    starting.push(starts);
+    const server = await starts;
+    started.push(server);
+    return server;
   };
   try {
     if (kind === 'single') return single(await start());
     if (kind === 'sentinel') return await sentinel(start, started);
     return await cluster(start, started);
   } catch (err) {
+    // Starts run in parallel: those still under way when one failed are waited for, so that every
+    // server started is stopped, not left running.
+    await Promise.allSettled(starting);
     await Promise.allSettled(started.map((s) => s.stop()));
     throw err;
   }
-}
-
-/**
- * Every promise's value once all have settled; else the first rejection, thrown only then: the caller
- * stops the servers `started` holds, and one still starting at a rejection would be left running.
- */
-async function allOrThrow<T>(promises: Promise<T>[]): Promise<T[]> {
-  const results = await Promise.allSettled(promises);
-  const failed = results.find((r) => r.status === 'rejected');
-  if (failed) throw failed.reason;
-  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
 }
 
 function stopAll(servers: RedisServer[]): () => Promise<void> {
@@ -89,7 +84,7 @@ async function sentinel(
   started: RedisServer[],
 ): Promise<RedisTopology> {
   const primary = await start({ args: FAST_SYNC });
-  const replicas = await allOrThrow(
+  const replicas = await Promise.all(
     [0, 1].map(() => start({ args: [...FAST_SYNC, '--replicaof', '127.0.0.1', String(primary.port)] })),
   );
   const config = () =>
@@ -99,7 +94,7 @@ async function sentinel(
       `sentinel failover-timeout ${MASTER_NAME} 3000`,
       `sentinel parallel-syncs ${MASTER_NAME} 2`,
     ].join('\n');
-  const sentinels = await allOrThrow([0, 1, 2].map(() => start({ sentinelConfig: config })));
+  const sentinels = await Promise.all([0, 1, 2].map(() => start({ sentinelConfig: config })));
   const list = sentinels.map((s) => `127.0.0.1:${s.port}`).join(',');
   const topology: RedisTopology = {
     kind: 'sentinel',
@@ -142,7 +137,7 @@ async function cluster(
   started: RedisServer[],
 ): Promise<RedisTopology> {
   const cli = requireTool(REDIS_CLI);
-  const nodes = await allOrThrow(
+  const nodes = await Promise.all(
     Array.from({ length: 6 }, () =>
       start({
         args: [
