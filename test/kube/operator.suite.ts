@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ERRORS } from '../../lib/common/errors.ts';
-import { EDGE_LOGS_ARGS, EVENTS_ARGS, QUOTA_LOGS_ARGS } from '../support/chart-kubectl.ts';
+import { EVENTS_ARGS, gatewayLogsArgs } from '../support/chart-kubectl.ts';
 import { startCpuHog } from '../support/cpu-hog.ts';
 import { countAnswers, detectTraffic, type TrafficAnswer } from '../support/detect-traffic.ts';
 import { eventually } from '../support/eventually.ts';
@@ -115,11 +115,11 @@ spec:
       if (bad.length > 0) {
         const events = await kubectl(EVENTS_ARGS);
         // The quota sidecars' warnings name a store fault behind a 503 (their refusal summaries).
-        const quota = await kubectl(QUOTA_LOGS_ARGS);
+        const quota = await kubectl(gatewayLogsArgs('quota'));
         const warnings = quota.split('\n').filter((l) => /"level":(40|50)/.test(l));
         // Who answered a 503 (detect, ext_authz, Envoy itself): the access log's 5xx lines, with their
         // response flags (not Envoy's own log: the OTLP exporter's 503s from the absent collector).
-        const edge = (await kubectl(EDGE_LOGS_ARGS))
+        const edge = (await kubectl(gatewayLogsArgs('envoy')))
           .split('\n')
           .filter((l) => /\] \{/.test(l) && /"status":\s*"?(5\d\d|0)\b/.test(l));
         console.log(

@@ -24,24 +24,16 @@ export const EVENTS_ARGS = [
   'custom-columns=AT:.lastTimestamp,OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message',
 ];
 
-/** The last five minutes of every gateway pod's Envoy (its access log: JSON lines), each line prefixed with its pod. */
-export const EDGE_LOGS_ARGS = [
+/**
+ * The last five minutes of one container of every gateway pod, each line prefixed with its pod: `envoy`
+ * (its access log: JSON lines) or `quota`.
+ */
+export const gatewayLogsArgs = (container: 'envoy' | 'quota') => [
   'logs',
   '-l',
   'app.kubernetes.io/component=gateway',
   '-c',
-  'envoy',
-  '--since=5m',
-  '--prefix',
-];
-
-/** The last five minutes of every gateway pod's quota container, each line prefixed with its pod. */
-export const QUOTA_LOGS_ARGS = [
-  'logs',
-  '-l',
-  'app.kubernetes.io/component=gateway',
-  '-c',
-  'quota',
+  container,
   '--since=5m',
   '--prefix',
 ];

@@ -19,7 +19,7 @@ import { promisify } from 'node:util';
 import {
   adminCliArgs,
   EVENTS_ARGS,
-  QUOTA_LOGS_ARGS,
+  gatewayLogsArgs,
   reportingWait,
 } from '../../test/support/chart-kubectl.ts';
 import { post } from '../../test/support/stack-client.ts';
@@ -137,7 +137,7 @@ async function explain(): Promise<void> {
       .filter((l) => /^AT|\s(Killing|SuccessfulDelete|SuccessfulCreate|Started)\s/.test(l))
       .join('\n'),
   );
-  const quota = await kubectl(QUOTA_LOGS_ARGS);
+  const quota = await kubectl(gatewayLogsArgs('quota'));
   console.log(
     `quota sidecars' warnings and 503s:\n${quota
       .split('\n')
